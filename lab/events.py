@@ -1,0 +1,202 @@
+"""Typed events streamed by :func:`lab.run`.
+
+One generator feeds the app, the CLI, notebooks and sweeps, so every consumer
+sees the same sequence::
+
+    RunStarted
+      (per seed)  Progress* LayerMetrics* LayerUtilization* ProjectionReady* EpochFinished
+                  ... for epoch 0 (before training), 1, ..., E
+      Aggregate* Generalization*        (per epoch, once every seed has reported it)
+      LayerContribution*                (when the config asks for it)
+    RunFinished | RunFailed | RunCancelled
+
+Every event has a class-level ``kind`` string and ``to_dict()`` (JSON-safe:
+arrays become lists) so consumers can log or forward it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = [
+    "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics",
+    "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
+    "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "TERMINAL_KINDS",
+]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass
+class Event:
+    """Base class: every event belongs to one run."""
+
+    kind: ClassVar[str] = "event"
+    run_id: str
+
+    def to_dict(self) -> dict:
+        out = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+
+@dataclass
+class RunStarted(Event):
+    """The run is resolved: layers (name, kind, dim), classes, split, device, sizes."""
+
+    kind: ClassVar[str] = "run_started"
+    config: dict
+    layers: list[dict]          # [{"name": str, "kind": "map"|"tokens"|"vector", "dim": int}, ...]
+    classes: list[str]          # all class names of the dataset
+    seen: list[str]
+    unseen: list[str]
+    device: str
+    n_images: dict[str, int]    # {"train": n, "heldout": n, "unseen": n}
+    seeds: list[int]
+    trainable_fraction: float | None = None
+
+
+@dataclass
+class Progress(Event):
+    """Coarse progress: stage in {"load", "train", "extract", "metrics", "project", "contribution"}."""
+
+    kind: ClassVar[str] = "progress"
+    stage: str
+    done: int
+    total: int
+    seed: int | None = None
+    epoch: int | None = None
+
+
+@dataclass
+class EpochFinished(Event):
+    """One epoch of fine-tuning on the seen classes is done and evaluated.
+
+    Epoch 0 is the backbone before any training (train_loss is None there).
+    """
+
+    kind: ClassVar[str] = "epoch_finished"
+    seed: int
+    epoch: int
+    train_loss: float | None
+    train_accuracy: float | None
+    heldout_accuracy: float | None
+    seconds: float
+    heldout_loss: float | None = None
+    resilience: float | None = None   # accuracy on label-shuffled training images vs their true labels
+
+
+@dataclass
+class LayerMetrics(Event):
+    """Metric values of one layer at one epoch for one seed, on split "unseen" or "seen"."""
+
+    kind: ClassVar[str] = "layer_metrics"
+    seed: int
+    epoch: int
+    layer: str
+    split: str
+    values: dict[str, float]
+
+
+@dataclass
+class LayerUtilization(Event):
+    """Distance of a layer's weights from their values at epoch 0 (Wang & Yang)."""
+
+    kind: ClassVar[str] = "layer_utilization"
+    seed: int
+    epoch: int
+    layer: str
+    absolute: float
+    relative: float
+
+
+@dataclass
+class ProjectionReady(Event):
+    """2-D layout of unseen-class embeddings at one layer; method "pca" first, then "umap"."""
+
+    kind: ClassVar[str] = "projection_ready"
+    seed: int
+    epoch: int
+    layer: str
+    method: str
+    coords: np.ndarray          # (n, 2) float32
+    labels: np.ndarray          # (n,) int, index into class_names
+    indices: np.ndarray         # (n,) int, image index in the evaluation dataset
+    class_names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Aggregate(Event):
+    """Mean and std across seeds of one layer's metrics at one epoch."""
+
+    kind: ClassVar[str] = "aggregate"
+    epoch: int
+    layer: str
+    split: str
+    mean: dict[str, float]
+    std: dict[str, float]
+    n_seeds: int
+
+
+@dataclass
+class Generalization(Event):
+    """Generalization index g = max over layers of unseen NMI at one epoch, and its layer.
+
+    ``seed`` is None for the across-seed value (max of the mean curve, with its std).
+    """
+
+    kind: ClassVar[str] = "generalization"
+    epoch: int
+    g: float
+    layer: str
+    g_std: float | None = None
+    seed: int | None = None
+    metric: str = "nmi"
+
+
+@dataclass
+class LayerContribution(Event):
+    """Effect of re-initialising one layer to its epoch-0 weights (Wang & Yang)."""
+
+    kind: ClassVar[str] = "layer_contribution"
+    seed: int
+    layer: str
+    values: dict[str, float]    # e.g. heldout_loss, heldout_accuracy, unseen_nmi and their deltas
+
+
+@dataclass
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    seconds: float
+    summary: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunFailed(Event):
+    kind: ClassVar[str] = "run_failed"
+    message: str
+    seconds: float = 0.0
+
+
+@dataclass
+class RunCancelled(Event):
+    kind: ClassVar[str] = "run_cancelled"
+    seconds: float = 0.0
+    message: str = "cancelled by the user"
+
+
+TERMINAL_KINDS = frozenset({RunFinished.kind, RunFailed.kind, RunCancelled.kind})
