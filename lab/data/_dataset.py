@@ -1,0 +1,240 @@
+"""In-memory labelled image dataset shared by every source (glyphs, digits, folders, CIFAR)."""
+from __future__ import annotations
+
+import base64
+import io
+import math
+import zlib
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+__all__ = ["ImageDataset", "standardize"]
+
+
+def standardize(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images (..., C, H, W) -> float32 in [-1, 1]: ``(x / 255 - 0.5) / 0.5``."""
+    return images.float().div_(127.5).sub_(1.0)
+
+
+def _random_affine(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Mild random affine per image: rotation +-10 deg, scale 0.9-1.1, shift +-6 %.
+
+    Edges are replicated (``padding_mode="border"``) so glyph paper stays white
+    and photos do not grow black borders.
+    """
+    b = x.shape[0]
+    u = torch.rand(b, 4, generator=generator) * 2 - 1                 # (B, 4) in [-1, 1]
+    angle = u[:, 0] * math.radians(10)
+    scale = 1 + 0.1 * u[:, 1]
+    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+    theta = torch.stack([torch.stack([cos, -sin, 0.06 * u[:, 2]], 1),
+                         torch.stack([sin, cos, 0.06 * u[:, 3]], 1)], 1)   # (B, 2, 3)
+    grid = torch.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
+    return torch.nn.functional.grid_sample(x, grid, mode="bilinear", padding_mode="border",
+                                           align_corners=False)
+
+
+class _Collate:
+    """Turn a list of indices into a standardised (and maybe augmented) batch."""
+
+    def __init__(self, ds: "ImageDataset", generator: torch.Generator | None):
+        self.images, self.targets, self.generator = ds.images, ds._targets_t, generator
+
+    def __call__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = standardize(self.images[idx])                                  # (B, C, H, W)
+        if self.generator is not None:
+            x = _random_affine(x, self.generator)
+        return x, self.targets[idx]
+
+
+class ImageDataset(torch.utils.data.Dataset):
+    """Labelled images held in memory as uint8, with class names.
+
+    Parameters
+    ----------
+    images : torch.Tensor or numpy.ndarray
+        uint8 (N, C, H, W) with H == W and C in {1, 3}.
+    targets : array-like of int
+        (N,) indices into ``classes``.
+    classes : sequence of str
+        Class names; ``targets`` index them.
+    name : str
+        The spec it was loaded from (e.g. ``"glyphs"``), kept by derived datasets.
+    info : dict, optional
+        Source details (fonts, characters, paths) for display; not interpreted.
+
+    Notes
+    -----
+    ``ds[i]`` returns ``(x, y)`` with ``x`` float32 (C, H, W) standardised as
+    ``(x / 255 - 0.5) / 0.5`` and no augmentation. Random augmentation happens only
+    in :meth:`train_loader`.
+    """
+
+    def __init__(self, images, targets, classes: Sequence[str], name: str, info: dict | None = None):
+        images = torch.as_tensor(images)
+        if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] not in (1, 3) \
+                or images.shape[2] != images.shape[3]:
+            raise ValueError(f"images must be uint8 (N, C, H, W) with C in (1, 3) and H == W; "
+                             f"got {images.dtype} {tuple(images.shape)}.")
+        targets = np.asarray(targets, dtype=np.int64)
+        classes = [str(c) for c in classes]
+        if targets.shape != (images.shape[0],):
+            raise ValueError(f"targets must have shape ({images.shape[0]},); got {targets.shape}.")
+        if len(set(classes)) != len(classes):
+            raise ValueError(f"class names must be unique; got {classes}.")
+        if targets.size and (targets.min() < 0 or targets.max() >= len(classes)):
+            raise ValueError(f"targets must lie in 0..{len(classes) - 1}; "
+                             f"got {targets.min()}..{targets.max()}.")
+        self.images = images
+        self.targets = targets
+        self.classes = classes
+        self.name = name
+        self.info = dict(info or {})
+        self._targets_t = torch.from_numpy(targets)
+
+    # -- basic access ------------------------------------------------------
+    @property
+    def in_chans(self) -> int:
+        """Number of channels (1 grayscale, 3 RGB)."""
+        return int(self.images.shape[1])
+
+    @property
+    def image_size(self) -> int:
+        """Width (= height) of the images in pixels."""
+        return int(self.images.shape[-1])
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return standardize(self.images[i]), int(self.targets[i])
+
+    def class_counts(self) -> dict[str, int]:
+        """Number of images of every class, in ``classes`` order."""
+        counts = np.bincount(self.targets, minlength=len(self.classes))
+        return {c: int(n) for c, n in zip(self.classes, counts)}
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.classes[:4]) + (", ..." if len(self.classes) > 4 else "")
+        return (f"ImageDataset({self.name!r}: {len(self)} images, {len(self.classes)} classes "
+                f"[{shown}], {self.image_size}x{self.image_size} px, in_chans={self.in_chans})")
+
+    # -- derived datasets --------------------------------------------------
+    def _take(self, indices: np.ndarray, targets: np.ndarray | None = None,
+              classes: Sequence[str] | None = None) -> "ImageDataset":
+        indices = np.asarray(indices, dtype=np.int64)
+        return ImageDataset(self.images[torch.from_numpy(indices)],
+                            self.targets[indices] if targets is None else targets,
+                            self.classes if classes is None else classes, self.name, self.info)
+
+    def subset(self, classes: Sequence[str]) -> "ImageDataset":
+        """Keep only ``classes``; they become the class list, in that order.
+
+        Targets are re-indexed ``0..len(classes) - 1``.
+        """
+        classes = [str(c) for c in classes]
+        unknown = [c for c in classes if c not in self.classes]
+        if unknown:
+            raise ValueError(f"unknown classes {unknown} for dataset {self.name!r}; "
+                             f"expected names from {self.classes}.")
+        if len(set(classes)) != len(classes):
+            dup = sorted({c for c in classes if classes.count(c) > 1})
+            raise ValueError(f"classes must not repeat; got {dup} more than once.")
+        old_to_new = np.full(len(self.classes), -1, dtype=np.int64)
+        for new, c in enumerate(classes):
+            old_to_new[self.classes.index(c)] = new
+        keep = np.flatnonzero(old_to_new[self.targets] >= 0)
+        return self._take(keep, old_to_new[self.targets[keep]], classes)
+
+    def _per_class_order(self, seed: int) -> dict[int, np.ndarray]:
+        """A shuffled index list per class; seeded by the class *name* so the
+        result for a class does not depend on which other classes are present."""
+        out = {}
+        for k, name in enumerate(self.classes):
+            idx = np.flatnonzero(self.targets == k)
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+            out[k] = idx[rng.permutation(idx.size)]
+        return out
+
+    def partition(self, which: str, test_fraction: float = 0.2, seed: int = 0) -> "ImageDataset":
+        """Deterministic per-class train/test split; the class list is unchanged.
+
+        Parameters
+        ----------
+        which : {"train", "test"}
+            Which part to return; the two are disjoint and cover the dataset.
+        test_fraction : float
+            Share of each class in the test part (rounded, at least one image and
+            at least one image left for training).
+        seed : int
+            Same seed, same split.
+        """
+        if which not in ("train", "test"):
+            raise ValueError(f"which must be 'train' or 'test'; got {which!r}.")
+        if not 0 < test_fraction < 1:
+            raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction}.")
+        keep = []
+        for k, idx in self._per_class_order(seed).items():
+            if idx.size < 2:
+                raise ValueError(
+                    f"class {self.classes[k]!r} has {idx.size} image(s); a train/test partition "
+                    "needs at least 2 per class. Add images or drop it with subset().")
+            n_test = min(max(1, round(test_fraction * idx.size)), idx.size - 1)
+            keep.append(idx[:n_test] if which == "test" else idx[n_test:])
+        return self._take(np.sort(np.concatenate(keep)))
+
+    def sample_per_class(self, n: int, seed: int = 0) -> "ImageDataset":
+        """At most ``n`` images per class, chosen deterministically from ``seed``."""
+        if n < 1:
+            raise ValueError(f"n must be a positive number of images per class; got {n}.")
+        keep = [idx[:n] for idx in self._per_class_order(seed).values()]
+        return self._take(np.sort(np.concatenate(keep)))
+
+    # -- loaders -------------------------------------------------------------
+    def train_loader(self, batch_size: int, augment: bool = True, seed: int = 0,
+                     shuffle: bool = True) -> DataLoader:
+        """Batches ``(x float (B, C, H, W), y int64 (B,))`` for training.
+
+        With ``augment`` every image gets a mild random affine (rotation,
+        scale, shift); shuffling and augmentation follow ``seed``, so a new loader
+        with the same seed repeats the same batches.
+        """
+        order = torch.Generator().manual_seed(seed)
+        aug = torch.Generator().manual_seed(seed + 1) if augment else None
+        return DataLoader(range(len(self)), batch_size=batch_size, shuffle=shuffle,
+                          generator=order if shuffle else None, num_workers=0,
+                          collate_fn=_Collate(self, aug))
+
+    def eval_loader(self, batch_size: int) -> DataLoader:
+        """Batches in dataset order without augmentation."""
+        return DataLoader(range(len(self)), batch_size=batch_size, shuffle=False, num_workers=0,
+                          collate_fn=_Collate(self, None))
+
+    # -- thumbnails ------------------------------------------------------------
+    def thumbnail(self, i: int, size: int = 32) -> str:
+        """Image ``i`` as a PNG data URI (``"data:image/png;base64,..."``), ``size`` px wide."""
+        from PIL import Image
+
+        arr = self.images[int(i)].permute(1, 2, 0).numpy()                # (H, W, C)
+        img = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
+        if img.size != (size, size):
+            img = img.resize((size, size), Image.Resampling.LANCZOS)
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", optimize=True)
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+    def class_thumbnail(self, name: str, size: int = 32) -> str:
+        """Thumbnail of a typical image of class ``name``: of up to 64 of its
+        images, the one closest to their mean."""
+        if name not in self.classes:
+            raise ValueError(f"unknown class {name!r}; expected one of {self.classes}.")
+        idx = np.flatnonzero(self.targets == self.classes.index(name))[:64]
+        if idx.size == 0:
+            raise ValueError(f"class {name!r} has no images in this dataset.")
+        x = self.images[torch.from_numpy(idx)].flatten(1).float()           # (n, C*H*W)
+        best = int(torch.cdist(x, x.mean(0, keepdim=True)).argmin())
+        return self.thumbnail(int(idx[best]), size)

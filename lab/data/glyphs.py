@@ -1,0 +1,443 @@
+"""The embedded glyph dataset: 20 CJK typefaces as 20 "calligraphers".
+
+The seed papers (Dyballa et al. 2024, arXiv 2405.01524) use a Chinese
+calligraphy dataset with one class per calligrapher and 64x64 images of single
+characters. This module mirrors it with free CJK fonts from Debian: each class is
+one visibly distinct typeface or brush style, each image one character drawn in
+it, with mild per-image variation (position, scale, rotation, stroke width) from a
+fixed seed.
+
+Rendering needs the fonts and is done once, at build time::
+
+    apt-get install fonts-arphic-ukai fonts-arphic-uming ...   # see FACES
+    python -m lab.data.glyphs build            # writes lab/data/glyphs.npz (+ .json)
+    python -m lab.data.glyphs sheet out.png    # contact sheet of the shipped file
+
+The result ships inside the package, so loading (:func:`read`) needs no fonts.
+Characters are drawn from those common to GB 2312 level 1, Big5 common and
+JIS X 0208 level 1 (so simplified, traditional and Japanese faces all have them),
+and each is checked in every face: blank glyphs, the face's ``.notdef`` box (tofu)
+and placeholder glyphs shared by several code points are rejected and reported.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "FACES", "Face", "DEFAULT_PATH", "SEED", "IMAGE_SIZE", "N_CHARS",
+    "read", "candidate_characters", "find_font", "open_font", "glyph_status",
+    "render_glyph", "build", "contact_sheet", "main",
+]
+
+DEFAULT_PATH = Path(__file__).with_name("glyphs.npz")
+SEED = 20240502
+IMAGE_SIZE = 64
+N_CHARS = 320
+
+_RENDER_PX = 256     # font size of the high-resolution drawing that is later reduced
+_CANVAS_PX = 384
+_CHECK_PX = 40       # font size of the tofu / blank check
+
+
+@dataclass(frozen=True)
+class Face:
+    """One class of the glyph dataset: a typeface and where to find it.
+
+    Parameters
+    ----------
+    name : str
+        Class name shown to users.
+    family : str
+        Font family as FreeType reports it (selects the face inside a .ttc).
+    package : str
+        Debian package that installs the font.
+    path : str
+        Usual install path; when absent, ``fc-list`` is asked for ``family``.
+    style : str
+        Style as FreeType reports it (e.g. ``"Thin"``), when the family has several.
+    """
+
+    name: str
+    family: str
+    package: str
+    path: str
+    style: str = ""
+
+
+_T = "/usr/share/fonts/truetype"
+_O = "/usr/share/fonts/opentype"
+# Chosen for distinct designs: brush scripts (regular, semi-cursive, cursive),
+# kai, fangsong, ming/song/mincho, hei/gothic, rounded and an oblique display face.
+FACES: tuple[Face, ...] = (
+    Face("AR PL UKai", "AR PL UKai CN", "fonts-arphic-ukai", f"{_T}/arphic/ukai.ttc"),
+    Face("AR PL UMing", "AR PL UMing CN", "fonts-arphic-uming", f"{_T}/arphic/uming.ttc"),
+    Face("TW-Kai", "TW-Kai", "fonts-cns11643-kai", f"{_T}/cns11643/TW-Kai-98_1.ttf"),
+    Face("TW-Sung", "TW-Sung", "fonts-cns11643-sung", f"{_T}/cns11643/TW-Sung-98_1.ttf"),
+    Face("LXGW WenKai", "LXGW WenKai", "fonts-lxgw-wenkai",
+         f"{_T}/lxgw-wenkai/LXGWWenKai-Regular.ttf"),
+    Face("cwTeX FangSong", "cwTeXFangSong", "fonts-cwtex-fs", f"{_T}/cwtex/cwfs.ttf"),
+    Face("cwTeX HeiBold", "cwTeXHeiBold", "fonts-cwtex-heib", f"{_T}/cwtex/cwheib.ttf"),
+    Face("cwTeX Yen", "cwTeXYen", "fonts-cwtex-yen", f"{_T}/cwtex/cwyen.ttf"),
+    Face("Noto Sans CJK", "Noto Sans CJK SC", "fonts-noto-cjk",
+         f"{_O}/noto/NotoSansCJK-Regular.ttc"),
+    Face("Noto Serif CJK", "Noto Serif CJK SC", "fonts-noto-cjk",
+         f"{_O}/noto/NotoSerifCJK-Regular.ttc"),
+    Face("WenQuanYi Zen Hei", "WenQuanYi Zen Hei", "fonts-wqy-zenhei",
+         f"{_T}/wqy/wqy-zenhei.ttc"),
+    Face("IPA Mincho", "IPAMincho", "fonts-ipafont-mincho", f"{_O}/ipafont-mincho/ipam.ttf"),
+    Face("Kouzan Brush", "KouzanBrushFont", "fonts-kouzan-mouhitsu",
+         f"{_T}/kouzan-mouhitsu/kouzan-mouhitsu.ttf"),
+    Face("Kouzan Gyosho", "KouzanBrushFontGyousyo", "fonts-kouzan-mouhitsu",
+         f"{_T}/kouzan-mouhitsu/kouzan-mouhitsu-gyosho.ttf"),
+    Face("Kouzan Sosho", "KouzanBrushFontSousyo", "fonts-kouzan-mouhitsu",
+         f"{_T}/kouzan-mouhitsu/KouzanBrushFontSousyo.ttf"),
+    Face("Aoyagi Kouzan", "AoyagiKouzanFontT", "fonts-aoyagi-kouzan-t",
+         f"{_T}/aoyagi-kouzan-t/AoyagiKouzanT.ttf"),
+    Face("Aoyagi Soseki", "AoyagiSosekiFont2", "fonts-aoyagi-soseki",
+         f"{_T}/aoyagi-soseki/aoyagi-soseki.ttf"),
+    Face("Smiley Sans", "Smiley Sans", "fonts-smiley-sans",
+         f"{_T}/smiley-sans/SmileySans-Oblique.ttf"),
+    Face("Motoya L Maru", "MotoyaLMaru", "fonts-motoya-l-maruberi",
+         f"{_T}/motoya-l-maruberi/MTLmr3m.ttf"),
+    Face("M PLUS 1 Light", "M PLUS 1", "fonts-mplus", f"{_O}/mplus/Mplus1-Light.otf", "Light"),
+)
+
+
+# ---------------------------------------------------------------------------
+# Reading the shipped file (no fonts needed)
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: str, mtime_ns: int) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        out = {k: z[k] for k in z.files}
+    for value in out.values():
+        value.setflags(write=False)
+    out["meta"] = json.loads(str(out["meta"]))
+    return out
+
+
+def read(path: str | Path | None = None) -> dict:
+    """Read a glyph archive, cached per process.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        An archive written by :func:`build`; default the shipped ``glyphs.npz``.
+
+    Returns
+    -------
+    dict
+        ``images`` uint8 (N, 64, 64), ``style`` int16 (N,), ``char`` int16 (N,),
+        ``styles`` str (S,), ``characters`` str (C,), ``meta`` dict. Arrays are
+        read-only and shared between callers: copy before modifying.
+    """
+    p = Path(path) if path is not None else DEFAULT_PATH
+    if not p.is_file():
+        raise ValueError(
+            f"glyph archive not found at {p}. It ships with the package; rebuild it with "
+            "`python -m lab.data.glyphs build` (needs the fonts listed in lab.data.glyphs.FACES).")
+    return _read_cached(str(p.resolve()), p.stat().st_mtime_ns)
+
+
+# ---------------------------------------------------------------------------
+# Fonts
+
+def _decode_pairs(leads, trails, encoding: str) -> list[str]:
+    out = []
+    for a in leads:
+        for b in trails:
+            try:
+                out.append(bytes([a, b]).decode(encoding))
+            except UnicodeDecodeError:
+                pass
+    return out
+
+
+def candidate_characters() -> list[str]:
+    """Characters common to the everyday sets of Chinese (both scripts) and Japanese.
+
+    The intersection of GB 2312 level 1 (3755 common simplified characters),
+    Big5 common characters (5401, A440-C67E) and JIS X 0208 level 1 (2965), in
+    Big5 order (stroke count). These code points look alike in all three locales,
+    so every face below draws them.
+    """
+    gb = set(_decode_pairs(range(0xB0, 0xD8), range(0xA1, 0xFF), "gb2312"))
+    jis = set(_decode_pairs(range(0xB0, 0xD0), range(0xA1, 0xFF), "euc_jp"))
+    trails = [*range(0x40, 0x7F), *range(0xA1, 0xFF)]
+    big5 = [c for c in _decode_pairs(range(0xA4, 0xC7), trails, "big5")
+            if 0xA440 <= int.from_bytes(c.encode("big5"), "big") <= 0xC67E]
+    return [c for c in big5 if c in gb and c in jis]
+
+
+def _fc_list(family: str) -> list[str]:
+    if shutil.which("fc-list") is None:
+        return []
+    res = subprocess.run(["fc-list", "--format", "%{file}\n", f":family={family}"],
+                         capture_output=True, text=True, check=False)
+    return sorted(line for line in res.stdout.splitlines() if line)
+
+
+def find_font(face: Face) -> tuple[str, int] | None:
+    """Locate ``face`` on this machine: ``(file, index in collection)`` or None."""
+    from PIL import ImageFont
+
+    paths = [face.path] if Path(face.path).is_file() else []
+    paths += [p for p in _fc_list(face.family) if p not in paths]
+    for path in paths:
+        for index in range(16):
+            try:
+                font = ImageFont.truetype(path, 12, index=index)
+            except OSError:
+                break
+            family, style = font.getname()
+            if family == face.family and (not face.style or style == face.style):
+                return path, index
+    return None
+
+
+def open_font(path: str, index: int = 0, size: int = _RENDER_PX):
+    """Open a font with the basic layout engine (same result with or without raqm)."""
+    from PIL import ImageFont
+
+    return ImageFont.truetype(path, size, index=index, layout_engine=ImageFont.Layout.BASIC)
+
+
+# ---------------------------------------------------------------------------
+# Checking and drawing glyphs
+
+def _draw(font, ch: str, canvas: int) -> np.ndarray:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("L", (canvas, canvas), 0)
+    ImageDraw.Draw(img).text((canvas // 2, canvas // 2), ch, font=font, fill=255, anchor="mm")
+    return np.asarray(img)  # (canvas, canvas) ink = 255
+
+
+def glyph_status(font, ch: str, notdef: np.ndarray | None = None) -> str:
+    """Classify how ``font`` draws ``ch``: ``"ok"``, ``"blank"`` or ``"tofu"``.
+
+    ``font`` should be opened at a small size (e.g. 40 px). Tofu means the
+    drawing equals the face's ``.notdef`` glyph, obtained by drawing a code point
+    no font defines (U+10FFFD); pass it as ``notdef`` to avoid redrawing it.
+    """
+    canvas = 2 * _CHECK_PX
+    img = _draw(font, ch, canvas)
+    if img.max() == 0:
+        return "blank"
+    if notdef is None:
+        notdef = _draw(font, "\U0010FFFD", canvas)
+    if notdef.max() > 0 and np.array_equal(img, notdef):
+        return "tofu"
+    return "ok"
+
+
+def _check_face(path: str, index: int, chars: list[str]) -> dict[str, str]:
+    """Status of every character in one face; placeholders drawn for several
+    code points (e.g. a face's own fallback symbol) count as tofu."""
+    font = open_font(path, index, size=_CHECK_PX)
+    notdef = _draw(font, "\U0010FFFD", 2 * _CHECK_PX)
+    status, seen = {}, {}
+    for ch in chars:
+        status[ch] = glyph_status(font, ch, notdef)
+        if status[ch] == "ok":
+            key = hashlib.sha1(_draw(font, ch, 2 * _CHECK_PX).tobytes()).hexdigest()
+            seen.setdefault(key, []).append(ch)
+    for group in seen.values():
+        if len(group) > 1:
+            status.update({ch: "tofu" for ch in group})
+    return status
+
+
+def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE) -> np.ndarray:
+    """Draw one character with mild random variation: dark ink on white.
+
+    Parameters
+    ----------
+    font : PIL FreeTypeFont
+        Opened with :func:`open_font` at the default (high) size.
+    ch : str
+        One character.
+    rng : numpy Generator
+        Source of the variation: stroke width (a 3 or 5 px min/max filter at about
+        five times the output resolution, so strokes change by 0.4-0.8 px),
+        rotation (+-6 degrees), scale (longer side 42-54 px of 64) and position
+        (+-4 px).
+    size : int
+        Output width and height.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8 (size, size), 255 = background.
+    """
+    from PIL import Image, ImageFilter, ImageOps
+
+    ink = Image.fromarray(_draw(font, ch, _CANVAS_PX))
+    box = ink.getbbox()
+    if box is None:
+        raise ValueError(f"{ch!r} is blank in {font.getname()}: nothing to render.")
+    pad = 8
+    ink = ink.crop((box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad))
+    stroke = rng.choice(4, p=[0.25, 0.4, 0.25, 0.1])
+    if stroke == 0:
+        ink = ink.filter(ImageFilter.MinFilter(3))     # thinner
+    elif stroke >= 2:
+        ink = ink.filter(ImageFilter.MaxFilter(3 if stroke == 2 else 5))   # bolder
+    ink = ink.rotate(float(rng.uniform(-6, 6)), resample=Image.Resampling.BICUBIC, expand=True)
+    ink = ink.crop(ink.getbbox())
+    scale = float(rng.uniform(42, 54)) / max(ink.size)
+    w, h = (max(1, round(s * scale)) for s in ink.size)
+    ink = ink.resize((w, h), Image.Resampling.LANCZOS)
+    x = (size - w) // 2 + int(rng.integers(-4, 5))
+    y = (size - h) // 2 + int(rng.integers(-4, 5))
+    out = Image.new("L", (size, size), 0)
+    out.paste(ink, (min(max(x, 0), size - w), min(max(y, 0), size - h)))
+    return np.asarray(ImageOps.invert(out))
+
+
+# ---------------------------------------------------------------------------
+# Building the archive
+
+def _package_version(package: str) -> str | None:
+    if shutil.which("dpkg-query") is None:
+        return None
+    res = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
+                         capture_output=True, text=True, check=False)
+    return res.stdout.strip() or None
+
+
+def build(out: str | Path = DEFAULT_PATH, faces: tuple[Face, ...] = FACES,
+          n_chars: int = N_CHARS, seed: int = SEED, candidates: list[str] | None = None,
+          log=print) -> dict:
+    """Render the glyph dataset and write ``out`` (npz) and ``out`` with ``.json``.
+
+    Parameters
+    ----------
+    out : str or Path
+        Archive to write.
+    faces : tuple of Face
+        The classes, in order.
+    n_chars : int
+        Characters per face, sampled with ``seed`` from those every face draws.
+    seed : int
+        Seeds the character choice and every image's variation.
+    candidates : list of str, optional
+        Characters to choose from; default :func:`candidate_characters`.
+    log : callable
+        Receives progress lines.
+
+    Returns
+    -------
+    dict
+        The metadata written next to the archive (fonts, characters, rejections).
+    """
+    import PIL
+    from PIL import features
+
+    found = {face.name: find_font(face) for face in faces}
+    missing = [face for face in faces if found[face.name] is None]
+    if missing:
+        pkgs = " ".join(sorted({f.package for f in missing}))
+        raise ValueError(
+            f"fonts not found: {', '.join(f.name for f in missing)}. "
+            f"Install them with `apt-get install {pkgs}` and run the build again.")
+
+    candidates = list(candidates) if candidates is not None else candidate_characters()
+    rejected = {}
+    usable = set(candidates)
+    for face in faces:
+        status = _check_face(*found[face.name], candidates)
+        bad = {ch: s for ch, s in status.items() if s != "ok"}
+        rejected[face.name] = bad
+        usable -= set(bad)
+        log(f"{face.name:20s} {found[face.name][0]}: {len(bad)} tofu/blank of {len(candidates)}")
+    pool = [c for c in candidates if c in usable]
+    if len(pool) < n_chars:
+        raise ValueError(f"only {len(pool)} characters are drawn by every face; "
+                         f"expected at least n_chars={n_chars}. Drop a face or lower n_chars.")
+    pick = np.random.default_rng(seed).choice(len(pool), n_chars, replace=False)
+    chars = sorted((pool[i] for i in pick), key=ord)
+
+    images = np.empty((len(faces) * n_chars, IMAGE_SIZE, IMAGE_SIZE), np.uint8)
+    for s, face in enumerate(faces):
+        font = open_font(*found[face.name])
+        for c, ch in enumerate(chars):
+            rng = np.random.default_rng([seed, s, ord(ch)])
+            images[s * n_chars + c] = render_glyph(font, ch, rng)
+        log(f"rendered {face.name}")
+    style = np.repeat(np.arange(len(faces), dtype=np.int16), n_chars)
+    char = np.tile(np.arange(n_chars, dtype=np.int16), len(faces))
+
+    meta = {
+        "description": "CJK typefaces as calligraphy styles; one image per (style, character).",
+        "seed": seed, "image_size": IMAGE_SIZE, "n_chars": n_chars,
+        "ink": "dark on white (0 = ink, 255 = paper)",
+        "pillow": PIL.__version__, "freetype": features.version("freetype2"),
+        "candidates": len(candidates), "usable": len(pool),
+        "fonts": [{"name": f.name, "family": f.family, "package": f.package,
+                   "package_version": _package_version(f.package),
+                   "file": Path(found[f.name][0]).name, "index": found[f.name][1]}
+                  for f in faces],
+        "rejected": {name: dict(sorted(bad.items())) for name, bad in rejected.items() if bad},
+        "characters": "".join(chars),
+    }
+    out = Path(out)
+    np.savez_compressed(out, images=images, style=style, char=char,
+                        styles=np.array([f.name for f in faces]), characters=np.array(chars),
+                        meta=np.array(json.dumps(meta, ensure_ascii=False)))
+    out.with_suffix(".json").write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n",
+                                        encoding="utf-8")
+    n_rejected = sum(len(b) for b in rejected.values())
+    log(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): {len(faces)} styles x {n_chars} "
+        f"characters; {n_rejected} tofu/blank glyphs rejected, {len(pool)} characters usable")
+    return meta
+
+
+def contact_sheet(out: str | Path, path: str | Path | None = None, per_class: int = 10) -> None:
+    """Save a PNG with ``per_class`` images of every style (one row per style)."""
+    from PIL import Image
+
+    data = read(path)
+    n_styles, size = len(data["styles"]), data["images"].shape[-1]
+    sheet = np.full((n_styles * size, per_class * size), 255, np.uint8)
+    for s in range(n_styles):
+        idx = np.flatnonzero(data["style"] == s)[:: max(1, (data["style"] == s).sum() // per_class)]
+        for j, i in enumerate(idx[:per_class]):
+            sheet[s * size:(s + 1) * size, j * size:(j + 1) * size] = data["images"][i]
+    Image.fromarray(sheet).save(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``build [--out PATH] [--chars N]`` or ``sheet OUT.png``."""
+    parser = argparse.ArgumentParser(prog="python -m lab.data.glyphs", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="render the dataset from installed fonts")
+    b.add_argument("--out", default=str(DEFAULT_PATH))
+    b.add_argument("--chars", type=int, default=N_CHARS)
+    s = sub.add_parser("sheet", help="write a contact sheet PNG of an archive")
+    s.add_argument("png")
+    s.add_argument("--archive", default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            build(args.out, n_chars=args.chars)
+        else:
+            contact_sheet(args.png, args.archive)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

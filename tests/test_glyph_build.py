@@ -1,0 +1,78 @@
+"""Rendering the glyph dataset from an installed CJK font (CI installs fonts-arphic-uming)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from lab.data import glyphs
+
+
+@pytest.fixture(scope="module")
+def face():
+    """The first face of glyphs.FACES found on this machine, UMing first."""
+    ordered = sorted(glyphs.FACES, key=lambda f: f.package != "fonts-arphic-uming")
+    for f in ordered:
+        if glyphs.find_font(f) is not None:
+            return f
+    msg = "no CJK font from lab.data.glyphs.FACES is installed (apt-get install fonts-arphic-uming)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg + "; CI must install one")
+    pytest.skip(msg)
+
+
+def test_candidate_characters_are_shared_by_all_scripts():
+    chars = glyphs.candidate_characters()
+    assert len(chars) == 1583 and len(set(chars)) == len(chars)
+    assert {"永", "人", "火"} <= set(chars) and "这" not in chars and "這" not in chars
+
+
+def test_glyph_status_detects_tofu_and_blank(face):
+    font = glyphs.open_font(*glyphs.find_font(face), size=40)
+    assert glyphs.glyph_status(font, "永") == "ok"
+    assert glyphs.glyph_status(font, "\U0010FFFD") in ("tofu", "blank")   # no face defines it
+    assert glyphs.glyph_status(font, " ") == "blank"
+
+
+def test_render_glyph_is_deterministic_with_mild_variation(face):
+    font = glyphs.open_font(*glyphs.find_font(face))
+    a = glyphs.render_glyph(font, "永", np.random.default_rng(1))
+    b = glyphs.render_glyph(font, "永", np.random.default_rng(1))
+    c = glyphs.render_glyph(font, "永", np.random.default_rng(2))
+    assert a.shape == (64, 64) and a.dtype == np.uint8
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert a.min() < 64 and a[0, 0] == 255                     # dark ink on white paper
+    ink = np.argwhere(a < 128)
+    assert ink.min() >= 1 and ink.max() <= 62                  # glyph fits in the image
+
+
+def test_build_tiny_archive_and_read_it(face, tmp_path):
+    twin = dataclasses.replace(face, name=face.name + " copy")
+    out = tmp_path / "tiny.npz"
+    pool = glyphs.candidate_characters()[:40]
+    meta = glyphs.build(out, faces=(face, twin), n_chars=4, candidates=pool, log=lambda msg: None)
+    data = glyphs.read(out)
+    assert data["images"].shape == (8, 64, 64) and data["styles"].tolist() == [face.name, twin.name]
+    assert data["style"].tolist() == [0] * 4 + [1] * 4 and data["char"].tolist() == [0, 1, 2, 3] * 2
+    assert np.array_equal(data["images"][:4], glyphs.read(out)["images"][:4])
+    assert meta["fonts"][0]["package"] == face.package and out.with_suffix(".json").is_file()
+    assert set(meta["characters"]) <= set(pool) and meta["candidates"] == 40
+    # the same (seed, style, character) gives the same image, whatever else is built
+    again = glyphs.build(tmp_path / "again.npz", faces=(face, twin), n_chars=4, candidates=pool,
+                         log=lambda msg: None)
+    assert again["characters"] == meta["characters"]
+    assert np.array_equal(glyphs.read(tmp_path / "again.npz")["images"], data["images"])
+
+
+def test_build_names_missing_fonts_and_packages(tmp_path):
+    nope = glyphs.Face("Nope", "No Such Family", "fonts-nope", "/nonexistent/nope.ttf")
+    with pytest.raises(ValueError, match=r"fonts not found: Nope. Install them with "
+                                         r"`apt-get install fonts-nope`"):
+        glyphs.build(tmp_path / "x.npz", faces=(nope,), n_chars=2)
+
+
+def test_read_missing_archive_says_how_to_rebuild(tmp_path):
+    with pytest.raises(ValueError, match=r"glyph archive not found at .*python -m lab.data.glyphs build"):
+        glyphs.read(tmp_path / "none.npz")
