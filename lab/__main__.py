@@ -1,0 +1,492 @@
+"""The ``python -m lab`` (or ``layerscope``) command line.
+
+::
+
+    python -m lab run --dataset glyphs --backbone resnet18 --epochs 2
+    python -m lab run --config my_run.json --seeds 0 1 2
+    python -m lab runs list
+    python -m lab runs show RUN_ID
+    python -m lab runs delete RUN_ID
+    python -m lab export RUN_ID [RUN_ID ...] -o runs.ipynb --execute
+
+Every :class:`lab.config.RunConfig` field is a flag of ``run`` (``n_unseen`` is
+``--n-unseen``, booleans are ``--augment/--no-augment``, lists take several
+values, ``none`` sets an optional field to None); flags override ``--config``.
+Bad input exits with status 2 and one line on stderr; a run that fails exits 1,
+a cancelled one (Ctrl-C) 130.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import inspect
+import json
+import math
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+from lab.config import RunConfig
+from lab.store import RunNotFoundError, RunStore
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class _UsageError(Exception):
+    """Bad input from the user: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_one_line(message)} (see --help)\n")
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+# ----------------------------------------------------------------------------------------------
+# RunConfig fields -> flags
+# ----------------------------------------------------------------------------------------------
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """Descriptions of the numpydoc ``Parameters`` section of ``cls``, by field name."""
+    lines = (inspect.getdoc(cls) or "").splitlines()
+    out: dict[str, str] = {}
+    names: list[str] = []
+    text: list[str] = []
+    inside = False
+    for i, line in enumerate(lines):
+        underline = i + 1 < len(lines) and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"-"}
+        if underline:
+            if inside:
+                break                     # the next section
+            inside = line.strip() == "Parameters"
+            continue
+        if not inside or (line.strip() and set(line.strip()) == {"-"}):
+            continue
+        if line and not line[0].isspace():
+            for n in names:
+                out[n] = " ".join(text)
+            names = [n.strip() for n in line.split(" : ")[0].split(",")]
+            text = []
+        elif line.strip():
+            text.append(line.strip())
+    for n in names:
+        out[n] = " ".join(text)
+    return out
+
+
+def _none_or(convert, name: str):
+    def parse(text: str):
+        return None if text.lower() in ("none", "null") else convert(text)
+
+    parse.__name__ = name                 # argparse names the type in "invalid int value: 'x'"
+    return parse
+
+
+def _int_or_str(text: str):
+    return int(text) if re.fullmatch(r"[+-]?\d+", text) else text
+
+
+def _flag_spec(hint: Any) -> dict[str, Any]:
+    """argparse keyword arguments for a field annotated ``hint``."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+    else:
+        inner = [hint]
+    if inner == [bool]:
+        return {"action": argparse.BooleanOptionalAction}
+    if len(inner) == 1 and typing.get_origin(inner[0]) in (tuple, list):
+        elem = typing.get_args(inner[0])[0]
+        spec = {"nargs": "+", "type": elem if elem in (int, float) else str, "metavar": elem.__name__.upper()}
+        if optional:
+            spec["type"] = _none_or(spec["type"], elem.__name__)
+        return spec
+    if set(inner) == {str, int}:
+        return {"type": _none_or(_int_or_str, "value") if optional else _int_or_str, "metavar": "NAME|INDEX"}
+    base = inner[0] if len(inner) == 1 and inner[0] in (int, float, str) else str
+    return {"type": _none_or(base, base.__name__) if optional else base, "metavar": base.__name__.upper()}
+
+
+def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
+    """(field, flag, argparse kwargs) for every RunConfig field."""
+    hints = typing.get_type_hints(RunConfig)
+    docs = _field_docs(RunConfig)
+    out = []
+    for f in dataclasses.fields(RunConfig):
+        spec = _flag_spec(hints[f.name])
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if isinstance(default, tuple):
+            default = " ".join(map(str, default))
+        helptext = docs.get(f.name, "").replace("``", "")
+        spec["help"] = f"{helptext} (default: {default})".strip().replace("%", "%%")
+        out.append((f.name, "--" + f.name.replace("_", "-"), spec))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# parser
+# ----------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m lab``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--runs-dir", metavar="DIR", default=argparse.SUPPRESS,
+                        help="run store folder (default: $LAB_RUNS_DIR or ./runs)")
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error (for debugging)")
+
+    parser = _Parser(prog="python -m lab", parents=[common],
+                     description="layerscope: which layer of a vision backbone generalizes to unseen "
+                                 "classes, and how its features collapse.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser("run", parents=[common], help="run one experiment and store it",
+                         description="Fine-tune on the seen classes and measure every layer, epoch by "
+                                     "epoch. Flags override the values of --config.")
+    run.add_argument("--config", metavar="FILE", help="a RunConfig JSON file (e.g. a stored config.json)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fields = run.add_argument_group("RunConfig fields")
+    for name, flag, spec in _config_flags():
+        fields.add_argument(flag, dest=name, default=argparse.SUPPRESS, **spec)
+    run.set_defaults(func=_cmd_run)
+
+    runs = sub.add_parser("runs", parents=[common], help="list, show or delete stored runs",
+                          description="Stored runs.")
+    runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
+    p = runs_sub.add_parser("list", parents=[common], help="table of the stored runs, newest first")
+    p.set_defaults(func=_cmd_list)
+    p = runs_sub.add_parser("show", parents=[common], help="config, summary and per-layer table of a run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.set_defaults(func=_cmd_show)
+    p = runs_sub.add_parser("delete", parents=[common], help="delete a stored run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--force", action="store_true", help="delete even if the run is still running")
+    p.set_defaults(func=_cmd_delete)
+    runs.set_defaults(func=lambda args: _missing(runs, "an action: list, show or delete"))
+
+    exp = sub.add_parser("export", parents=[common], help="write stored runs into a Jupyter notebook",
+                         description="Write a notebook that reloads and re-plots the given runs.")
+    exp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    exp.add_argument("-o", "--output", required=True, metavar="NOTEBOOK", help="the .ipynb file to write")
+    exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
+    exp.set_defaults(func=_cmd_export)
+
+    parser.set_defaults(func=lambda args: _missing(parser, "a command: run, runs or export"))
+    return parser
+
+
+def _missing(parser: argparse.ArgumentParser, what: str) -> int:
+    print(f"{parser.prog}: error: give {what} (see --help)", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _store(args) -> RunStore:
+    return RunStore(getattr(args, "runs_dir", None))
+
+
+# ----------------------------------------------------------------------------------------------
+# run
+# ----------------------------------------------------------------------------------------------
+
+def _build_config(args) -> RunConfig:
+    data: dict[str, Any] = {}
+    if args.config:
+        path = Path(args.config)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise _UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise _UsageError(f"--config {path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise _UsageError(f"--config {path} must hold a JSON object of RunConfig fields; "
+                              f"got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    data.update({k: v for k, v in vars(args).items() if k in names})
+    try:
+        return RunConfig.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        raise _UsageError(str(exc)) from exc
+
+
+class _Console:
+    """Turns events into a tqdm bar and one summary line per epoch."""
+
+    def __init__(self, progress: bool):
+        from tqdm.auto import tqdm
+
+        self._tqdm = tqdm
+        self._progress = progress
+        self.bar = None                   # made on the first Progress event
+        self.best: dict[tuple, tuple[str, float]] = {}      # (seed, epoch) -> (layer, value)
+        self.metric: str | None = None
+        self.seeds: list[int] = []
+        self.started = False
+        self.run_id: str | None = None
+        self._stage: tuple | None = None
+
+    def line(self, text: str) -> None:
+        self._tqdm.write(text, file=sys.stdout)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def handle(self, ev) -> None:
+        kind = ev.kind
+        self.run_id = self.run_id or getattr(ev, "run_id", None)
+        if kind == "run_started":
+            self.started = True
+            self.seeds = list(ev.seeds)
+            n = ev.n_images or {}
+            sizes = ", ".join(f"{v} {k}" for k, v in n.items())
+            self.line(f"run {ev.run_id}: {len(ev.layers)} layers, {len(ev.seen)} seen / {len(ev.unseen)} "
+                      f"unseen classes ({sizes}), device {ev.device}")
+        elif kind == "progress":
+            stage = (ev.seed, ev.epoch, ev.stage, ev.total)
+            if self.bar is None:
+                self.bar = self._tqdm(total=1, disable=None if self._progress else True, leave=False,
+                                      file=sys.stderr, dynamic_ncols=True, unit="step")
+            if stage != self._stage:
+                self.bar.reset(total=max(int(ev.total), 1))
+                where = [f"seed {ev.seed}"] if ev.seed is not None and len(self.seeds) > 1 else []
+                where += [f"epoch {ev.epoch}"] if ev.epoch is not None else []
+                self.bar.set_description(" ".join([*where, ev.stage]))
+                self._stage = stage
+            self.bar.n = int(ev.done)
+            self.bar.refresh()
+        elif kind == "layer_metrics" and ev.split == "unseen":
+            metric = self.metric or ("nmi" if "nmi" in ev.values else next(iter(ev.values), None))
+            value = ev.values.get(metric) if metric else None
+            if metric is None or value is None or not math.isfinite(value):
+                return
+            self.metric = metric
+            key = (ev.seed, ev.epoch)
+            if key not in self.best or value > self.best[key][1]:
+                self.best[key] = (ev.layer, float(value))
+        elif kind == "epoch_finished":
+            parts = [f"epoch {ev.epoch}" if len(self.seeds) <= 1 else f"seed {ev.seed} epoch {ev.epoch}"]
+            best = self.best.get((ev.seed, ev.epoch))
+            if best:
+                parts.append(f"best layer {best[0]} (unseen {self.metric} {best[1]:.3f})")
+            if ev.heldout_accuracy is not None:
+                parts.append(f"seen held-out acc {ev.heldout_accuracy:.3f}")
+            if ev.train_loss is not None:
+                parts.append(f"train loss {ev.train_loss:.3f}")
+            parts.append(f"{ev.seconds:.1f} s")
+            self.line(" | ".join(parts))
+        elif kind == "generalization" and ev.seed is None and len(self.seeds) > 1:
+            std = f" ± {ev.g_std:.3f}" if ev.g_std is not None else ""
+            self.line(f"epoch {ev.epoch} over {len(self.seeds)} seeds: g = {ev.g:.3f}{std} at layer {ev.layer}")
+
+
+def _cmd_run(args) -> int:
+    config = _build_config(args)
+    store = _store(args)
+    try:
+        from lab.runs import run as run_engine
+    except ImportError as exc:
+        print(f"error: the run engine is not available ({exc})", file=sys.stderr)
+        return EXIT_FAILED
+    console = _Console(progress=not args.no_progress)
+    outcome = None
+    events = run_engine(config, store=store)
+    try:
+        # iterate to the end even after the terminal event, so the engine closes the run itself
+        for ev in events:
+            console.handle(ev)
+            if ev.kind in ("run_finished", "run_failed", "run_cancelled"):
+                outcome = ev
+    except KeyboardInterrupt:
+        events.close()                    # cooperative cancel: the engine marks the run cancelled
+        console.close()
+        where = f" (partial results in {store.root / console.run_id})" if console.run_id else ""
+        print(f"cancelled{where}", file=sys.stderr)
+        return EXIT_CANCELLED
+    except Exception as exc:              # noqa: BLE001 - reported in one line, like RunFailed
+        console.close()
+        if not console.started and isinstance(exc, (ValueError, KeyError, FileNotFoundError)):
+            raise _UsageError(_message(exc)) from exc       # the config could not be resolved
+        if getattr(args, "traceback", False):
+            raise
+        where = f" (partial results in {store.root / console.run_id})" if console.run_id else ""
+        print(f"error: the run failed: {type(exc).__name__}: {_message(exc)}{where}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        console.close()
+    if outcome is None:
+        print("error: the run ended without a final event", file=sys.stderr)
+        return EXIT_FAILED
+    where = store.root / outcome.run_id
+    if outcome.kind == "run_finished":
+        print(f"finished in {outcome.seconds:.1f} s: run {outcome.run_id} stored in {where}")
+        return EXIT_OK
+    if outcome.kind == "run_cancelled":
+        print(f"cancelled: run {outcome.run_id} (partial results in {where})", file=sys.stderr)
+        return EXIT_CANCELLED
+    if not console.started:               # failed while resolving dataset/backbone/split: bad input,
+        with contextlib.suppress(Exception):  # nothing was measured, so keep no record of it
+            store.delete(outcome.run_id)
+        raise _UsageError(outcome.message)
+    print(f"error: run {outcome.run_id} failed: {_one_line(outcome.message)} (partial results in {where})",
+          file=sys.stderr)
+    return EXIT_FAILED
+
+
+# ----------------------------------------------------------------------------------------------
+# runs list / show / delete
+# ----------------------------------------------------------------------------------------------
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _cmd_list(args) -> int:
+    import warnings
+
+    store = _store(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = store.list()
+    for w in caught:
+        print(f"warning: {_one_line(w.message)}", file=sys.stderr)
+    if df.empty:
+        print(f"no runs in {store.root.resolve()}")
+        return EXIT_OK
+    df = df.copy()
+    df["started"] = df["started"].map(lambda s: str(s)[:16].replace("T", " ") if s else "-")
+    for col in df.columns:
+        df[col] = df[col].map(_fmt)
+    print(df.to_string(index=False))
+    return EXIT_OK
+
+
+def _layer_table(rec) -> tuple[int | None, Any]:
+    m = rec.metrics
+    if m.empty:
+        return None, None
+    epoch = int(m["epoch"].max())
+    last = m[m["epoch"] == epoch]
+    table = last.pivot_table(index="layer", columns=["split", "metric"], values="value", aggfunc="mean",
+                             sort=False)
+    order = [layer for layer in (rec.meta.get("layers") or []) if isinstance(layer, str)]
+    order = [layer for layer in order if layer in table.index] + [
+        layer for layer in table.index if layer not in order]
+    table = table.loc[order]
+    table.columns = [f"{split}:{metric}" for split, metric in table.columns]
+    return epoch, table
+
+
+def _cmd_show(args) -> int:
+    store = _store(args)
+    rec = store.load(args.run_id)
+    meta = rec.meta
+    title = f"run {rec.run_id}" + (f" ({rec.name})" if rec.name else "")
+    print(title)
+    print(f"  status: {meta.get('status')}" + (f" - {_one_line(meta['message'])}" if meta.get("message") else ""))
+    print(f"  started: {meta.get('started')}  ended: {meta.get('ended') or '-'}  host: {meta.get('host')}  "
+          f"device: {meta.get('device')}")
+    versions = meta.get("versions") or {}
+    print("  versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
+    print(f"  path: {rec.path}")
+    print("config:")
+    cfg = rec.config.to_dict() if hasattr(rec.config, "to_dict") else rec.config
+    for key, value in cfg.items():
+        print(f"  {key}: {json.dumps(value)}")
+    s = rec.summary()
+    print("summary:")
+    if s.get("g") is not None:
+        spread = f" ± {s['g_std']:.3f}" if s.get("g_std") is not None else ""
+        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen NMI {s['g']:.3f}{spread}, "
+              f"{s['n_seeds']} seed{'s' if s['n_seeds'] != 1 else ''})")
+    else:
+        print("  no unseen NMI stored yet")
+    if s.get("heldout_accuracy") is not None:
+        print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
+    epoch, table = _layer_table(rec)
+    if table is not None:
+        print(f"layers at epoch {epoch} (mean over seeds):")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    return EXIT_OK
+
+
+def _cmd_delete(args) -> int:
+    store = _store(args)
+    store.delete(args.run_id, force=args.force)
+    print(f"deleted run {args.run_id} from {store.root.resolve()}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# export
+# ----------------------------------------------------------------------------------------------
+
+def _cmd_export(args) -> int:
+    store = _store(args)
+    for run_id in args.run_ids:
+        store.load(run_id)                # unknown or invalid ids: exit 2 before any work
+    output = Path(args.output)
+    if output.suffix != ".ipynb":
+        raise _UsageError(f"-o must name a .ipynb file; got {str(output)!r}")
+    try:
+        from lab.export import to_notebook
+    except ImportError as exc:
+        print(f"error: notebook export is not available ({exc})", file=sys.stderr)
+        return EXIT_FAILED
+    kwargs: dict[str, Any] = {"store": store}
+    params = inspect.signature(to_notebook).parameters
+    if args.execute:
+        if "execute" not in params:
+            print("error: this version of lab.export cannot execute notebooks; run without --execute",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        kwargs["execute"] = True
+    result = to_notebook(list(args.run_ids), output, **kwargs)
+    print(f"wrote {result if isinstance(result, (str, Path)) else output}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# entry point
+# ----------------------------------------------------------------------------------------------
+
+def _message(exc: BaseException) -> str:
+    return _one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 failed run, 2 bad input, 130 cancelled)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except (_UsageError, RunNotFoundError, ValueError) as exc:
+        if getattr(args, "traceback", False):
+            raise
+        print(f"{parser.prog}: error: {_message(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except BrokenPipeError:               # `python -m lab runs list | head`
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

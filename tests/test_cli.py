@@ -1,0 +1,359 @@
+"""The ``python -m lab`` command line: flags, runs list/show/delete, export, exit codes, end to end."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from lab import events as ev
+from lab.__main__ import main
+from lab.config import RunConfig
+from lab.store import RunStore
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = ["stem", "blocks.0", "pre_logits"]
+
+
+def _cli(*args, cwd=None):
+    """Run ``python -m lab`` in a subprocess (the real entry point, exit code and stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, env=env, timeout=600)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs")
+
+
+@pytest.fixture
+def populated(store):
+    w = store.create(RunConfig(dataset="digits", backbone="mlp", seeds=(0, 1), epochs=1, name="demo"))
+    w.update_meta(layers=LAYERS, device="cpu")
+    for seed in (0, 1):
+        for epoch in (0, 1):
+            for layer, nmi in zip(LAYERS, (0.2, 0.7 + 0.1 * seed, 0.5)):
+                w.append_metrics([
+                    {"seed": seed, "epoch": epoch, "layer": layer, "split": "unseen", "metric": "nmi", "value": nmi},
+                    {"seed": seed, "epoch": epoch, "layer": layer, "split": "seen", "metric": "nc1", "value": 1.5}])
+            w.append_training({"seed": seed, "epoch": epoch, "train_loss": 0.3, "heldout_accuracy": 0.9})
+    w.finish("finished")
+    return store, w.run_id
+
+
+# ------------------------------------------------------------------------------------- parser
+
+def _exit_code(argv):
+    """main()'s return value, or the status of the SystemExit argparse raises."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("run", "runs", "export", "--runs-dir"):
+        assert command in out
+
+
+def test_every_config_field_is_a_flag(capsys):
+    assert _exit_code(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(RunConfig):
+        assert "--" + f.name.replace("_", "-") + " " in out, f.name
+    assert "--pretrained | --no-pretrained" in out and "--seeds INT [INT ...]" in out and "--config FILE" in out
+
+
+def _run_config(argv, monkeypatch, store):
+    """Parse ``run`` flags through main() with a fake engine and return the config it got."""
+    seen = {}
+
+    def fake_run(config, store=None, cancel=None):
+        seen["config"] = config
+        w = store.create(config)
+        yield ev.RunFinished(w.run_id, seconds=0.0)
+        w.finish("finished")
+
+    monkeypatch.setitem(sys.modules, "lab.runs", types.SimpleNamespace(run=fake_run))
+    assert main(["run", "--runs-dir", str(store.root), "--no-progress", *argv]) == 0
+    return seen["config"]
+
+
+def test_flags_override_the_config_file(tmp_path, monkeypatch, store, capsys):
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps({"dataset": "digits", "backbone": "mlp", "epochs": 5, "n_unseen": 4,
+                                    "img_size": 32, "seeds": [3]}))
+    cfg = _run_config(["--config", str(cfg_file), "--epochs", "2", "--seeds", "0", "1", "--no-augment",
+                       "--img-size", "none", "--strategy", "layer", "--block", "2", "--layers", "a", "b",
+                       "--lr", "0.001"], monkeypatch, store)
+    assert cfg == RunConfig(dataset="digits", backbone="mlp", epochs=2, n_unseen=4, img_size=None,
+                            seeds=(0, 1), augment=False, strategy="layer", block=2, layers=("a", "b"), lr=0.001)
+    cfg = _run_config(["--block", "layer3", "--strategy", "scl"], monkeypatch, store)
+    assert cfg.block == "layer3" and cfg.dataset == "glyphs"         # RunConfig defaults
+    assert "stored in" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--epochs", "x"], r"argument --epochs: invalid int value: 'x'"),
+    (["run", "--strategy", "bogus"], r"strategy must be one of 'none', 'linear'"),
+    (["run", "--seeds"], r"argument --seeds: expected at least one argument"),
+    (["run", "--config", "/no/such/file.json"], r"cannot read --config /no/such/file.json"),
+    (["runs", "show", "nope"], r"no run 'nope' in the store"),
+    (["runs", "show", "../../etc"], r"run id '../../etc' is not valid"),
+    (["runs", "delete", "/etc/passwd"], r"run id '/etc/passwd' is not valid"),
+    (["export", "nope", "-o", "x.ipynb"], r"no run 'nope'"),
+    (["frobnicate"], r"invalid choice: 'frobnicate'"),
+    (["runs"], r"give an action: list, show or delete"),
+])
+def test_bad_input_exits_2_with_one_line(argv, message, store, capsys):
+    assert _exit_code([*argv, "--runs-dir", str(store.root)] if argv[0] != "frobnicate" else argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert re.search(message, err), err
+
+
+def test_bad_config_file_contents(tmp_path, store, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert main(["run", "--config", str(bad), "--runs-dir", str(store.root)]) == 2
+    assert "must hold a JSON object" in capsys.readouterr().err
+    bad.write_text('{"dataset": "digits", "colour": "red"}')
+    assert main(["run", "--config", str(bad), "--runs-dir", str(store.root)]) == 2
+    assert "unknown RunConfig field 'colour'" in capsys.readouterr().err
+
+
+def test_real_entry_point_one_line_errors(store):
+    res = _cli("runs", "show", "../../etc", "--runs-dir", str(store.root))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "is not valid" in res.stderr
+    res = _cli("run", "--n-unseen", "1", "--runs-dir", str(store.root))
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "python -m lab: error: n_unseen must be an integer >= 2. Got 1 instead.")
+
+
+# --------------------------------------------------------------------------------- runs list/show
+
+def test_runs_list(populated, capsys):
+    store, run_id = populated
+    assert main(["runs", "list", "--runs-dir", str(store.root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["run_id", "name", "status", "dataset"]
+    row = lines[1].split()
+    assert row[0] == run_id and row[1] == "demo" and row[2] == "finished"
+    assert "blocks.0" in row and "0.750" in row and "0.900" in row
+
+
+def test_runs_list_empty_and_damaged(tmp_path, capsys):
+    root = tmp_path / "runs"
+    assert main(["--runs-dir", str(root), "runs", "list"]) == 0
+    assert "no runs in" in capsys.readouterr().out
+    (root / "junk").mkdir(parents=True)
+    (root / "junk" / "meta.json").write_text("{")
+    assert main(["--runs-dir", str(root), "runs", "list"]) == 0
+    captured = capsys.readouterr()
+    assert "no runs in" in captured.out and "skipping 'junk'" in captured.err
+
+
+def test_runs_show(populated, capsys):
+    store, run_id = populated
+    assert main(["runs", "show", run_id, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"run {run_id} (demo)" in out and "status: finished" in out
+    assert 'dataset: "digits"' in out
+    assert "best layer at epoch 1: blocks.0 (g = unseen NMI 0.750" in out
+    assert "seen held-out accuracy at epoch 1: 0.900" in out
+    table = out[out.index("layers at epoch 1"):].splitlines()
+    assert "unseen:nmi" in table[1] and "seen:nc1" in table[1]
+    assert [line.split()[0] for line in table[3:6]] == LAYERS
+
+
+def test_runs_delete(populated, capsys):
+    store, run_id = populated
+    assert main(["runs", "delete", run_id, "--runs-dir", str(store.root)]) == 0
+    assert "deleted run" in capsys.readouterr().out
+    assert not (store.root / run_id).exists()
+    assert main(["runs", "delete", run_id, "--runs-dir", str(store.root)]) == 2
+
+
+# ------------------------------------------------------------------------------- run (fake engine)
+
+def _fake_engine(monkeypatch, script):
+    """Install a lab.runs whose run() writes to the store and yields what ``script`` says."""
+    closed = []
+
+    def fake_run(config, store=None, cancel=None):
+        w = store.create(config)
+        try:
+            yield from script(w)
+        except GeneratorExit:
+            closed.append(w.run_id)
+            w.finish("cancelled")
+            raise
+
+    monkeypatch.setitem(sys.modules, "lab.runs", types.SimpleNamespace(run=fake_run))
+    return closed
+
+
+def _epoch(w, seed, epoch, nmis=(0.2, 0.8, 0.5)):
+    yield ev.Progress(w.run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
+    for layer, nmi in zip(LAYERS, nmis):
+        yield ev.LayerMetrics(w.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
+                              values={"nmi": nmi, "knn_accuracy": 0.5})
+        yield ev.LayerMetrics(w.run_id, seed=seed, epoch=epoch, layer=layer, split="seen", values={"nc1": 9.0})
+    yield ev.EpochFinished(w.run_id, seed=seed, epoch=epoch, train_loss=None if epoch == 0 else 0.25,
+                           train_accuracy=None, heldout_accuracy=0.75, seconds=1.5)
+
+
+def _started(w):
+    return ev.RunStarted(w.run_id, config={}, layers=[{"name": n, "kind": "vector", "dim": 4} for n in LAYERS],
+                         classes=list("abcde"), seen=list("ab"), unseen=list("cde"), device="cpu",
+                         n_images={"train": 8, "heldout": 2, "unseen": 9}, seeds=[0])
+
+
+def test_run_prints_epoch_lines_and_final_line(monkeypatch, store, capsys):
+    def script(w):
+        yield _started(w)
+        yield from _epoch(w, 0, 0)
+        yield from _epoch(w, 0, 1, nmis=(0.9, 0.1, 0.1))
+        yield ev.RunFinished(w.run_id, seconds=3.0)
+        w.finish("finished")
+
+    _fake_engine(monkeypatch, script)
+    assert main(["run", "--runs-dir", str(store.root), "--dataset", "digits"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "epoch 0 | best layer blocks.0 (unseen nmi 0.800) | seen held-out acc 0.750 | 1.5 s"
+    assert out[2] == ("epoch 1 | best layer stem (unseen nmi 0.900) | seen held-out acc 0.750 | "
+                      "train loss 0.250 | 1.5 s")
+    run_id = store.list()["run_id"].item()
+    assert out[-1] == f"finished in 3.0 s: run {run_id} stored in {store.root / run_id}"
+    assert store.load(run_id).status == "finished"
+
+
+def test_run_failed_before_start_is_bad_input(monkeypatch, store, capsys):
+    def script(w):
+        yield ev.RunFailed(w.run_id, message="unknown dataset 'nope': expected 'glyphs', 'digits', ...")
+        w.finish("failed")
+
+    _fake_engine(monkeypatch, script)
+    assert main(["run", "--runs-dir", str(store.root), "--dataset", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err == "python -m lab: error: unknown dataset 'nope': expected 'glyphs', 'digits', ...\n"
+    assert store.list().empty                  # nothing was measured: no record kept
+
+
+def test_engine_value_error_before_start_is_bad_input(monkeypatch, store, capsys):
+    def script(w):
+        raise ValueError("unknown backbone 'resnet1800'")
+        yield                              # a generator
+
+    _fake_engine(monkeypatch, script)
+    assert main(["run", "--runs-dir", str(store.root)]) == 2
+    assert capsys.readouterr().err == "python -m lab: error: unknown backbone 'resnet1800'\n"
+
+
+def test_run_failed_after_start_exits_1(monkeypatch, store, capsys):
+    def script(w):
+        yield _started(w)
+        yield from _epoch(w, 0, 0)
+        yield ev.RunFailed(w.run_id, message="out of memory\nin layer 3")
+        w.finish("failed")
+
+    _fake_engine(monkeypatch, script)
+    assert main(["run", "--runs-dir", str(store.root)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "failed: out of memory in layer 3 (partial results in" in err[0]
+
+
+def test_ctrl_c_closes_the_engine(monkeypatch, store, capsys):
+    def script(w):
+        yield _started(w)
+        yield from _epoch(w, 0, 0)
+        yield ev.Progress(w.run_id, stage="train", done=0, total=3, seed=0, epoch=1)
+        yield ev.RunFinished(w.run_id, seconds=1.0)
+
+    closed = _fake_engine(monkeypatch, script)
+    import lab.__main__ as cli
+
+    original = cli._Console.handle
+
+    def interrupt(self, event):
+        if event.kind == "progress" and event.stage == "train":
+            raise KeyboardInterrupt
+        original(self, event)
+
+    monkeypatch.setattr(cli._Console, "handle", interrupt)
+    assert main(["run", "--runs-dir", str(store.root)]) == 130
+    assert len(closed) == 1 and store.load(closed[0]).status == "cancelled"
+    assert "cancelled (partial results in" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ export
+
+def test_export_delegates(monkeypatch, populated, tmp_path, capsys):
+    store, run_id = populated
+    calls = []
+
+    def to_notebook(run_ids, path, *, store=None, execute=False):
+        calls.append((run_ids, Path(path), store.root, execute))
+        Path(path).write_text("{}")
+        return Path(path)
+
+    monkeypatch.setitem(sys.modules, "lab.export", types.SimpleNamespace(to_notebook=to_notebook))
+    out = tmp_path / "o.ipynb"
+    assert main(["export", run_id, "-o", str(out), "--execute", "--runs-dir", str(store.root)]) == 0
+    assert calls == [([run_id], out, store.root, True)]
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert main(["export", run_id, "-o", str(tmp_path / "o.txt"), "--runs-dir", str(store.root)]) == 2
+    assert "-o must name a .ipynb file" in capsys.readouterr().err
+
+
+def test_export_without_the_module(monkeypatch, populated, tmp_path, capsys):
+    store, run_id = populated
+    monkeypatch.setitem(sys.modules, "lab.export", None)          # import fails
+    assert main(["export", run_id, "-o", str(tmp_path / "o.ipynb"), "--runs-dir", str(store.root)]) == 1
+    assert "notebook export is not available" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.slow
+def test_run_end_to_end(tmp_path):
+    res = _cli("run", "--dataset", "digits", "--backbone", "mlp:depth=2,width=32", "--epochs", "1",
+               "--n-unseen", "3", "--unseen-per-class", "10", "--seen-per-class", "5", "--projection", "pca",
+               "--metrics", "nmi", "nc1", "--device", "cpu", "--batch-size", "32",
+               "--runs-dir", str(tmp_path / "runs"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert any(line.startswith("epoch 0 | best layer ") for line in lines), res.stdout
+    assert any(line.startswith("epoch 1 | best layer ") and "seen held-out acc" in line for line in lines)
+    assert lines[-1].startswith("finished in ") and str(tmp_path / "runs") in lines[-1]
+    store = RunStore(tmp_path / "runs")
+    listed = store.list()
+    assert len(listed) == 1 and listed["status"].item() == "finished"
+    rec = store.load(listed["run_id"].item())
+    assert sorted(rec.metrics["epoch"].unique()) == [0, 1]
+    assert set(rec.metrics["metric"]) >= {"nmi", "nc1"}
+    assert sorted(rec.training["epoch"]) == [0, 1]
+    assert rec.summary()["best_layer"] in set(rec.metrics["layer"])
+    show = _cli("runs", "show", rec.run_id, "--runs-dir", str(tmp_path / "runs"))
+    assert show.returncode == 0 and "layers at epoch 1" in show.stdout
+
+
+@pytest.mark.slow
+def test_run_unknown_dataset_exits_2(tmp_path):
+    res = _cli("run", "--dataset", "no-such-dataset", "--backbone", "mlp", "--runs-dir", str(tmp_path / "runs"))
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert len(res.stderr.strip().splitlines()) == 1 and "no-such-dataset" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert RunStore(tmp_path / "runs").list().empty
