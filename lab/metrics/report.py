@@ -1,0 +1,279 @@
+"""Every metric of one layer, with shared work, and a per-layer table.
+
+:func:`compute_layer` validates the inputs once, computes one exact blocked neighbour pass
+for all kNN variants (one Gram block per row block yields the Euclidean distances and the
+cosine similarities; each variant selects its own top k from them), one set of class
+statistics for nc1, cdnv, nc2 and ncc, and one CPU copy of X for k-means and the probe.
+:func:`layer_report` runs it per layer and returns a DataFrame.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._checks import (
+    DegenerateFeaturesError, DegenerateLayerWarning, _check_inputs, _check_k, _check_protocol,
+    _is_constant, _reject_constant,
+)
+from ._neighbors import _neighbor_graphs
+from .collapse import _ClassStats, _numerical_rank_from_checked
+from .separability import (
+    _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k, _knn_accuracy_from_graph,
+    _knn_purity_from_graph, _nmi_from_checked, _nmi_params, _probe_from_checked, _weighted_from_graph,
+)
+
+__all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
+
+DEFAULT_SEPARABILITY = ("nmi", "knn_accuracy", "knn_purity", "linear_probe_accuracy")
+DEFAULT_COLLAPSE = ("nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy")
+ALL_METRICS = (
+    "nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
+    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy",
+)
+_ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
+_SEPARABILITY = {"nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy"}   # undefined on constant X
+_COLLAPSE_STATS = {"nc1", "cdnv", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy"}
+
+# Options each metric accepts through ``params`` (None = chosen from the protocol / data).
+_OPTIONS = {
+    "nmi": {"n_init": None, "seed": None},
+    "knn_accuracy": {"k": 1, "metric": "euclidean"},
+    "knn_purity": {"k": None, "metric": "euclidean"},
+    "weighted_knn_accuracy": {"k": 20, "temperature": 0.07},
+    "linear_probe_accuracy": {"folds": 5, "C": 1.0, "seed": 0, "max_iter": 1000},
+}
+
+
+def _resolve_metrics(metrics) -> tuple[str, ...]:
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    out: list[str] = []
+    for name in metrics:
+        for m in _ALIASES.get(name, (name,)):
+            if m not in ALL_METRICS:
+                raise ValueError(
+                    f"unknown metric {m!r}; valid names are {', '.join(ALL_METRICS)} (and 'nc2' for both "
+                    "nc2 columns)."
+                )
+            if m not in out:
+                out.append(m)
+    if not out:
+        raise ValueError(f"metrics must name at least one metric; valid names are {', '.join(ALL_METRICS)}.")
+    return tuple(out)
+
+
+def _resolve_params(params: Mapping | None, metrics: tuple[str, ...]) -> dict[str, dict]:
+    params = dict(params or {})
+    resolved = {}
+    for name, given in params.items():
+        if name not in _OPTIONS:
+            raise ValueError(
+                f"params has options for {name!r}, which takes none; metrics with options are "
+                f"{', '.join(_OPTIONS)}."
+            )
+        unknown = set(given) - set(_OPTIONS[name])
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {sorted(unknown)} for {name!r}; valid options are {sorted(_OPTIONS[name])}."
+            )
+    for name in metrics:
+        if name in _OPTIONS:
+            resolved[name] = {**_OPTIONS[name], **params.get(name, {})}
+    return resolved
+
+
+def compute_layer(
+    X,
+    y,
+    *,
+    metrics: Iterable[str] = DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE,
+    protocol: str = "default",
+    repeats: int = 1,
+    params: Mapping[str, Mapping] | None = None,
+    layer: str | None = None,
+    on_degenerate: str = "warn",
+) -> dict[str, float]:
+    """All requested metrics of one layer's features, sharing work between them.
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+        One layer's pooled features, on any device (the work stays there; k-means and the
+        probe run in scikit-learn on a CPU copy).
+    y : array-like of int, shape (N,)
+    metrics : iterable of str
+        Names from :data:`ALL_METRICS` (``"nc2"`` expands to both nc2 columns). Default:
+        :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
+    protocol : {"default", "paper"}
+        ``"paper"``: nmi with one k-means++ run at random_state 42 (+ repeat index) and
+        knn_purity with k = smallest class size, as the seed code.
+    repeats : int
+        nmi is computed with ``repeats`` k-means seeds (seed, seed + 1, ...; seed 0, or 42
+        for the paper protocol) and reported as the mean, with ``"nmi_std"`` (sample std)
+        when ``repeats > 1``. The other metrics are deterministic.
+    params : mapping, optional
+        Per-metric options, e.g. ``{"knn_accuracy": {"k": 5}, "linear_probe_accuracy":
+        {"folds": 3}}``; see each metric's function for meaning.
+    layer : str, optional
+        Layer name used in error and warning messages.
+    on_degenerate : {"warn", "raise"}
+        A metric that is undefined for these features (:class:`DegenerateFeaturesError`,
+        e.g. a constant layer) becomes NaN with a :class:`DegenerateLayerWarning` naming the
+        layer and metric ("warn"), or raises ("raise").
+
+    Returns
+    -------
+    dict of str to float
+        One entry per metric, in the requested order (plus ``"nmi_std"`` when repeated).
+
+    Raises
+    ------
+    ValueError
+        Invalid input (message prefixed with the layer name when given), unknown metric
+        or option names.
+    """
+    metrics = _resolve_metrics(metrics)
+    _check_protocol(protocol)
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer; got {repeats!r}.")
+    if on_degenerate not in ("warn", "raise"):
+        raise ValueError(f"on_degenerate must be 'warn' or 'raise'; got {on_degenerate!r}.")
+    opts = _resolve_params(params, metrics)
+    where = f"layer {layer!r}: " if layer is not None else ""
+
+    # -- validate once, with the strongest requirement of the requested metrics
+    need, need_for = 1, None
+    for name in ("nc1", "cdnv"):
+        if name in metrics:
+            need, need_for = 2, name
+    if "knn_purity" in metrics and opts["knn_purity"]["k"] is None and protocol == "default":
+        need, need_for = 2, "knn_purity with the default k"
+    folds = opts["linear_probe_accuracy"]["folds"] if "linear_probe_accuracy" in metrics else None
+    try:
+        c = _check_inputs(X, y, need_per_class=need, need_for=need_for, folds=folds)
+        requests = {}
+        for name in ("knn_accuracy", "knn_purity", "weighted_knn_accuracy"):
+            if name not in metrics:
+                continue
+            o = opts[name]
+            k = o["k"]
+            if name == "weighted_knn_accuracy":
+                _check_temperature(o["temperature"])
+                metric = "cosine"
+            else:
+                metric = _check_metric(o["metric"])
+            if name == "knn_purity" and k is None:
+                k = _default_purity_k(c, protocol)
+            _check_k(k, c.n)
+            # knn_accuracy's tie rule needs nearest-first order; counts and weights do not.
+            requests[name] = (metric, k, name == "knn_accuracy")
+        if "nmi" in metrics:
+            _check_n_init(_nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)[0])
+        if "linear_probe_accuracy" in metrics:
+            _check_C(opts["linear_probe_accuracy"]["C"])
+    except DegenerateFeaturesError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from exc
+
+    results: dict[str, float] = {}
+
+    def degenerate(name: str, exc: DegenerateFeaturesError) -> float:
+        if on_degenerate == "raise":
+            raise DegenerateFeaturesError(f"{where}{exc}") from exc
+        warnings.warn(f"{where}{name} set to NaN: {exc}", DegenerateLayerWarning, stacklevel=3)
+        return float("nan")
+
+    constant = _is_constant(c.X) if any(m in _SEPARABILITY for m in metrics) else False
+    # One distance / similarity computation, blockwise, feeds every kNN variant.
+    graphs = _neighbor_graphs(c.X, requests) if (requests and not constant) else {}
+    X_np = c.X_numpy() if ("nmi" in metrics or "linear_probe_accuracy" in metrics) else None
+    stats = None
+
+    for name in metrics:
+        try:
+            if name in _SEPARABILITY:
+                _reject_constant(c.X, name, constant=constant)
+            if name == "nmi":
+                base_n_init, base_seed = _nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)
+                values = [_nmi_from_checked(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np)
+                          for r in range(repeats)]
+                results["nmi"] = float(np.mean(values))
+                if repeats > 1:
+                    results["nmi_std"] = float(np.std(values, ddof=1))
+                continue
+            if name == "knn_accuracy":
+                value = _knn_accuracy_from_graph(c, graphs[name], requests[name][1])
+            elif name == "knn_purity":
+                value = _knn_purity_from_graph(c, graphs[name], requests[name][1])
+            elif name == "weighted_knn_accuracy":
+                value = _weighted_from_graph(c, graphs[name], requests[name][1], float(opts[name]["temperature"]))
+            elif name == "linear_probe_accuracy":
+                o = opts[name]
+                value = _probe_from_checked(c, folds=o["folds"], C=o["C"], seed=o["seed"],
+                                            max_iter=o["max_iter"], X_np=X_np)
+            elif name == "numerical_rank":
+                value = _numerical_rank_from_checked(c)
+            else:   # class-statistics metrics
+                if stats is None:
+                    stats = _ClassStats(c)
+                value = getattr(stats, name)()
+        except DegenerateFeaturesError as exc:
+            value = degenerate(name, exc)
+            if name == "nmi":
+                results["nmi"] = value
+                if repeats > 1:
+                    results["nmi_std"] = float("nan")
+                continue
+        results[name] = value
+    return results
+
+
+def layer_report(
+    features: Mapping[str, object],
+    y,
+    *,
+    metrics: Iterable[str] = DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE,
+    repeats: int = 1,
+    protocol: str = "default",
+    params: Mapping[str, Mapping] | None = None,
+    on_degenerate: str = "warn",
+) -> pd.DataFrame:
+    """Metrics of every layer, one row per layer.
+
+    Parameters
+    ----------
+    features : mapping of str to torch.Tensor or numpy.ndarray
+        Layer name → pooled features (N, d), e.g. a ``lab.features.FeatureSet``; every
+        layer has the same N samples in the same order.
+    y : array-like of int, shape (N,)
+    metrics, repeats, protocol, params, on_degenerate
+        As in :func:`compute_layer`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``layer`` (input order); one float column per metric in the requested order,
+        plus ``nmi_std`` when ``repeats > 1``. A metric undefined for a layer is NaN and
+        emits a :class:`DegenerateLayerWarning` naming the layer and metric (unless
+        ``on_degenerate="raise"``).
+
+    Raises
+    ------
+    ValueError
+        Invalid input, with the offending layer named (e.g. non-finite features).
+    """
+    if not isinstance(features, Mapping) or not features:
+        raise ValueError("features must be a non-empty mapping {layer name: features (N, d)}.")
+    metrics = _resolve_metrics(metrics)
+    rows = {
+        str(name): compute_layer(X, y, metrics=metrics, protocol=protocol, repeats=repeats, params=params,
+                                 layer=str(name), on_degenerate=on_degenerate)
+        for name, X in features.items()
+    }
+    frame = pd.DataFrame.from_dict(rows, orient="index").astype(float)
+    frame.index.name = "layer"
+    return frame

@@ -1,0 +1,344 @@
+"""Separability of (unseen) classes in one layer's features.
+
+Definitions: ``/work/shared/METRICS.md`` ("Separability of unseen classes"), after
+Dyballa, Gerritz & Zucker 2024 (arXiv 2405.01524) and Gerritz, Dyballa & Zucker 2024
+(arXiv 2402.14095). ``protocol="paper"`` reproduces their public code
+(dyballa/generalization, ``compute_nmis``): one k-means++ run with ``random_state=42``,
+Euclidean 1-NN accuracy and k-NN purity with k = images per class.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+# Imported with the module, not lazily: threadpoolctl.threadpool_limits (which callers use on
+# small problems, e.g. lab.runs) only limits BLAS/OpenMP libraries that are already loaded.
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import normalized_mutual_info_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ._checks import _check_inputs, _check_k, _check_protocol, _Checked, _as_features, _reject_constant
+from ._neighbors import _Graph, _neighbor_graphs, _vote
+
+__all__ = [
+    "Neighbors", "knn_indices", "nmi", "knn_accuracy", "knn_purity",
+    "weighted_knn_accuracy", "linear_probe_accuracy",
+]
+
+_METRICS = ("euclidean", "cosine")
+PAPER_SEED = 42
+
+
+class Neighbors(NamedTuple):
+    """Result of :func:`knn_indices`: unpacks as ``dists, idx``."""
+
+    distances: torch.Tensor   # (N, k) ascending
+    indices: torch.Tensor     # (N, k) int64
+
+
+def _check_metric(metric: str) -> str:
+    if metric not in _METRICS:
+        raise ValueError(f"metric must be one of {_METRICS}; got {metric!r} instead.")
+    return metric
+
+
+def knn_indices(X, k: int, *, metric: str = "euclidean", include_self: bool = False,
+                block_rows: int | None = None) -> Neighbors:
+    """Exact k nearest neighbours of every sample, computed blockwise on X's device.
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    k : int
+        Neighbours per sample: ``1 <= k <= N - 1`` (``<= N`` with ``include_self``).
+    metric : {"euclidean", "cosine"}
+        Cosine distance is ``1 - cos``.
+    include_self : bool
+        False (default): leave-one-out, a sample is never its own neighbour.
+        True: each sample is its own first neighbour at distance 0 — the layout UMAP's
+        ``precomputed_knn`` expects: ``umap.UMAP(n_neighbors=k, precomputed_knn=(idx.cpu().numpy(),
+        dists.cpu().numpy()))`` with ``dists, idx = knn_indices(X, k, include_self=True)``.
+    block_rows : int, optional
+        Rows per block; by default at most ~2**24 entries of the N × N matrix exist at once.
+
+    Returns
+    -------
+    Neighbors
+        ``(distances, indices)``, each (N, k), nearest first, on X's device; distances in
+        X's floating dtype (float32 for float32 features), indices int64.
+        Ranking uses float64 on CPU, float32 on accelerators; exact distance ties are
+        ordered arbitrarily.
+    """
+    X = _as_features(X)
+    _check_metric(metric)
+    _check_k(k, X.shape[0], include_self=include_self)
+    g = _neighbor_graphs(X, {"knn": (metric, k, True)}, include_self=include_self, block_rows=block_rows)["knn"]
+    dists = g.values if metric == "euclidean" else (1.0 - g.values).clamp_min_(0.0)
+    return Neighbors(dists.to(X.dtype), g.indices)
+
+
+# ---------------------------------------------------------------------------------- nmi
+
+def _nmi_params(n_init, seed, protocol):
+    if protocol == "paper":
+        # The seed code: KMeans(n_clusters=K, random_state=42, n_init="auto"), which is one
+        # k-means++ run.
+        return (1 if n_init is None else n_init), (PAPER_SEED if seed is None else seed)
+    return (10 if n_init is None else n_init), (0 if seed is None else seed)
+
+
+def _check_n_init(n_init) -> None:
+    if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
+        raise ValueError(f"n_init must be a positive integer; got {n_init!r}.")
+
+
+def _check_C(C) -> None:
+    if not isinstance(C, (int, float)) or isinstance(C, bool) or not C > 0:
+        raise ValueError(f"C must be a positive number; got {C!r}.")
+
+
+def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None) -> float:
+    _check_n_init(n_init)
+    X_np = c.X_numpy() if X_np is None else X_np
+    km = KMeans(n_clusters=c.n_classes, init="k-means++", n_init=n_init, random_state=seed).fit(X_np)
+    return float(normalized_mutual_info_score(c.codes_numpy(), km.labels_))
+
+
+def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default") -> float:
+    """Normalized mutual information between k-means clusters and the classes.
+
+    k-means (scikit-learn ``KMeans``, k-means++ init, ``n_init`` restarts keeping the
+    lowest inertia, ``random_state=seed``) into K = number of classes clusters, then
+    ``normalized_mutual_info_score`` (arithmetic-mean normalization).
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    y : array-like of int, shape (N,)
+    n_init : int, optional
+        k-means restarts; default 10 (``protocol="paper"``: 1).
+    seed : int, optional
+        ``random_state`` of k-means; default 0 (``protocol="paper"``: 42).
+    protocol : {"default", "paper"}
+        ``"paper"`` reproduces the seed code: ``KMeans(K, random_state=42, n_init="auto")``.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1 when the clusters are exactly the classes, ≈ 0 for features that
+        carry no class information.
+
+    Raises
+    ------
+    DegenerateFeaturesError
+        When all samples are identical (the partition would be arbitrary).
+
+    References
+    ----------
+    Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524.
+    """
+    _check_protocol(protocol)
+    c = _check_inputs(X, y)
+    _reject_constant(c.X, "nmi")
+    n_init, seed = _nmi_params(n_init, seed, protocol)
+    return _nmi_from_checked(c, n_init=n_init, seed=seed)
+
+
+# ---------------------------------------------------------------------------------- kNN
+
+def _knn_accuracy_from_graph(c: _Checked, g: _Graph, k: int) -> float:
+    neighbor_codes = c.codes[g.indices[:, :k]]                       # (N, k)
+    pred = _vote(neighbor_codes, c.n_classes)                        # (N,)
+    return float((pred == c.codes).double().mean())
+
+
+def _knn_purity_from_graph(c: _Checked, g: _Graph, k: int) -> float:
+    same = (c.codes[g.indices[:, :k]] == c.codes[:, None]).sum(dim=1)   # (N,)
+    return float((same.double() / k).mean())
+
+
+def _weighted_from_graph(c: _Checked, g: _Graph, k: int, temperature: float) -> float:
+    sims = g.values[:, :k]                                           # (N, k) cosine similarities
+    # Softmax of sim/T is exp(sim/T) up to a per-sample constant (DINOv2 uses the softmax).
+    weights = torch.softmax(sims / temperature, dim=1)
+    votes = torch.zeros(c.n, c.n_classes, dtype=weights.dtype, device=weights.device)
+    votes.scatter_add_(1, c.codes[g.indices[:, :k]], weights)        # (N, K)
+    pred = votes.argmax(dim=1)
+    return float((pred == c.codes).double().mean())
+
+
+def _default_purity_k(c: _Checked, protocol: str) -> int:
+    smallest = int(c.counts.min())
+    # Ours: every other member of the smallest class. Paper: k = images per class (their
+    # NNk500 with 500 per class), so the best possible purity is (n-1)/n.
+    return smallest if protocol == "paper" else smallest - 1
+
+
+def knn_accuracy(X, y, *, k: int = 1, metric: str = "euclidean") -> float:
+    """Leave-one-out k-nearest-neighbour classification accuracy.
+
+    Each sample is classified by the majority vote of its k nearest *other* samples
+    (exact search); ties go to the class of the nearest neighbour among the tied classes.
+    k=1 Euclidean is the papers' NNk1 (the same under ``protocol="paper"``).
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    y : array-like of int, shape (N,)
+    k : int
+        ``1 <= k <= N - 1``.
+    metric : {"euclidean", "cosine"}
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1 when every sample's neighbourhood is its own class, ≈ 1/K for
+        identically distributed classes of equal size.
+
+    Raises
+    ------
+    DegenerateFeaturesError
+        When all samples are identical (every neighbour ties).
+
+    References
+    ----------
+    Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524 (NNk1).
+    """
+    _check_metric(metric)
+    c = _check_inputs(X, y, k=k)
+    _reject_constant(c.X, "knn_accuracy")
+    g = _neighbor_graphs(c.X, {"knn": (metric, k, True)})["knn"]
+    return _knn_accuracy_from_graph(c, g, k)
+
+
+def knn_purity(X, y, *, k: int | None = None, metric: str = "euclidean", protocol: str = "default") -> float:
+    """Mean fraction of each sample's k nearest other samples that share its class.
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    y : array-like of int, shape (N,)
+    k : int, optional
+        Default: smallest class size minus one (every other member of a class could be a
+        neighbour). ``protocol="paper"``: smallest class size, as the seed code's NNk500
+        with 500 images per class (so its maximum is (n-1)/n).
+    metric : {"euclidean", "cosine"}
+    protocol : {"default", "paper"}
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1 for perfectly separated classes (default k), ≈ (n_k - 1)/(N - 1)
+        for identically distributed classes.
+
+    Raises
+    ------
+    DegenerateFeaturesError
+        When all samples are identical.
+
+    References
+    ----------
+    Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524 (NNk500).
+    """
+    _check_metric(metric)
+    _check_protocol(protocol)
+    need = 2 if (k is None and protocol == "default") else 1
+    c = _check_inputs(X, y, need_per_class=need, need_for="knn_purity with the default k")
+    k = _default_purity_k(c, protocol) if k is None else k
+    _check_k(k, c.n)
+    _reject_constant(c.X, "knn_purity")
+    g = _neighbor_graphs(c.X, {"knn": (metric, k, False)})["knn"]   # order is irrelevant to a count
+    return _knn_purity_from_graph(c, g, k)
+
+
+def _check_temperature(temperature) -> float:
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"temperature must be a positive number; got {temperature!r}.")
+    return float(temperature)
+
+
+def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> float:
+    """Leave-one-out weighted k-NN accuracy, the DINO/DINOv2 (and solo-learn) protocol.
+
+    Features are L2-normalised (a zero vector stays zero); each sample's k most
+    cosine-similar other samples vote for their class with weight ``exp(sim / T)``; the
+    class with the largest total weight wins (exact ties: lowest class).
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    y : array-like of int, shape (N,)
+    k : int
+        ``1 <= k <= N - 1``; DINO uses 20.
+    temperature : float
+        T > 0; DINO uses 0.07.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Raises
+    ------
+    DegenerateFeaturesError
+        When all samples are identical.
+
+    References
+    ----------
+    Caron et al. (2021), DINO, ``eval_knn.py``; Oquab et al. (2023), DINOv2,
+    ``dinov2/eval/knn.py``; Wu et al. (2018), instance discrimination.
+    """
+    temperature = _check_temperature(temperature)
+    c = _check_inputs(X, y, k=k)
+    _reject_constant(c.X, "weighted_knn_accuracy")
+    g = _neighbor_graphs(c.X, {"knn": ("cosine", k, False)})["knn"]
+    return _weighted_from_graph(c, g, k, temperature)
+
+
+# ---------------------------------------------------------------------------------- probe
+
+def _probe_from_checked(c: _Checked, *, folds: int, C: float, seed: int, max_iter: int,
+                        X_np: np.ndarray | None = None) -> float:
+    _check_C(C)
+    X_np = c.X_numpy() if X_np is None else X_np
+    y_np = c.codes_numpy()
+    scores = []
+    for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(X_np, y_np):
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
+        probe.fit(X_np[train], y_np[train])
+        scores.append(probe.score(X_np[test], y_np[test]))
+    return float(np.mean(scores))
+
+
+def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0, max_iter: int = 1000) -> float:
+    """Cross-validated accuracy of a multinomial logistic-regression probe.
+
+    Stratified ``folds``-fold split (``StratifiedKFold(shuffle=True, random_state=seed)``);
+    per fold, ``StandardScaler`` fitted on the training part, then L2-regularised
+    multinomial ``LogisticRegression(C=C)`` (lbfgs). The result is the mean of the
+    per-fold accuracies, as ``sklearn.model_selection.cross_val_score`` reports.
+
+    Parameters
+    ----------
+    X : torch.Tensor or numpy.ndarray, shape (N, d)
+    y : array-like of int, shape (N,)
+    folds : int
+        ``2 <= folds <=`` smallest class size.
+    C : float
+        Inverse L2 regularisation strength.
+    seed : int
+        Fold shuffling seed.
+    max_iter : int
+        lbfgs iterations (scikit-learn warns if it does not converge).
+
+    Returns
+    -------
+    float
+        In [0, 1]. Constant features give the majority-class rate of each test fold.
+    """
+    c = _check_inputs(X, y, folds=folds)
+    return _probe_from_checked(c, folds=folds, C=C, seed=seed, max_iter=max_iter)
