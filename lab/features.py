@@ -1,0 +1,316 @@
+"""Multi-layer feature extraction: every requested layer in one forward pass per batch.
+
+::
+
+    bb = lab.backbones.load("resnet18", in_chans=1)
+    feats = lab.features.extract(bb, ds, layers=bb.layers)   # {layer: Tensor (N, d)}, feats.labels
+
+Each tap's output is pooled *inside* its forward hook, so only the pooled (N, d)
+results are kept, never the full feature maps of all layers (METRICS.md, "Layer
+features"):
+
+- feature maps (N, C, H, W), or (N, H, W, C) for Swin: global average pooling -> (N, C);
+- tokens (N, T, D): the class token where the model has one (ViT blocks), otherwise
+  the mean over the non-prefix tokens (Swin-like, PVT-v2, and ViT's embedding);
+- ``pooling="mean"``: always the mean (of non-prefix tokens; spatial for maps);
+- ``pooling="flatten"``: the whole output flattened (NCHW order for maps), with a
+  warning when the result exceeds :data:`FLATTEN_BUDGET_BYTES`;
+- ``"pre_logits"`` is always ``model.forward_head(model.forward_features(x), pre_logits=True)``.
+
+Hooks are registered in a context manager and removed in ``finally``, also when
+the forward fails or the caller cancels. The model runs in eval mode under
+``torch.no_grad()`` (autocast on CUDA only); its previous train/eval flags are
+restored afterwards. When ``pre_logits`` is not requested, the forward stops right
+after the last requested tap.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Callable, Iterable
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from lab.backbones import PRE_LOGITS, Backbone, Tap
+
+__all__ = ["extract", "FeatureSet", "Cancelled", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
+
+POOLINGS = ("auto", "mean", "flatten")
+FLATTEN_BUDGET_BYTES = 2 * 1024**3
+"""Flattened features larger than this (all requested layers together) trigger a warning."""
+
+
+class Cancelled(Exception):
+    """Raised by :func:`extract` when ``should_stop()`` returned True."""
+
+
+class FeatureSet(dict):
+    """``{layer: Tensor (N, d) float32}`` in the requested order, plus ``labels``.
+
+    Attributes
+    ----------
+    labels : torch.LongTensor or None
+        (N,) labels on the same device as the features, or None when the data had none.
+    pooling : str
+        The pooling that produced the features.
+    """
+
+    def __init__(self, *args, labels: torch.Tensor | None = None, pooling: str = "auto", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.labels = labels
+        self.pooling = pooling
+
+    @property
+    def layers(self) -> list[str]:
+        return list(self)
+
+    def to(self, device) -> "FeatureSet":
+        """A copy with every tensor (and the labels) on ``device``."""
+        labels = None if self.labels is None else self.labels.to(device)
+        return FeatureSet({k: v.to(device) for k, v in self.items()}, labels=labels, pooling=self.pooling)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}: {tuple(v.shape)}" for k, v in self.items())
+        n = None if self.labels is None else len(self.labels)
+        return f"FeatureSet({{{shapes}}}, labels={n})"
+
+
+class _StopForward(Exception):
+    """Raised inside the last requested tap's hook to skip the rest of the network."""
+
+
+def _pool(out: torch.Tensor, tap: Tap, pooling: str) -> torch.Tensor:
+    """Pool one tap output to (B, d); keep the reduction in float32 even under autocast."""
+    if tap.kind == "map":
+        if out.dim() != 4:
+            raise ValueError(f"tap {tap.name!r} was catalogued as a feature map but produced shape "
+                             f"{tuple(out.shape)}; expected 4-d.")
+        nhwc = tap.layout == "NHWC"
+        if pooling == "flatten":
+            return (out.permute(0, 3, 1, 2) if nhwc else out).flatten(1)  # (B, C*H*W)
+        return out.mean(dim=(1, 2) if nhwc else (2, 3), dtype=torch.float32)  # (B, C)
+    if tap.kind == "tokens":
+        if pooling == "flatten":
+            return out.flatten(1)  # (B, T*D)
+        if pooling == "auto" and tap.cls_token:
+            return out[:, 0]  # (B, D) class token
+        return out[:, tap.prefix_tokens:].mean(dim=1, dtype=torch.float32)  # (B, D)
+    return out.flatten(1)  # (B, D)
+
+
+class _Sink:
+    """Writes pooled batches into per-layer (N, d) float32 buffers on the device."""
+
+    def __init__(self, names: list[str], total: int | None, device: torch.device, pooling: str):
+        self.names, self.total, self.device, self.pooling = names, total, device, pooling
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.chunks: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+        self.offset = 0
+        self._warned = False
+
+    def put(self, name: str, pooled: torch.Tensor) -> None:
+        batch = pooled.shape[0]
+        if self.total is None:
+            self.chunks[name].append(pooled.detach().to(torch.float32).clone())
+            return
+        buf = self.buffers.get(name)
+        if buf is None:
+            buf = self.buffers[name] = torch.empty((self.total, pooled.shape[1]), dtype=torch.float32,
+                                                   device=self.device)
+            self._check_budget()
+        if self.offset + batch > self.total:
+            raise ValueError(f"the data yielded more than the {self.total} images its length announced; "
+                             f"pass a DataLoader with a sized dataset and drop_last=False.")
+        buf[self.offset:self.offset + batch].copy_(pooled)
+
+    def _check_budget(self) -> None:
+        if self.pooling != "flatten" or self._warned:
+            return
+        size = sum(b.numel() for b in self.buffers.values()) * 4
+        if size > FLATTEN_BUDGET_BYTES:
+            self._warned = True
+            warnings.warn(f"pooling='flatten' holds {size / 1024**3:.1f} GiB of features so far (budget "
+                          f"{FLATTEN_BUDGET_BYTES / 1024**3:.1f} GiB); use pooling='auto', fewer layers or "
+                          f"fewer images.", ResourceWarning, stacklevel=4)
+
+    def result(self, done: int) -> dict[str, torch.Tensor]:
+        if self.total is None:
+            out = {name: torch.cat(self.chunks[name]) for name in self.names}
+            if self.pooling == "flatten" and not self._warned:
+                size = sum(v.numel() for v in out.values()) * 4
+                if size > FLATTEN_BUDGET_BYTES:
+                    warnings.warn(f"pooling='flatten' produced {size / 1024**3:.1f} GiB of features (budget "
+                                  f"{FLATTEN_BUDGET_BYTES / 1024**3:.1f} GiB).", ResourceWarning, stacklevel=3)
+            return out
+        return {name: self.buffers[name][:done] for name in self.names}
+
+
+@contextlib.contextmanager
+def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_after: str | None):
+    """Forward hooks that pool each tap into ``sink``; always removed on exit."""
+    handles = []
+
+    def make(tap: Tap):
+        def hook(module, args, output):
+            sink.put(tap.name, _pool(output, tap, pooling))
+            if tap.name == stop_after:
+                raise _StopForward
+        return hook
+
+    try:
+        for tap in taps:
+            handles.append(bb.model.get_submodule(tap.module_name).register_forward_hook(make(tap)))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module):
+    """Eval mode for the duration; restore every module's previous flag afterwards."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, flag in flags:
+            module.training = flag
+
+
+def _split_batch(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if torch.is_tensor(batch):
+        return batch, None
+    if isinstance(batch, (tuple, list)) and batch and torch.is_tensor(batch[0]):
+        y = batch[1] if len(batch) > 1 else None
+        return batch[0], (None if y is None else torch.as_tensor(y).long().reshape(-1))
+    raise ValueError(f"each batch must be an image tensor (B, C, H, W) or a tuple (images, labels). "
+                     f"Got {type(batch).__name__} instead.")
+
+
+def _batches(data, batch_size: int) -> tuple[Iterable, int | None]:
+    """(iterable of batches, number of images or None) for every supported input."""
+    if torch.is_tensor(data):
+        if data.dim() != 4:
+            raise ValueError(f"an image tensor must have shape (N, C, H, W). Got shape {tuple(data.shape)} instead.")
+        return (data[i:i + batch_size] for i in range(0, len(data), batch_size)), len(data)
+    if isinstance(data, DataLoader):
+        total = None
+        if data.batch_size is not None and not data.drop_last:
+            try:
+                total = len(data.sampler)
+            except TypeError:
+                total = None
+        return data, total
+    if callable(getattr(data, "eval_loader", None)):  # a lab.data Dataset: its deterministic eval transform
+        loader = data.eval_loader(batch_size)
+        return _batches(loader, batch_size) if isinstance(loader, DataLoader) else (loader, len(data))
+    if isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
+        return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0), len(data)
+    raise ValueError(f"data must be a lab dataset, a torch Dataset of (image, label), a DataLoader or an image "
+                     f"tensor (N, C, H, W). Got {type(data).__name__} instead.")
+
+
+def _resolve_layers(bb: Backbone, layers) -> list[str]:
+    if layers is None:
+        return bb.layers
+    if isinstance(layers, str):
+        layers = [layers]
+    names = list(dict.fromkeys(layers))
+    if not names:
+        raise ValueError(f"layers must name at least one tap of {bb.name}; valid: {', '.join(bb.layers)}")
+    for name in names:
+        bb.tap(name)  # ValueError listing the valid names
+    return names
+
+
+def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: int = 64,
+            progress: Callable[[int, int | None], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> FeatureSet:
+    """Pooled features of several layers, in one forward pass per batch.
+
+    Parameters
+    ----------
+    bb : lab.backbones.Backbone
+    data : lab dataset, torch Dataset of (image, label), DataLoader, or Tensor (N, C, H, W)
+        Images must have ``bb.in_chans`` channels. lab datasets are read through
+        their deterministic ``eval_loader``; a torch Dataset is read in order.
+    layers : list[str] or str, optional
+        Tap names (default: all of ``bb.layers``). Unknown names raise ValueError
+        listing the valid ones.
+    pooling : {"auto", "mean", "flatten"}
+        See the module docstring.
+    batch_size : int
+        Images per forward pass (ignored for a DataLoader, which has its own).
+    progress : callable, optional
+        ``progress(done, total)`` after every batch, in images (``total`` is None
+        when the data's length is unknown).
+    should_stop : callable, optional
+        Checked before every batch; when it returns True, :class:`Cancelled` is raised.
+
+    Returns
+    -------
+    FeatureSet
+        ``{layer: Tensor (N, d) float32 on bb.device}`` in the requested order, with
+        ``.labels`` (LongTensor (N,) on bb.device, or None).
+    """
+    if not isinstance(bb, Backbone):
+        raise ValueError(f"bb must be a lab.backbones.Backbone (from lab.backbones.load). Got {type(bb).__name__}.")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}. Got {pooling!r} instead.")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be a positive integer. Got {batch_size!r} instead.")
+    names = _resolve_layers(bb, layers)
+    batches, total = _batches(data, int(batch_size))
+    if total == 0:
+        raise ValueError("data holds no images; expected at least one.")
+
+    order = {name: i for i, name in enumerate(bb.layers)}
+    want_pre = PRE_LOGITS in names
+    hooked = sorted((bb.tap(n) for n in names if n != PRE_LOGITS), key=lambda t: order[t.name])
+    stop_after = None if want_pre or not hooked else hooked[-1].name
+    model, device = bb.model, bb.device
+    sink = _Sink(names, total, device, pooling)
+    labels: list[torch.Tensor] = []
+    has_labels = True
+    done = 0
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
+                if device.type == "cuda" else contextlib.nullcontext())
+
+    with _eval_mode(model), _tap_hooks(bb, hooked, sink, pooling, stop_after), torch.no_grad():
+        for batch in batches:
+            if should_stop is not None and should_stop():
+                of = total if total is not None else "?"
+                raise Cancelled(f"feature extraction cancelled after {done} of {of} images")
+            x, y = _split_batch(batch)
+            if x.dim() != 4 or x.shape[1] != bb.in_chans:
+                chans = x.shape[1] if x.dim() == 4 else "C"
+                raise ValueError(f"{bb.name} expects images (B, {bb.in_chans}, H, W). Got a batch of shape "
+                                 f"{tuple(x.shape)} instead; load the backbone with in_chans={chans} "
+                                 f"or convert the images.")
+            x = x.to(device, non_blocking=True)
+            if not x.is_floating_point():
+                x = x.float()
+            sink.offset = done
+            with autocast:
+                try:
+                    feats = model.forward_features(x)
+                    if want_pre:
+                        sink.put(PRE_LOGITS, model.forward_head(feats, pre_logits=True))
+                except _StopForward:
+                    pass
+            if y is None:
+                has_labels = False
+            elif has_labels:
+                labels.append(y)
+            done += x.shape[0]
+            if progress is not None:
+                progress(done, total)
+    if done == 0:
+        raise ValueError("data holds no images; expected at least one.")
+    if total is not None and done != total:
+        raise ValueError(f"the data announced {total} images but yielded {done}.")
+    out = sink.result(done)
+    y_all = torch.cat(labels).to(device) if has_labels and labels else None
+    return FeatureSet({name: out[name] for name in names}, labels=y_all, pooling=pooling)
