@@ -1,0 +1,444 @@
+"""The typed, validated configuration of one run (:class:`RunConfig`).
+
+A run is fully described by a :class:`RunConfig`: the dataset and its class split,
+the backbone, which layers to measure, the fine-tuning strategy and its settings,
+the metrics and their protocol, evaluation sample caps, seeds, device and the
+projection settings. The config is validated once, at construction, and written
+next to the run's results (``config.json``); ``to_json``/``from_json`` round-trip
+exactly.
+
+Fields left at ``None`` resolve from the strategy and optimizer (see
+:meth:`RunConfig.n_epochs`, :meth:`RunConfig.learning_rate`,
+:meth:`RunConfig.decay`), so that changing the strategy with :meth:`replace` keeps
+sensible settings.
+
+Examples
+--------
+>>> cfg = RunConfig(dataset="glyphs", backbone="resnet18", strategy="full", epochs=3)
+>>> RunConfig.from_json(cfg.to_json()) == cfg
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "RunConfig", "STRATEGIES", "OPTIMIZERS", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
+    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS",
+]
+
+STRATEGIES = ("none", "linear", "full", "layer", "scl")
+"""Fine-tuning strategies: evaluate as loaded, linear probe, full fine-tuning, one
+block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
+OPTIMIZERS = ("adamw", "sgd")
+PROTOCOLS = ("default", "paper")
+PROJECTIONS = ("umap", "pca", "none")
+POOLINGS = ("auto", "mean", "flatten")
+
+SEPARABILITY_METRICS = (
+    "nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
+)
+"""Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
+COLLAPSE_METRICS = (
+    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy",
+)
+"""Neural-collapse measures; computed on the seen held-out sample and on the unseen images."""
+DEFAULT_METRICS = (
+    "nmi", "knn_accuracy", "knn_purity",
+    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy",
+)
+"""What a run measures by default: lab.metrics' DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE without
+``linear_probe_accuracy``, whose cross-validated logistic regression costs seconds to a minute per
+layer and epoch on a CPU (add it explicitly when wanted)."""
+
+_DEFAULT_EPOCHS = 3
+# The seed papers fine-tune with AdamW at 2e-4; a linear head alone tolerates (and needs) more.
+_DEFAULT_LR = {
+    "adamw": {"linear": 1e-3, "full": 2e-4, "layer": 2e-4, "scl": 2e-4},
+    "sgd": {"linear": 0.1, "full": 0.01, "layer": 0.01, "scl": 0.01},
+}
+_DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
+_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_LIST_FIELDS = ("seen", "unseen", "layers", "metrics", "seeds", "projection_layers")
+
+
+def _fmt_choices(choices) -> str:
+    return ", ".join(repr(c) for c in choices)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run. Validated at construction (ValueError).
+
+    Parameters
+    ----------
+    name : str or None
+        Free-text label shown in run lists; the store generates the run id.
+    dataset : str
+        ``lab.data.load`` spec: "glyphs", "glyphs:character", "digits", "folder:PATH",
+        "cifar10:PATH", "cifar100:PATH".
+    seen, unseen : list of str or None
+        Explicit class split. Give one or both; a missing side is "all other
+        classes". When both are None, ``n_unseen`` classes are drawn with ``split_seed``.
+    n_unseen : int
+        Number of unseen classes for a random split (>= 2).
+    split_seed : int
+        Seed of the class split and of the per-class train/held-out partition and
+        sample caps; the same for every entry of ``seeds``.
+    heldout_fraction : float
+        Fraction of each seen class held out from training (0 < f < 1).
+    backbone : str
+        ``lab.backbones.load`` name, e.g. "resnet18", "mlp", "mlp:depth=8,width=256".
+    pretrained : bool
+        Load the hub's pretrained weights (needs network or a local cache).
+    checkpoint : str or None
+        Path to .safetensors / torch weights, or "run:ID[/seed]" (a stored run's
+        fine-tuned weights). Excludes ``pretrained``.
+    img_size : int or None
+        Resize images to this size (and build the backbone for it). None: the
+        dataset's native size (glyphs 64 px), which is what keeps CPU runs fast.
+    layers : list of str or None
+        Tap names to measure; None = all taps of the backbone.
+    pooling : str
+        Pooling of feature maps / tokens, one of ``POOLINGS`` ("auto": spatial mean
+        for maps, class token (or token mean) for transformers).
+    strategy : str
+        One of ``STRATEGIES``: "none", "linear", "full", "layer", "scl".
+    block : str, int or None
+        For "layer" / "scl": the tap name or index (into the backbone's blocks) to train.
+    epochs : int or None
+        Training epochs; None = 0 for "none", 3 otherwise. Epoch 0 is always evaluated.
+    lr : float or None
+        Learning rate; None = 2e-4 (AdamW; 1e-3 for "linear") or 0.01 (SGD; 0.1 for "linear").
+    batch_size : int
+        Training batch size.
+    weight_decay : float or None
+        None = 0.01 (AdamW) or 5e-4 (SGD).
+    optimizer : str
+        "adamw" or "sgd" (momentum 0.9).
+    augment : bool
+        Mild random affine augmentation of the seen training images (only those).
+    label_noise : float
+        Fraction of seen training labels replaced by a different, random class
+        (Wang & Yang); 0 disables. Held-out accuracy always uses clean labels.
+    contribution : bool
+        At the end of each seed, re-initialise each tap's module to its epoch-0
+        weights and measure the effect (Wang & Yang).
+    metrics : list of str
+        Metric names (``SEPARABILITY_METRICS`` are computed on unseen images,
+        ``COLLAPSE_METRICS`` on seen held-out and unseen images).
+    protocol : str
+        "default" (stable estimates) or "paper" (the seed papers' exact protocol).
+    unseen_per_class : int or None
+        Cap on unseen evaluation images per class (None = all).
+    seen_per_class : int or None
+        Cap on seen held-out images per class used for evaluation (None = all).
+    seeds : list of int
+        One full run per seed (initialisation, data order, augmentation, label noise).
+    device : str
+        "auto", "cpu", "cuda", "cuda:N" or "mps".
+    projection : str
+        "umap" (PCA first, UMAP when ready), "pca" or "none".
+    projection_layers : list of str or None
+        Layers to project; None = every measured layer.
+    save_weights : bool
+        Save the fine-tuned backbone weights of each seed (safetensors) so that
+        ``checkpoint="run:ID"`` can load them.
+    eval_batch_size : int
+        Batch size of feature extraction.
+    """
+
+    name: str | None = None
+    dataset: str = "glyphs"
+    seen: tuple[str, ...] | None = None
+    unseen: tuple[str, ...] | None = None
+    n_unseen: int = 5
+    split_seed: int = 0
+    heldout_fraction: float = 0.2
+    backbone: str = "resnet18"
+    pretrained: bool = False
+    checkpoint: str | None = None
+    img_size: int | None = None
+    layers: tuple[str, ...] | None = None
+    pooling: str = "auto"
+    strategy: str = "full"
+    block: str | int | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int = 64
+    weight_decay: float | None = None
+    optimizer: str = "adamw"
+    augment: bool = True
+    label_noise: float = 0.0
+    contribution: bool = False
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    protocol: str = "default"
+    unseen_per_class: int | None = 300
+    seen_per_class: int | None = 100
+    seeds: tuple[int, ...] = (0,)
+    device: str = "auto"
+    projection: str = "umap"
+    projection_layers: tuple[str, ...] | None = None
+    save_weights: bool = True
+    eval_batch_size: int = 128
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self):
+        # Normalise sequences to tuples first (so the frozen config is hashable and
+        # JSON lists compare equal to the tuples they came from).
+        for name in _LIST_FIELDS:
+            value = getattr(self, name)
+            if name == "seeds" and _is_int(value):
+                value = (value,)
+            if isinstance(value, str):
+                raise ValueError(
+                    f"{name} must be a list, got the string {value!r}; write [{value!r}] for one entry."
+                )
+            if value is not None and isinstance(value, (list, tuple)):
+                object.__setattr__(self, name, tuple(value))
+            elif value is not None:
+                raise ValueError(f"{name} must be a list or None. Got {type(value).__name__} {value!r} instead.")
+        self._validate()
+
+    def _validate(self) -> None:
+        def choice(name, choices):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {_fmt_choices(choices)}. Got {value!r} instead.")
+
+        def opt_str(name):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value.strip()):
+                raise ValueError(f"{name} must be a non-empty string or None. Got {value!r} instead.")
+
+        def int_at_least(name, low, optional=False):
+            value = getattr(self, name)
+            if value is None and optional:
+                return
+            if not _is_int(value) or value < low:
+                extra = " or None" if optional else ""
+                raise ValueError(f"{name} must be an integer >= {low}{extra}. Got {value!r} instead.")
+
+        def boolean(name):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false. Got {getattr(self, name)!r} instead.")
+
+        def str_list(name, allow_empty=False):
+            value = getattr(self, name)
+            if value is None:
+                return
+            if not allow_empty and len(value) == 0:
+                raise ValueError(f"{name} must not be an empty list; use None for the default.")
+            bad = [v for v in value if not isinstance(v, str) or not v]
+            if bad:
+                raise ValueError(f"{name} must contain non-empty strings. Got {bad[0]!r} instead.")
+            dups = sorted({v for v in value if value.count(v) > 1})
+            if dups:
+                raise ValueError(f"{name} lists {', '.join(map(repr, dups))} more than once.")
+
+        opt_str("name")
+        if not isinstance(self.dataset, str) or not self.dataset.strip():
+            raise ValueError(f"dataset must be a dataset spec such as 'glyphs' or 'digits'. Got {self.dataset!r} instead.")
+        if not isinstance(self.backbone, str) or not self.backbone.strip():
+            raise ValueError(f"backbone must be a model name such as 'resnet18' or 'mlp'. Got {self.backbone!r} instead.")
+        opt_str("checkpoint")
+        str_list("seen")
+        str_list("unseen")
+        if self.seen is not None and self.unseen is not None:
+            both = sorted(set(self.seen) & set(self.unseen))
+            if both:
+                raise ValueError(
+                    f"seen and unseen must not share classes; both list {', '.join(map(repr, both))}."
+                )
+        if self.unseen is not None and len(self.unseen) < 2:
+            raise ValueError(f"unseen needs at least 2 classes to measure separability. Got {list(self.unseen)!r}.")
+        int_at_least("n_unseen", 2)
+        int_at_least("split_seed", 0)
+        if not _is_number(self.heldout_fraction) or not 0.0 < self.heldout_fraction < 1.0:
+            raise ValueError(f"heldout_fraction must be a number in (0, 1). Got {self.heldout_fraction!r} instead.")
+        boolean("pretrained")
+        if self.pretrained and self.checkpoint is not None:
+            raise ValueError(
+                "pretrained=True and checkpoint are exclusive: the checkpoint's weights would replace the "
+                "pretrained ones. Give one of them."
+            )
+        int_at_least("img_size", 8, optional=True)
+        str_list("layers")
+        choice("pooling", POOLINGS)
+        choice("strategy", STRATEGIES)
+        if self.strategy in ("layer", "scl"):
+            if self.block is None:
+                raise ValueError(
+                    f"block is required for strategy={self.strategy!r}: give a tap name (e.g. 'layer3') "
+                    "or an index into the backbone's blocks (e.g. 2 or -1)."
+                )
+            if not (_is_int(self.block) or (isinstance(self.block, str) and self.block)):
+                raise ValueError(f"block must be a tap name or an integer index. Got {self.block!r} instead.")
+        elif self.block is not None:
+            raise ValueError(
+                f"block is only used by strategy 'layer' or 'scl', but strategy={self.strategy!r}; "
+                "remove block or choose one of those strategies."
+            )
+        int_at_least("epochs", 0, optional=True)
+        if self.strategy == "none" and self.epochs:
+            raise ValueError(
+                f"epochs={self.epochs} has no effect with strategy='none' (nothing is trained); "
+                "set epochs=0 or choose strategy 'linear', 'full', 'layer' or 'scl'."
+            )
+        if self.lr is not None and (not _is_number(self.lr) or not math.isfinite(self.lr) or self.lr <= 0):
+            raise ValueError(f"lr must be a positive number or None. Got {self.lr!r} instead.")
+        int_at_least("batch_size", 1)
+        if self.weight_decay is not None and (
+            not _is_number(self.weight_decay) or not math.isfinite(self.weight_decay) or self.weight_decay < 0
+        ):
+            raise ValueError(f"weight_decay must be a number >= 0 or None. Got {self.weight_decay!r} instead.")
+        choice("optimizer", OPTIMIZERS)
+        boolean("augment")
+        if not _is_number(self.label_noise) or not 0.0 <= self.label_noise <= 1.0:
+            raise ValueError(f"label_noise must be a fraction between 0.0 and 1.0. Got {self.label_noise!r} instead.")
+        if self.label_noise > 0 and self.strategy == "none":
+            raise ValueError(
+                "label_noise only affects training, but strategy='none' trains nothing; "
+                "choose strategy 'linear', 'full', 'layer' or 'scl', or set label_noise=0."
+            )
+        boolean("contribution")
+        if self.contribution and self.strategy == "none":
+            raise ValueError(
+                "contribution re-initialises layers to their epoch-0 weights, which strategy='none' never "
+                "changes; choose a training strategy or set contribution=False."
+            )
+        if len(self.metrics) == 0:
+            raise ValueError("metrics must name at least one metric.")
+        known = SEPARABILITY_METRICS + COLLAPSE_METRICS
+        unknown = [m for m in self.metrics if m not in known]
+        if unknown:
+            raise ValueError(
+                f"metrics: unknown metric {unknown[0]!r}. Allowed: {_fmt_choices(known)}."
+            )
+        str_list("metrics")
+        choice("protocol", PROTOCOLS)
+        int_at_least("unseen_per_class", 2, optional=True)
+        int_at_least("seen_per_class", 2, optional=True)
+        if len(self.seeds) == 0:
+            raise ValueError("seeds must list at least one seed, e.g. [0] or [0, 1, 2].")
+        bad = [s for s in self.seeds if not _is_int(s) or s < 0]
+        if bad:
+            raise ValueError(f"seeds must be integers >= 0. Got {bad[0]!r} instead.")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must not repeat. Got {list(self.seeds)!r}.")
+        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device.strip().lower()):
+            raise ValueError(
+                f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'. Got {self.device!r} instead."
+            )
+        choice("projection", PROJECTIONS)
+        str_list("projection_layers")
+        if self.projection_layers is not None and self.layers is not None:
+            missing = [p for p in self.projection_layers if p not in self.layers]
+            if missing:
+                raise ValueError(
+                    f"projection_layers must be a subset of layers; {missing[0]!r} is not in layers "
+                    f"{list(self.layers)!r}."
+                )
+        boolean("save_weights")
+        int_at_least("eval_batch_size", 1)
+
+    # ------------------------------------------------------------------ resolved settings
+    @property
+    def n_epochs(self) -> int:
+        """Training epochs after defaults: ``epochs``, or 0 for "none" and 3 otherwise."""
+        if self.epochs is not None:
+            return self.epochs
+        return 0 if self.strategy == "none" else _DEFAULT_EPOCHS
+
+    @property
+    def learning_rate(self) -> float | None:
+        """The learning rate used (None for strategy "none")."""
+        if self.strategy == "none":
+            return None
+        return float(self.lr) if self.lr is not None else _DEFAULT_LR[self.optimizer][self.strategy]
+
+    @property
+    def decay(self) -> float:
+        """The weight decay used."""
+        return float(self.weight_decay) if self.weight_decay is not None else _DEFAULT_WEIGHT_DECAY[self.optimizer]
+
+    @property
+    def separability_metrics(self) -> tuple[str, ...]:
+        """Requested metrics measured on unseen images only."""
+        return tuple(m for m in self.metrics if m in SEPARABILITY_METRICS)
+
+    @property
+    def collapse_metrics(self) -> tuple[str, ...]:
+        """Requested metrics measured on both the seen held-out sample and unseen images."""
+        return tuple(m for m in self.metrics if m in COLLAPSE_METRICS)
+
+    def describe(self) -> str:
+        """One line, e.g. ``glyphs · resnet18 · full 3 ep · 5 unseen · seeds [0]``."""
+        split = f"{len(self.unseen)} unseen" if self.unseen else f"{self.n_unseen} unseen"
+        train = self.strategy if self.strategy == "none" else f"{self.strategy} {self.n_epochs} ep"
+        if self.block is not None:
+            train += f" @{self.block}"
+        if self.label_noise:
+            train += f" noise {self.label_noise:g}"
+        return f"{self.dataset} · {self.backbone} · {train} · {split} · seeds {list(self.seeds)}"
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def replace(self, **changes) -> "RunConfig":
+        """A copy with ``changes`` applied (validated again)."""
+        unknown = sorted(set(changes) - set(self.field_names()))
+        if unknown:
+            raise ValueError(self._unknown_message(unknown))
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def _unknown_message(cls, unknown) -> str:
+        return (
+            f"unknown RunConfig field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}. "
+            f"Allowed fields: {', '.join(cls.field_names())}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe dict (tuples become lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        """Build from a dict; unknown keys raise ValueError naming them."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a RunConfig dict is expected. Got {type(data).__name__} instead.")
+        unknown = sorted(set(data) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(cls._unknown_message(unknown))
+        return cls(**data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the RunConfig JSON could not be parsed: {exc}.") from exc
+        return cls.from_dict(data)

@@ -1,0 +1,388 @@
+"""Fine-tuning strategies on the seen classes, behind one interface.
+
+A strategy decides which backbone weights train; every strategy trains a fresh
+linear classifier (``head``) on the pre-logits features, except "none":
+
+========  ===================================================================  ==========================
+name      trains                                                               reference
+========  ===================================================================  ==========================
+none      nothing (the backbone as loaded is evaluated)                        —
+linear    the head (linear probe)                                              —
+full      every backbone weight + head (AdamW, lr 2e-4)                        Dyballa et al.; Gerritz et al.
+layer     one block + head ("Layer FT")                                        Li, Liu et al. (NC transfer)
+scl       one block + head, and a skip connection from the block's pooled      Li, Liu et al. (NC transfer)
+          output (zero-padded) to the pre-logits features ("SCL FT")
+========  ===================================================================  ==========================
+
+In every strategy the backbone runs in train mode while training, so batch-norm
+statistics update on the downstream (seen-class) data even where weights are
+frozen, as the neural-collapse transfer paper does for all methods. Frozen
+weights are excluded from the optimizer (``requires_grad=False``), so they stay
+bit-identical. Training is seeded and deterministic on CPU.
+
+More strategies plug in with :func:`register_strategy`.
+
+The module also holds the label-noise corruption (Wang & Yang:
+:func:`corrupt_labels`) and the exact, reversible layer re-initialisation used by
+the contribution analysis (:func:`reinitialized`).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = [
+    "Strategy", "STRATEGIES", "register_strategy", "get_strategy", "FineTuner", "prepare",
+    "resolve_block", "pool_tap_output", "combine_skip", "corrupt_labels", "reinitialized", "Cancelled",
+]
+
+
+class Cancelled(Exception):
+    """Raised by :meth:`FineTuner.train_epoch` when ``should_stop()`` turns true."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A fine-tuning strategy.
+
+    Attributes
+    ----------
+    name : str
+    trains : bool
+        False for "none": no head, no optimizer, no epochs.
+    needs_block : bool
+        Layer FT / SCL FT train one chosen block.
+    skip : bool
+        SCL FT: add the chosen block's pooled output to the pre-logits features.
+    select : callable
+        ``select(backbone, block_module) -> iterable of nn.Module`` whose parameters train
+        (besides the head).
+    description : str
+    """
+
+    name: str
+    trains: bool
+    needs_block: bool
+    skip: bool
+    select: Callable
+    description: str = ""
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> None:
+    """Add (or replace) a strategy; ``RunConfig`` accepts only names in :data:`lab.config.STRATEGIES`."""
+    if not isinstance(strategy, Strategy):
+        raise ValueError(f"register_strategy takes a Strategy. Got {type(strategy).__name__} instead.")
+    STRATEGIES[strategy.name] = strategy
+
+
+for _s in (
+    Strategy("none", False, False, False, lambda bb, block: (), "evaluate the backbone as loaded"),
+    Strategy("linear", True, False, False, lambda bb, block: (), "frozen backbone, train a linear head"),
+    Strategy("full", True, False, False, lambda bb, block: (bb.model,), "train every weight and the head"),
+    Strategy("layer", True, True, False, lambda bb, block: (block,), "train one block and the head (Layer FT)"),
+    Strategy("scl", True, True, True, lambda bb, block: (block,),
+             "train one block, a skip connection to the pre-logits and the head (SCL FT)"),
+):
+    register_strategy(_s)
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(
+            f"strategy must be one of {', '.join(map(repr, STRATEGIES))}. Got {name!r} instead."
+        ) from None
+
+
+def resolve_block(bb, block: str | int) -> tuple[str, nn.Module]:
+    """The (tap name, module) that ``block`` names: a tap name or an index into ``bb.block_modules()``.
+
+    Raises ValueError listing the valid names and the index range.
+    """
+    blocks = bb.block_modules()   # [(tap, module)], input -> output
+    names = [name for name, _ in blocks]
+    if isinstance(block, (int, np.integer)) and not isinstance(block, bool):
+        i = int(block)
+        if not -len(blocks) <= i < len(blocks):
+            raise ValueError(
+                f"block index {i} is out of range ({-len(blocks)} to {len(blocks) - 1}) for {bb.name}; "
+                f"its blocks are {', '.join(names)}."
+            )
+        return blocks[i]
+    if isinstance(block, str) and block.lstrip("-").isdigit():
+        return resolve_block(bb, int(block))
+    for name, module in blocks:
+        if name == block:
+            return name, module
+    raise ValueError(f"block {block!r} is not a trainable block of {bb.name}; choose one of {', '.join(names)} "
+                     f"or an index from {-len(blocks)} to {len(blocks) - 1}.")
+
+
+def pool_tap_output(out: torch.Tensor, tap) -> torch.Tensor:
+    """Pool one tap's raw output to (N, C) the way SCL FT feeds it to the head.
+
+    Maps: adaptive average pool to one value per channel (NCHW or NHWC). Tokens:
+    the class token where the model has one, else the mean over the non-prefix
+    tokens. Vectors: unchanged.
+    """
+    if tap.kind == "map":
+        return out.mean(dim=(1, 2)) if tap.layout == "NHWC" else out.mean(dim=(2, 3))   # (N, C)
+    if tap.kind == "tokens":
+        if tap.cls_token:
+            return out[:, 0]                                                            # (N, D)
+        return out[:, tap.prefix_tokens:].mean(dim=1)                                   # (N, D)
+    return out.flatten(1)
+
+
+class _Classifier(nn.Module):
+    """backbone (pre-logits) [+ zero-padded pooled block output] -> linear head.
+
+    The block output is captured by a forward hook registered only while this
+    module's own forward runs, so feature extraction elsewhere is unaffected.
+    """
+
+    def __init__(self, bb, head: nn.Linear, skip_tap=None, skip_module: nn.Module | None = None):
+        super().__init__()
+        self.backbone = bb.model
+        self.head = head
+        self._pre_logits = bb.pre_logits
+        self.skip_tap = skip_tap
+        # Not registered as a submodule: the block already belongs to ``backbone`` (no duplicate
+        # entries in state_dict / parameters).
+        self._skip = [skip_module] if skip_module is not None else []
+        self._captured: torch.Tensor | None = None
+
+    @property
+    def skip_module(self) -> nn.Module | None:
+        return self._skip[0] if self._skip else None
+
+    def _capture(self, module, args, output):
+        self._captured = output
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """What the head sees: (N, D) pre-logits, plus the SCL skip when enabled."""
+        if self.skip_module is None:
+            return self._pre_logits(x)                                                  # (N, D)
+        handle = self.skip_module.register_forward_hook(self._capture)
+        try:
+            pre = self._pre_logits(x)                                                   # (N, D)
+            skip = self._captured
+        finally:
+            handle.remove()
+            self._captured = None
+        return combine_skip(pre, pool_tap_output(skip, self.skip_tap))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))                                              # (N, K)
+
+
+def combine_skip(pre_logits: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
+    """SCL feature: pre-logits (N, D) + block features (N, C) zero-padded to D channels (C <= D)."""
+    d, c = pre_logits.shape[1], block.shape[1]
+    if c > d:
+        raise ValueError(f"the SCL skip needs the block's width ({c}) to be at most the pre-logits width ({d}).")
+    if c < d:
+        block = F.pad(block, (0, d - c))                                                # (N, D)
+    return pre_logits + block
+
+
+class FineTuner:
+    """One strategy applied to one backbone: the classifier, the optimizer, training and prediction.
+
+    Build it with :func:`prepare`. Attributes: ``strategy`` (:class:`Strategy`),
+    ``model`` (backbone + head), ``head``, ``block`` (tap name or None),
+    ``n_trainable``, ``n_total``, ``trainable_fraction``.
+    """
+
+    def __init__(self, bb, strategy: Strategy, n_classes: int, *, block=None, lr: float | None = None,
+                 weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0):
+        self.bb = bb
+        self.strategy = strategy
+        self.n_classes = int(n_classes)
+        self.block = None
+        block_module = None
+        if strategy.needs_block:
+            if block is None:
+                raise ValueError(f"strategy {strategy.name!r} needs a block (tap name or index).")
+            self.block, block_module = resolve_block(bb, block)
+        device = bb.device
+        # The head is initialised from the run's seed, independently of how the backbone was built.
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        head = nn.Linear(bb.num_features, max(self.n_classes, 1)).to(device)
+        torch.random.set_rng_state(gen_state)
+        skip_tap = bb.tap(self.block) if strategy.skip else None
+        if skip_tap is not None and skip_tap.dim > bb.num_features:
+            raise ValueError(
+                f"SCL FT adds block {self.block!r} ({skip_tap.dim} channels) to the pre-logits features "
+                f"({bb.num_features}), which needs the block to be no wider; choose an earlier block."
+            )
+        self.model = _Classifier(bb, head, skip_tap, block_module if strategy.skip else None)
+        self.head = head
+        # Freeze everything, then unfreeze what the strategy trains.
+        for p in bb.model.parameters():
+            p.requires_grad_(False)
+        for module in strategy.select(bb, block_module):
+            for p in module.parameters():
+                p.requires_grad_(True)
+        for p in head.parameters():
+            p.requires_grad_(strategy.trains)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.n_trainable = sum(p.numel() for p in self.trainable)
+        self.n_total = sum(p.numel() for p in self.model.parameters())
+        self.optimizer = None
+        if strategy.trains:
+            if lr is None:
+                raise ValueError("lr is required for a training strategy.")
+            if optimizer == "adamw":
+                self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay)
+            elif optimizer == "sgd":
+                self.optimizer = torch.optim.SGD(self.trainable, lr=lr, momentum=0.9, weight_decay=weight_decay)
+            else:
+                raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {optimizer!r} instead.")
+
+    @property
+    def trainable_fraction(self) -> float:
+        """Trained parameters / all parameters of backbone + head (0 for "none")."""
+        return self.n_trainable / self.n_total if self.n_total else 0.0
+
+    def trainable_names(self) -> list[str]:
+        """Names (in ``model``) of the parameters that train."""
+        return [n for n, p in self.model.named_parameters() if p.requires_grad]
+
+    def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,
+                    on_batch: Callable[[int, float], None] | None = None) -> dict:
+        """One pass over ``batches`` of (x, y); returns {"loss", "accuracy", "n"} (means over samples).
+
+        The whole backbone is in train mode (batch-norm statistics update on this
+        data even in frozen blocks). ``should_stop()`` is checked before every batch
+        and raises :class:`Cancelled`.
+        """
+        if self.optimizer is None:
+            raise ValueError(f"strategy {self.strategy.name!r} does not train.")
+        device = self.bb.device
+        self.model.train()
+        total_loss, correct, n = 0.0, 0, 0
+        try:
+            for i, (x, y) in enumerate(batches):
+                if should_stop is not None and should_stop():
+                    raise Cancelled()
+                x = x.to(device, non_blocking=True)
+                y = y.to(device, non_blocking=True)
+                logits = self.model(x)                                                  # (B, K)
+                loss = F.cross_entropy(logits, y)
+                if not torch.isfinite(loss):
+                    raise ValueError(
+                        f"training diverged: the loss became {loss.item()} in batch {i}. Lower lr "
+                        f"(now {self.optimizer.param_groups[0]['lr']:g}) or check the data."
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                b = y.shape[0]
+                total_loss += float(loss.detach()) * b
+                correct += int((logits.detach().argmax(1) == y).sum())
+                n += b
+                if on_batch is not None:
+                    on_batch(i, float(loss.detach()))
+        finally:
+            self.model.eval()
+        if n == 0:
+            raise ValueError("the training data yielded no batches; check the seen classes and held-out fraction.")
+        return {"loss": total_loss / n, "accuracy": correct / n, "n": n}
+
+    def logits_from_features(self, pre_logits: torch.Tensor, block: torch.Tensor | None = None) -> torch.Tensor:
+        """Head logits (N, K) from extracted pre-logits (and, for SCL, the pooled block features)."""
+        feats = pre_logits
+        if self.strategy.skip:
+            if block is None:
+                raise ValueError("SCL needs the block's pooled features to compute logits.")
+            feats = combine_skip(pre_logits, block)
+        with torch.no_grad():
+            return self.head(feats.to(self.head.weight.device, self.head.weight.dtype))
+
+    def score(self, logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """(mean cross-entropy loss, accuracy) of logits (N, K) against labels (N,)."""
+        y = y.to(logits.device).long()
+        loss = float(F.cross_entropy(logits, y))
+        acc = float((logits.argmax(1) == y).float().mean())
+        return loss, acc
+
+    def close(self) -> None:
+        """Release references (hooks are only registered during forward, so nothing else to undo)."""
+        self.model._skip = []
+
+
+def prepare(bb, n_classes: int, strategy: str = "full", *, block=None, lr: float | None = None,
+            weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0) -> FineTuner:
+    """Set up ``strategy`` on backbone ``bb`` for ``n_classes`` seen classes.
+
+    Freezes what the strategy does not train, creates the head (seeded) and the
+    optimizer. Returns a :class:`FineTuner`.
+    """
+    return FineTuner(bb, get_strategy(strategy), n_classes, block=block, lr=lr,
+                     weight_decay=weight_decay, optimizer=optimizer, seed=seed)
+
+
+def corrupt_labels(targets, fraction: float, n_classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Replace exactly ``round(fraction * n)`` labels by a different, uniformly drawn class.
+
+    Wang & Yang's label-noise setting. Seeded (``numpy.random.default_rng(seed)``).
+
+    Returns
+    -------
+    noisy : ndarray (n,) int64
+        The training labels to use (a new array; ``targets`` is not modified).
+    corrupted : ndarray (m,) int64
+        Sorted indices of the corrupted samples, m = round(fraction * n).
+    """
+    clean = np.asarray(targets, dtype=np.int64)
+    n = clean.shape[0]
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be between 0.0 and 1.0. Got {fraction!r} instead.")
+    m = int(round(fraction * n))
+    noisy = clean.copy()
+    if m == 0:
+        return noisy, np.zeros(0, dtype=np.int64)
+    if n_classes < 2:
+        raise ValueError(f"label noise needs at least 2 classes. Got {n_classes}.")
+    rng = np.random.default_rng(seed)
+    corrupted = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+    shift = rng.integers(1, n_classes, size=m)                  # never 0: the label always changes
+    noisy[corrupted] = (clean[corrupted] + shift) % n_classes
+    return noisy, corrupted
+
+
+@contextlib.contextmanager
+def reinitialized(module: nn.Module, initial_state: dict[str, torch.Tensor]) -> Iterator[nn.Module]:
+    """Temporarily set ``module``'s parameters and buffers to ``initial_state``; restore exactly after.
+
+    ``initial_state`` is ``module.state_dict()`` as captured at epoch 0. Values are
+    copied in place (tensor identities, and so optimizer references, are kept), and
+    the current values are restored bit for bit in ``finally``.
+    """
+    current = module.state_dict()
+    missing = set(current) - set(initial_state)
+    if missing:
+        raise ValueError(f"initial_state lacks {sorted(missing)[:3]} of this module; capture it with "
+                         f"module.state_dict() at epoch 0.")
+    saved = {k: v.detach().clone() for k, v in current.items()}
+    try:
+        with torch.no_grad():
+            for k, v in current.items():
+                v.copy_(initial_state[k].to(v.device, v.dtype))
+        yield module
+    finally:
+        with torch.no_grad():
+            for k, v in current.items():
+                v.copy_(saved[k])

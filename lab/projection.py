@@ -1,0 +1,326 @@
+"""2-D layouts of unseen-class embeddings: PCA at once, UMAP when it is ready.
+
+UMAP (McInnes et al. 2018, umap-learn) is the picture the papers show, but on a
+CPU it is costly: a fresh process pays ~14 s of numba compilation on its first
+fit, and umap's own neighbour graph dominates a fit of a few thousand points. So:
+
+- :func:`warm_up` compiles umap's numba code once per process, in a background
+  thread, on a tiny problem that takes the same code path as real fits;
+- :func:`umap_layout` takes an exact k-nearest-neighbour graph computed on the
+  device (:func:`knn_graph`, from :func:`lab.metrics.knn_indices`) through umap's
+  ``precomputed_knn``, so umap never builds its own;
+- :func:`pca_layout` is immediate and deterministic (sign-fixed), and serves as
+  the first layout and as the initialisation of the first UMAP;
+- :class:`Projector` runs UMAP fits one at a time in a background thread for the
+  run engine, initialising each fit from the previous layout of the same layer
+  (or the neighbouring layer) so layouts stay comparable across epochs and layers.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as _wait
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = [
+    "pca_layout", "knn_graph", "umap_layout", "warm_up", "is_warm", "Projector", "ProjectionResult",
+]
+
+_WARM_LOCK = threading.Lock()
+_WARM_THREAD: threading.Thread | None = None
+_WARM_DONE = threading.Event()
+
+
+def _as_tensor(X) -> torch.Tensor:
+    if isinstance(X, np.ndarray):
+        X = torch.from_numpy(X)
+    if not isinstance(X, torch.Tensor):
+        raise ValueError(f"X must be a torch.Tensor or numpy array (N, d). Got {type(X).__name__} instead.")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (N, d). Got shape {tuple(X.shape)} instead.")
+    return X.float()
+
+
+def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
+    """First two principal components of ``X`` (N, d), as float32 (N, 2).
+
+    Deterministic: each axis's sign is chosen so that it correlates positively
+    with ``reference`` (N, 2) when given (keeps consecutive layouts from
+    flipping), else so that its largest-magnitude score is positive.
+    """
+    X = _as_tensor(X)
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"pca_layout needs at least 2 points. Got {n}.")
+    Xc = X - X.mean(0, keepdim=True)                                  # (N, d)
+    Xc = Xc.double()
+    # Eigen-decompose the smaller of the (d, d) scatter and the (N, N) Gram matrix.
+    if Xc.shape[1] <= Xc.shape[0]:
+        evals, evecs = torch.linalg.eigh(Xc.T @ Xc)                  # (d,), (d, d) ascending
+        order = torch.argsort(evals, descending=True)[:2]
+        scores = Xc @ evecs[:, order]                                 # (N, 2)
+    else:
+        evals, evecs = torch.linalg.eigh(Xc @ Xc.T)                  # (N,), (N, N) ascending
+        order = torch.argsort(evals, descending=True)[:2]
+        scores = evecs[:, order] * evals[order].clamp_min(0).sqrt()   # (N, 2)
+    coords = scores.cpu().numpy()
+    if coords.shape[1] < 2:                                           # d == 1
+        coords = np.concatenate([coords, np.zeros((n, 2 - coords.shape[1]))], axis=1)
+    coords = _fix_signs(coords, reference)
+    return np.ascontiguousarray(coords, dtype=np.float32)
+
+
+def _fix_signs(coords: np.ndarray, reference: np.ndarray | None) -> np.ndarray:
+    coords = coords.copy()
+    for j in range(coords.shape[1]):
+        if reference is not None and reference.shape == coords.shape:
+            s = np.sign(np.dot(coords[:, j] - coords[:, j].mean(), reference[:, j] - reference[:, j].mean()))
+        else:
+            s = np.sign(coords[np.argmax(np.abs(coords[:, j])), j])
+        if s < 0:
+            coords[:, j] = -coords[:, j]
+    return coords
+
+
+def knn_graph(X, k: int = 15) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k-nearest-neighbour graph *including each point itself*, for umap.
+
+    Computed on the tensor's device by :func:`lab.metrics.knn_indices` with
+    ``include_self=True`` (each point is its own first neighbour at distance 0),
+    the layout umap's ``precomputed_knn`` expects.
+
+    Returns
+    -------
+    indices : ndarray (N, k) int64
+    dists : ndarray (N, k) float32, Euclidean, ascending per row
+    """
+    X = _as_tensor(X)
+    n = X.shape[0]
+    if not 2 <= k <= n:
+        raise ValueError(f"k must be between 2 and the number of points ({n}). Got {k}.")
+    from lab.metrics import knn_indices
+
+    dists, idx = knn_indices(X, k, include_self=True)                # (N, k) each
+    return (idx.cpu().numpy().astype(np.int64, copy=False),
+            dists.cpu().numpy().astype(np.float32, copy=False))
+
+
+def umap_layout(
+    X,
+    *,
+    knn: tuple[np.ndarray, np.ndarray] | None = None,
+    init: np.ndarray | None = None,
+    seed: int = 0,
+    n_neighbors: int = 15,
+    min_dist: float = 0.1,
+    n_epochs: int | None = None,
+    _join: bool = True,
+) -> np.ndarray:
+    """Seeded UMAP of ``X`` (N, d) into (N, 2) float32.
+
+    Parameters
+    ----------
+    knn : (indices, dists) or None
+        A precomputed exact kNN graph that includes each point itself
+        (:func:`knn_graph`); computed here when None. Must have ``n_neighbors`` columns.
+    init : ndarray (N, 2) or None
+        Initial layout (e.g. the previous epoch's UMAP of the same layer); None
+        uses :func:`pca_layout`.
+    seed : int
+        ``random_state`` of umap (which makes it single-threaded and deterministic).
+    """
+    X = _as_tensor(X)
+    n = X.shape[0]
+    if n < 4:
+        raise ValueError(f"umap_layout needs at least 4 points. Got {n}.")
+    k = min(n_neighbors, n - 1)
+    if knn is None:
+        knn = knn_graph(X, k)
+    if knn[0].shape != (n, k):
+        raise ValueError(f"knn must have shape ({n}, {k}) (self included). Got {knn[0].shape} instead.")
+    if init is None:
+        init = pca_layout(X)
+    init = np.asarray(init, dtype=np.float32)
+    if init.shape != (n, 2):
+        raise ValueError(f"init must have shape ({n}, 2). Got {init.shape} instead.")
+    if _join:
+        _join_warm_up()
+    import umap
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # n_jobs overridden by random_state; no NNDescent index
+        reducer = umap.UMAP(
+            n_neighbors=k, n_components=2, min_dist=min_dist, metric="euclidean",
+            random_state=seed, init=init, n_epochs=n_epochs,
+            precomputed_knn=(knn[0], knn[1], None), verbose=False,
+        )
+        coords = reducer.fit_transform(X.detach().cpu().numpy())
+    return np.ascontiguousarray(coords, dtype=np.float32)
+
+
+def _warm_up_body() -> None:
+    try:
+        rng = np.random.default_rng(0)
+        X = torch.from_numpy(rng.normal(size=(64, 8)).astype(np.float32))
+        X[:32] += 4.0
+        idx, dst = _torch_knn(X, 15)
+        umap_layout(X, knn=(idx, dst), init=pca_layout(X), seed=0, n_epochs=20, _join=False)
+    except Exception:   # warming is an optimisation only; a real fit reports real errors
+        pass
+    finally:
+        _WARM_DONE.set()
+
+
+def _torch_knn(X: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    d = torch.cdist(X, X)                                             # (N, N)
+    dists, idx = d.topk(k, largest=False)                             # self first (distance 0)
+    return idx.numpy().astype(np.int64), dists.numpy().astype(np.float32)
+
+
+def warm_up(*, wait: bool = False) -> threading.Thread:
+    """Compile umap's numba code once per process, in a background daemon thread.
+
+    Safe to call many times: only the first call starts a thread; later calls
+    return it. Real fits wait for the warm-up to finish instead of compiling twice.
+    """
+    global _WARM_THREAD
+    with _WARM_LOCK:
+        if _WARM_THREAD is None:
+            _WARM_THREAD = threading.Thread(target=_warm_up_body, name="lab-umap-warm-up", daemon=True)
+            _WARM_THREAD.start()
+        thread = _WARM_THREAD
+    if wait:
+        thread.join()
+    return thread
+
+
+def is_warm() -> bool:
+    """True once :func:`warm_up` has finished in this process."""
+    return _WARM_DONE.is_set()
+
+
+def _join_warm_up() -> None:
+    thread = _WARM_THREAD
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+@dataclass
+class ProjectionResult:
+    """One finished layout, as the engine emits it."""
+
+    seed: int
+    epoch: int
+    layer: str
+    method: str
+    coords: np.ndarray          # (n, 2) float32
+
+
+class Projector:
+    """Background UMAP fits for the run engine, one at a time, newest epoch first.
+
+    ``submit`` queues a fit; ``poll`` returns finished layouts without blocking;
+    ``drain`` waits for everything queued. When a newer epoch of the same seed is
+    submitted, fits of older epochs that have not started are dropped (the app
+    shows the latest epoch; on a CPU the budget is one epoch's layers at a time).
+    Each fit starts from the latest finished UMAP of the same layer, else from the
+    UMAP of the previous layer at that epoch, else from the PCA layout, so that
+    layouts stay comparable.
+    """
+
+    def __init__(self, *, seed: int = 0, n_neighbors: int = 15, n_epochs: int | None = 200):
+        self.seed = seed
+        self.n_neighbors = n_neighbors
+        self.n_epochs = n_epochs
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-umap")
+        self._pending: list[tuple[tuple[int, int, str], Future]] = []
+        self._latest: dict[tuple[int, str], np.ndarray] = {}     # (seed, layer) -> last UMAP coords
+        self._by_epoch: dict[tuple[int, int, str], np.ndarray] = {}
+        self._lock = threading.Lock()
+        self.dropped = 0
+        self.errors: list[str] = []
+
+    def submit(self, seed: int, epoch: int, layer: str, X, *, previous_layer: str | None = None,
+               pca: np.ndarray | None = None, knn: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Queue a UMAP of ``X`` (N, d) for (seed, epoch, layer)."""
+        # Drop queued fits of older epochs of this seed that have not started.
+        keep = []
+        for key, fut in self._pending:
+            if key[0] == seed and key[1] < epoch and fut.cancel():
+                self.dropped += 1
+                continue
+            keep.append((key, fut))
+        self._pending = keep
+        X = _as_tensor(X).detach()
+        k = min(self.n_neighbors, X.shape[0] - 1)
+        if knn is None:
+            knn = knn_graph(X, k)
+        X = X.cpu()
+        fut = self._pool.submit(self._fit, seed, epoch, layer, X, knn, previous_layer, pca)
+        self._pending.append(((seed, epoch, layer), fut))
+
+    def _fit(self, seed, epoch, layer, X, knn, previous_layer, pca) -> ProjectionResult:
+        with self._lock:
+            init = self._latest.get((seed, layer))
+            if init is None and previous_layer is not None:
+                init = self._by_epoch.get((seed, epoch, previous_layer))
+        if init is None:
+            init = pca
+        coords = umap_layout(X, knn=knn, init=init, seed=self.seed + seed, n_neighbors=knn[0].shape[1],
+                             n_epochs=self.n_epochs)
+        with self._lock:
+            self._latest[(seed, layer)] = coords
+            self._by_epoch[(seed, epoch, layer)] = coords
+        return ProjectionResult(seed, epoch, layer, "umap", coords)
+
+    def poll(self) -> list[ProjectionResult]:
+        """Finished layouts since the last call (in submission order); never blocks.
+
+        A fit that raised is skipped and described in ``errors``.
+        """
+        done, keep = [], []
+        for key, fut in self._pending:
+            if fut.done():
+                if fut.cancelled():
+                    continue
+                exc = fut.exception()
+                if exc is not None:
+                    # A layout is a picture, not a result: record the failure, keep the run going.
+                    self.errors.append(f"UMAP of {key}: {type(exc).__name__}: {exc}")
+                else:
+                    done.append(fut.result())
+            else:
+                keep.append((key, fut))
+        self._pending = keep
+        return done
+
+    def wait(self, timeout: float | None = None) -> list[ProjectionResult]:
+        """Wait up to ``timeout`` seconds for a queued fit to finish; then :meth:`poll`."""
+        futures = [fut for _, fut in self._pending]
+        if futures:
+            _wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        return self.poll()
+
+    def drain(self, should_stop=None, timeout: float = 0.25) -> list[ProjectionResult]:
+        """Wait for every queued fit (checking ``should_stop()`` between waits); return them all."""
+        out = []
+        while self._pending:
+            if should_stop is not None and should_stop():
+                break
+            out.extend(self.wait(timeout))
+        return out
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Drop queued fits and stop the worker (a running fit finishes in the background)."""
+        for _, fut in self._pending:
+            fut.cancel()
+        self._pending = []
+        self._pool.shutdown(wait=False, cancel_futures=True)

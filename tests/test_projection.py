@@ -1,0 +1,111 @@
+"""Projections: deterministic PCA, the exact kNN graph handed to umap, seeded UMAP, the background projector."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from lab import projection
+from lab.projection import Projector, knn_graph, pca_layout, umap_layout
+
+
+def _blobs(n_per=30, k=3, d=8, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(k, d)) * 6
+    y = np.repeat(np.arange(k), n_per)
+    X = centers[y] + rng.normal(size=(len(y), d))
+    return torch.from_numpy(X.astype(np.float32)), y
+
+
+def test_pca_matches_numpy_up_to_sign_and_is_deterministic():
+    X, _ = _blobs()
+    got = pca_layout(X)
+    assert got.shape == (90, 2) and got.dtype == np.float32
+    Xc = X.double().numpy() - X.double().numpy().mean(0)
+    _, _, vt = np.linalg.svd(Xc, full_matrices=False)
+    ref = Xc @ vt[:2].T
+    np.testing.assert_allclose(np.abs(got), np.abs(ref), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got, pca_layout(X))
+    # wide data (d > N) takes the Gram route and agrees
+    W = torch.randn(10, 50, generator=torch.Generator().manual_seed(0))
+    Wc = W.double().numpy() - W.double().numpy().mean(0)
+    _, _, vt = np.linalg.svd(Wc, full_matrices=False)
+    np.testing.assert_allclose(np.abs(pca_layout(W)), np.abs(Wc @ vt[:2].T), rtol=1e-4, atol=1e-4)
+
+
+def test_pca_signs_follow_the_reference():
+    X, _ = _blobs()
+    first = pca_layout(X)
+    flipped = pca_layout(-X, reference=first)          # -X has the same axes with opposite signs
+    np.testing.assert_allclose(flipped, first, rtol=1e-4, atol=1e-4)
+
+
+def test_knn_graph_includes_self_first_and_matches_brute_force():
+    X, _ = _blobs()
+    idx, dists = knn_graph(X, 6)
+    assert idx.shape == dists.shape == (90, 6)
+    assert np.array_equal(idx[:, 0], np.arange(90)) and np.all(dists[:, 0] == 0)
+    assert np.all(np.diff(dists, axis=1) >= -1e-6)
+    full = torch.cdist(X.double(), X.double()).numpy()
+    np.testing.assert_allclose(dists[:, 1:], np.sort(full, axis=1)[:, 1:6], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"k must be between 2 and the number of points \(90\)"):
+        knn_graph(X, 91)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match=r"X must be 2-D \(N, d\)"):
+        pca_layout(torch.zeros(3))
+    with pytest.raises(ValueError, match="X must be a torch.Tensor or numpy array"):
+        pca_layout([[1, 2]])
+
+
+@pytest.mark.slow
+def test_umap_is_seeded_uses_the_given_graph_and_separates_blobs():
+    projection.warm_up(wait=True)                      # numba compiles once per process (~10 s here)
+    assert projection.is_warm()
+    X, y = _blobs(n_per=40)
+    knn = knn_graph(X, 15)
+    a = umap_layout(X, knn=knn, seed=0, n_epochs=100)
+    b = umap_layout(X, knn=knn, seed=0, n_epochs=100)
+    assert a.shape == (120, 2) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    # clusters stay apart: each point's nearest layout neighbour shares its class
+    d = np.linalg.norm(a[:, None] - a[None], axis=2)
+    np.fill_diagonal(d, np.inf)
+    assert (y[d.argmin(1)] == y).mean() > 0.95
+    # initialising from a previous layout keeps the picture close to it
+    c = umap_layout(X + 0.01, knn=knn_graph(X + 0.01, 15), init=a, seed=0, n_epochs=30)
+    corr = np.corrcoef(a[:, 0], c[:, 0])[0, 1]
+    assert corr > 0.9
+    with pytest.raises(ValueError, match=r"knn must have shape \(120, 15\)"):
+        umap_layout(X, knn=knn_graph(X, 5), seed=0)
+
+
+@pytest.mark.slow
+def test_projector_runs_in_background_and_drops_stale_epochs():
+    projection.warm_up(wait=True)
+    X, _ = _blobs(n_per=40)
+    proj = Projector(seed=0, n_epochs=50)
+    try:
+        for epoch in range(3):
+            for layer in ("a", "b"):
+                proj.submit(0, epoch, layer, X + epoch, previous_layer="a" if layer == "b" else None,
+                            pca=pca_layout(X))
+        results = proj.drain()
+        keys = {(r.epoch, r.layer) for r in results}
+        assert {(2, "a"), (2, "b")} <= keys                          # the newest epoch always lands
+        assert len(results) + proj.dropped == 6
+        assert all(r.coords.shape == (120, 2) and r.method == "umap" for r in results)
+        assert proj.pending == 0 and not proj.errors
+    finally:
+        proj.close()
+
+
+@pytest.mark.slow     # starts numba compilation in the background
+def test_warm_up_starts_one_thread_and_returns_at_once():
+    t = time.perf_counter()
+    first = projection.warm_up()
+    second = projection.warm_up()
+    assert first is second and time.perf_counter() - t < 1.0
