@@ -1,0 +1,36 @@
+"""layerscope's Panel app: views only; every number comes from :mod:`lab`.
+
+Serve it with ``panel serve app`` (http://localhost:5006/app), or use the
+components inline in JupyterLab::
+
+    import panel as pn
+    from app import LayerScope
+    pn.extension("tabulator", notifications=True)
+    LayerScope()
+
+Submodules load lazily so that Bokeh's directory-app loader (which executes
+this file at server start) does not import the whole app twice.
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["LayerScope", "ConfigPanel", "LiveView", "RunControl", "RunsPanel"]
+
+_EXPORTS = {
+    "LayerScope": "app.layerscope",
+    "ConfigPanel": "app.config_panel",
+    "LiveView": "app.live",
+    "RunControl": "app.runner",
+    "RunsPanel": "app.runs_panel",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'app' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

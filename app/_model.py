@@ -1,0 +1,344 @@
+"""Accumulate the engine's events of one run into small display tables.
+
+:class:`RunModel` is plain Python (no Panel): the live view feeds it every
+:mod:`lab.events` event and reads back the frames its plots show. It holds no
+science: values come from the events; the only arithmetic is the display mean
+over the seeds that have reported so far, replaced by the engine's
+:class:`~lab.events.Aggregate` as soon as that arrives.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lab import events as ev
+
+__all__ = ["RunModel", "STAGE_LABELS"]
+
+STAGE_LABELS = {
+    "load": "loading data and backbone",
+    "train": "training",
+    "extract": "extracting features",
+    "metrics": "computing metrics",
+    "project": "projecting embeddings",
+    "contribution": "measuring layer contribution",
+}
+
+_METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
+_TRAINING_COLUMNS = ["seed", "epoch", "train_loss", "train_accuracy", "heldout_accuracy", "heldout_loss", "seconds"]
+
+
+@dataclass
+class _Projection:
+    method: str
+    coords: np.ndarray          # (n, 2)
+    labels: np.ndarray          # (n,)
+    indices: np.ndarray         # (n,)
+    class_names: list[str]
+
+
+@dataclass
+class RunModel:
+    """State of one run, built only from its events.
+
+    Attributes
+    ----------
+    status : str
+        "idle", "queued", "running", "finished", "failed" or "cancelled".
+    """
+
+    run_id: str | None = None
+    status: str = "idle"
+    message: str = ""
+    config: dict = field(default_factory=dict)
+    layers: list[str] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    device: str = ""
+    n_images: dict = field(default_factory=dict)
+    n_epochs: int = 0
+    started_at: float | None = None
+    ended_at: float | None = None
+    progress: ev.Progress | None = None
+    generalization: ev.Generalization | None = None      # latest across-seed (or only-seed) value
+    summary: dict = field(default_factory=dict)
+    _metric_rows: list[dict] = field(default_factory=list, repr=False)
+    _metric_frame: pd.DataFrame | None = field(default=None, repr=False)
+    _aggregates: dict = field(default_factory=dict, repr=False)      # (epoch, layer, split) -> Aggregate
+    _training: list[dict] = field(default_factory=list, repr=False)
+    _utilization: list[dict] = field(default_factory=list, repr=False)
+    _projections: dict = field(default_factory=dict, repr=False)     # (seed, epoch, layer) -> {method: _Projection}
+    _epochs_done: set = field(default_factory=set, repr=False)        # {(seed, epoch)}
+    _summary: pd.DataFrame | None = field(default=None, repr=False)
+    dirty_metrics: set = field(default_factory=set, repr=False)       # metrics changed since last read
+
+    # ------------------------------------------------------------------ ingest
+    def apply(self, event: ev.Event) -> set[str]:
+        """Fold one event in; return the names of the views it changes.
+
+        View names: "status", "progress", "curves", "heatmap", "projection",
+        "training", "utilization", "verdict".
+        """
+        if self.run_id is None and getattr(event, "run_id", None):
+            self.run_id = event.run_id
+        kind = event.kind
+        if kind == ev.RunStarted.kind:
+            return self._on_started(event)
+        if kind == ev.Progress.kind:
+            self.progress = event
+            if self.status in ("idle", "queued"):
+                self.status = "running"
+            return {"progress"}
+        if kind == ev.LayerMetrics.kind:
+            for metric, value in event.values.items():
+                self._metric_rows.append({
+                    "seed": event.seed, "epoch": event.epoch, "layer": event.layer,
+                    "split": event.split, "metric": metric, "value": _as_float(value),
+                })
+                self.dirty_metrics.add(metric)
+            self._metric_frame = None
+            self._summary = None
+            return {"curves", "heatmap", "verdict", "status"}
+        if kind == ev.Aggregate.kind:
+            self._aggregates[(event.epoch, event.layer, event.split)] = event
+            self.dirty_metrics.update(event.mean)
+            self._summary = None
+            return {"curves", "heatmap"}
+        if kind == ev.EpochFinished.kind:
+            self._epochs_done.add((event.seed, event.epoch))
+            self._training.append({
+                "seed": event.seed, "epoch": event.epoch, "train_loss": _as_float(event.train_loss),
+                "train_accuracy": _as_float(event.train_accuracy),
+                "heldout_accuracy": _as_float(event.heldout_accuracy),
+                "heldout_loss": _as_float(event.heldout_loss), "seconds": _as_float(event.seconds),
+            })
+            return {"training", "progress", "verdict", "status"}
+        if kind == ev.LayerUtilization.kind:
+            self._utilization.append({
+                "seed": event.seed, "epoch": event.epoch, "layer": event.layer,
+                "absolute": _as_float(event.absolute), "relative": _as_float(event.relative),
+            })
+            return {"utilization"}
+        if kind == ev.ProjectionReady.kind:
+            key = (event.seed, event.epoch, event.layer)
+            self._projections.setdefault(key, {})[event.method] = _Projection(
+                event.method, np.asarray(event.coords, dtype=np.float32), np.asarray(event.labels),
+                np.asarray(event.indices), list(event.class_names) or list(self.unseen),
+            )
+            return {"projection", "status"}
+        if kind == ev.Generalization.kind:
+            if event.seed is None or self.generalization is None or self.generalization.seed is not None:
+                self.generalization = event
+            return {"verdict"}
+        if kind == ev.RunFinished.kind:
+            self.summary = dict(event.summary or {})
+            return self._end("finished", "")
+        if kind == ev.RunFailed.kind:
+            return self._end("failed", event.message)
+        if kind == ev.RunCancelled.kind:
+            return self._end("cancelled", event.message)
+        return set()
+
+    def _on_started(self, event: ev.RunStarted) -> set[str]:
+        self.config = dict(event.config or {})
+        self.layers = [layer["name"] if isinstance(layer, dict) else str(layer) for layer in event.layers]
+        self.classes = list(event.classes)
+        self.seen = list(event.seen)
+        self.unseen = list(event.unseen)
+        self.seeds = list(event.seeds)
+        self.device = event.device
+        self.n_images = dict(event.n_images or {})
+        epochs = self.config.get("epochs")
+        if epochs is None:
+            epochs = 0 if self.config.get("strategy") == "none" else 3
+        self.n_epochs = int(epochs)
+        self.status = "running"
+        self.started_at = self.started_at or time.monotonic()
+        return {"status", "progress", "curves", "heatmap", "projection", "training", "utilization", "verdict"}
+
+    def _end(self, status: str, message: str) -> set[str]:
+        self.status = status
+        self.message = message or ""
+        self.ended_at = time.monotonic()
+        return {"status", "progress", "verdict"}
+
+    # ------------------------------------------------------------------ frames
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """Long table of per-seed metric values [seed, epoch, layer, split, metric, value]."""
+        if self._metric_frame is None:
+            self._metric_frame = pd.DataFrame(self._metric_rows, columns=_METRIC_COLUMNS)
+        return self._metric_frame
+
+    def metric_names(self, split: str | None = None) -> list[str]:
+        frame = self.metrics
+        if split is not None:
+            frame = frame[frame["split"] == split]
+        return list(dict.fromkeys(frame["metric"]))
+
+    def summary_table(self) -> pd.DataFrame:
+        """Mean and std across seeds per (metric, split, epoch, layer) (cached until new metrics arrive).
+
+        Columns: metric, split, epoch, layer, mean, std, n, layer_index. Where the
+        engine has sent the :class:`~lab.events.Aggregate` of a cell, its values are used.
+        """
+        if self._summary is not None:
+            return self._summary
+        frame = self.metrics
+        cols = ["metric", "split", "epoch", "layer", "mean", "std", "n", "layer_index"]
+        if frame.empty:
+            self._summary = pd.DataFrame(columns=cols)
+            return self._summary
+        grouped = frame.groupby(["metric", "split", "epoch", "layer"], sort=False)["value"]
+        out = pd.DataFrame({"mean": grouped.mean(), "std": grouped.std(ddof=0),
+                            "n": grouped.count()}).reset_index()
+        if self._aggregates:
+            agg_rows = [
+                {"metric": metric, "split": split, "epoch": epoch, "layer": layer,
+                 "agg_mean": _as_float(value), "agg_std": _as_float(agg.std.get(metric, math.nan)),
+                 "agg_n": agg.n_seeds}
+                for (epoch, layer, split), agg in self._aggregates.items() for metric, value in agg.mean.items()
+            ]
+            out = out.merge(pd.DataFrame(agg_rows), on=["metric", "split", "epoch", "layer"], how="left")
+            has = out["agg_mean"].notna()
+            out.loc[has, "mean"] = out.loc[has, "agg_mean"]
+            out.loc[has, "std"] = out.loc[has, "agg_std"]
+            out.loc[has, "n"] = out.loc[has, "agg_n"]
+            out = out.drop(columns=["agg_mean", "agg_std", "agg_n"])
+        out.loc[out["n"] < 2, "std"] = math.nan
+        order = {name: i for i, name in enumerate(self.layers)}
+        out["layer_index"] = out["layer"].map(order).fillna(len(order)).astype(int)
+        self._summary = out.sort_values(["metric", "split", "epoch", "layer_index"]).reset_index(drop=True)
+        return self._summary
+
+    def summary_frame(self, metric: str, split: str) -> pd.DataFrame:
+        """Rows of :meth:`summary_table` for one metric on one split: epoch, layer, mean, std, n, layer_index."""
+        table = self.summary_table()
+        rows = table[(table["metric"] == metric) & (table["split"] == split)]
+        return rows.drop(columns=["metric", "split"]).reset_index(drop=True)
+
+    def heatmap_frame(self, metric: str, split: str) -> pd.DataFrame:
+        """Every (epoch, layer) cell of the run with the metric's mean; NaN where not yet measured."""
+        epochs = list(range(self.n_epochs + 1))
+        grid = pd.MultiIndex.from_product([epochs, self.layers], names=["epoch", "layer"]).to_frame(index=False)
+        summary = self.summary_frame(metric, split)
+        if summary.empty:
+            grid["value"] = np.nan
+            return grid
+        merged = grid.merge(summary[["epoch", "layer", "mean"]], on=["epoch", "layer"], how="left")
+        return merged.rename(columns={"mean": "value"})
+
+    @property
+    def training(self) -> pd.DataFrame:
+        return pd.DataFrame(self._training, columns=_TRAINING_COLUMNS)
+
+    def utilization_frame(self) -> pd.DataFrame:
+        """Relative utilization per layer at the latest epoch reported (mean over seeds)."""
+        frame = pd.DataFrame(self._utilization, columns=["seed", "epoch", "layer", "absolute", "relative"])
+        if frame.empty:
+            return pd.DataFrame(columns=["layer", "relative", "absolute", "epoch"])
+        latest = frame["epoch"].max()
+        frame = frame[frame["epoch"] == latest]
+        out = frame.groupby("layer", sort=False)[["relative", "absolute"]].mean().reset_index()
+        out["epoch"] = latest
+        order = {name: i for i, name in enumerate(self.layers)}
+        return out.sort_values("layer", key=lambda s: s.map(order).fillna(len(order))).reset_index(drop=True)
+
+    def projection_keys(self) -> list[tuple[int, int, str]]:
+        return list(self._projections)
+
+    def projection(self, layer: str, epoch: int | None = None, seed: int | None = None) -> _Projection | None:
+        """The best available projection (UMAP over PCA) at a layer; latest epoch when epoch is None."""
+        keys = [k for k in self._projections if k[2] == layer
+                and (seed is None or k[0] == seed) and (epoch is None or k[1] == epoch)]
+        if not keys:
+            return None
+        seed_pref = self.seeds[0] if self.seeds else None
+        keys.sort(key=lambda k: (k[1], k[0] == seed_pref))
+        methods = self._projections[keys[-1]]
+        for method in ("umap", "pca"):
+            if method in methods:
+                return methods[method]
+        return next(iter(methods.values()))
+
+    def projection_epochs(self, layer: str | None = None) -> list[int]:
+        return sorted({k[1] for k in self._projections if layer is None or k[2] == layer})
+
+    def projection_layers(self) -> list[str]:
+        present = {k[2] for k in self._projections}
+        return [name for name in self.layers if name in present] + sorted(present - set(self.layers))
+
+    # ------------------------------------------------------------------ derived text
+    @property
+    def epochs_done(self) -> int:
+        return len(self._epochs_done)
+
+    @property
+    def epochs_total(self) -> int:
+        return max(1, len(self.seeds or [0]) * (self.n_epochs + 1))
+
+    def fraction_done(self) -> float:
+        """Fraction of (seed, epoch) evaluations finished, refined by the current stage's progress."""
+        if self.status == "finished":
+            return 1.0
+        base = self.epochs_done / self.epochs_total
+        p = self.progress
+        if p is not None and p.total:
+            base += min(1.0, p.done / p.total) / self.epochs_total / 2
+        return min(base, 0.999)
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        if self.started_at is None or self.status != "running":
+            return None
+        fraction = self.fraction_done()
+        if fraction <= 0.02:
+            return None
+        elapsed = (now or time.monotonic()) - self.started_at
+        return elapsed * (1 - fraction) / fraction
+
+    def latest_epoch(self) -> int | None:
+        frame = self.metrics
+        return None if frame.empty else int(frame["epoch"].max())
+
+    def verdict(self) -> dict:
+        """Best layer for unseen generalization now, and seen accuracy (both from events)."""
+        out: dict = {}
+        gen = self.generalization
+        if gen is not None:
+            out.update(epoch=gen.epoch, g=gen.g, g_std=gen.g_std, layer=gen.layer, metric=gen.metric, final=True)
+        else:
+            summary = self.summary_frame("nmi", "unseen")
+            latest = self.latest_epoch()
+            if not summary.empty and latest is not None:
+                rows = summary[summary["epoch"] == latest].dropna(subset=["mean"])
+                if not rows.empty:
+                    best = rows.loc[rows["mean"].idxmax()]
+                    out.update(epoch=int(latest), g=float(best["mean"]), g_std=None, layer=str(best["layer"]),
+                               metric="nmi", final=False)
+        training = self.training
+        if not training.empty and training["heldout_accuracy"].notna().any():
+            latest = training[training["heldout_accuracy"].notna()]
+            latest = latest[latest["epoch"] == latest["epoch"].max()]
+            out["heldout_accuracy"] = float(latest["heldout_accuracy"].mean())
+            out["accuracy_epoch"] = int(latest["epoch"].iloc[0])
+        if self.layers and "layer" in out:
+            out["last_layer"] = self.layers[-1]
+            nmi = self.summary_frame(out.get("metric", "nmi"), "unseen")
+            out["last_layer_measured"] = bool(((nmi["epoch"] == out["epoch"])
+                                               & (nmi["layer"] == self.layers[-1])).any())
+        return out
+
+
+def _as_float(value) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

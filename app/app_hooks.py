@@ -1,0 +1,30 @@
+"""Bokeh server hooks of the directory app (``panel serve app``).
+
+At server start: make the checkout importable, import the heavy libraries once
+(so the first Run does not pay for them) and start umap's JIT warm-up in the
+background (:func:`app.resources.warm_up`).
+"""
+import logging
+import sys
+import threading
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _preload():
+    try:
+        import lab.runs  # noqa: F401  (torch, timm, the engine)
+        import lab.data  # noqa: F401
+        import lab.metrics  # noqa: F401
+        from app.resources import warm_up
+
+        warm_up()
+    except Exception as exc:  # the app still works; the first run just starts slower
+        logging.getLogger("layerscope").warning("preload failed: %s", exc)
+
+
+def on_server_loaded(server_context):
+    if _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
+    threading.Thread(target=_preload, name="layerscope-preload", daemon=True).start()

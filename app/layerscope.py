@@ -1,0 +1,90 @@
+"""The whole app as one component: choose (sidebar), run and watch, compare and export.
+
+``LayerScope()`` renders inline in JupyterLab (after ``pn.extension("tabulator")``);
+``LayerScope().template()`` is the served page (``app/main.py``).
+"""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from .config_panel import ConfigPanel
+from .live import LiveView
+from .runner import RunControl
+from .runs_panel import RunsPanel
+
+__all__ = ["LayerScope"]
+
+_ABOUT = """
+### What you are looking at
+
+* **Seen / unseen** — fine-tuning only sees the *seen* classes; the *unseen* classes measure what each layer
+  learned that transfers (Dyballa et al. 2024; Gerritz et al. 2024).
+* **NMI, kNN, linear probe** (unseen) — how well a layer separates classes it never trained on. The
+  *generalization index* g is the best NMI over layers; its layer is often not the last one, and seen-class
+  accuracy does not predict it.
+* **NC1, CDNV** (seen and unseen, log scale) — neural collapse: within-class spread against between-class
+  distance; it falls layer by layer and epoch by epoch (Papyan et al.; Li, Liu et al.).
+* **Layer utilization** — how far a layer's weights moved from their initial values (Wang & Yang).
+
+Every run is stored (`$LAB_RUNS_DIR` or `./runs`) and can be exported to a notebook from *Compare & export*.
+Runs started from this page stop when you press **Stop** or close the tab.
+"""
+
+
+class LayerScope(pn.viewable.Viewer):
+    """Top-level component: one per browser session (or notebook cell).
+
+    Parameters
+    ----------
+    store : lab.RunStore, optional
+        The run store (default ``lab.RunStore()``: ``$LAB_RUNS_DIR`` or ``./runs``).
+    """
+
+    active_tab = param.Integer(default=0, doc="0: Run & watch, 1: Compare & export, 2: About.")
+
+    def __init__(self, store=None, **params):
+        super().__init__(**params)
+        if store is None:
+            import lab.store
+
+            store = lab.store.RunStore()
+        self.store = store
+        self.config = ConfigPanel(store=store)
+        self.live = LiveView()
+        self.runs = RunsPanel(store)
+        self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)
+        self.config.param.watch(self._apply_view, "view")
+        self._apply_view()
+        self._tabs = pn.Tabs(
+            ("Run & watch", pn.Column(self.live, sizing_mode="stretch_width")),
+            ("Compare & export", self.runs),
+            ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
+            dynamic=False, sizing_mode="stretch_width",
+        )
+        self._tabs.link(self, active="active_tab", bidirectional=True)
+
+    def _apply_view(self, *_events) -> None:
+        view = self.config.view or {}
+        metric = view.get("heatmap_metric")
+        if metric in self.live.param.heatmap_metric.objects:
+            self.live.heatmap_metric = metric
+
+    def _run_ended(self) -> None:
+        self.runs.refresh()
+        self.config.refresh_runs()
+
+    @property
+    def sidebar(self) -> pn.Column:
+        return pn.Column(self.control, self.config, sizing_mode="stretch_width")
+
+    def template(self, title: str = "layerscope — which layer generalizes?"):
+        """The served page: settings in the sidebar, the tabs in the main area."""
+        template = pn.template.FastListTemplate(
+            title=title, sidebar=[self.sidebar], main=[self._tabs], sidebar_width=380,
+            accent="#08519c", header_background="#08306b", main_layout=None,
+        )
+        return template
+
+    def __panel__(self):
+        return pn.Row(pn.Column(self.sidebar, width=380), self._tabs, sizing_mode="stretch_width")

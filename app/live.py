@@ -1,0 +1,521 @@
+"""Run and watch: the live views of one run, fed only by :mod:`lab.events`.
+
+:class:`LiveView` turns the engine's event stream into plots that fill in as
+the run goes: metric-vs-layer curves (one line per epoch, the latest bold,
+mean ± std band over seeds), a layer × epoch heatmap, the 2-D layout of unseen
+embeddings with image thumbnails on hover, training curves, layer
+utilization, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
+``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
+updates the streams it touches, never the page.
+
+Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
+thread calls :meth:`LiveView.push` instead, which hands events to the session's
+document through a :class:`~app._dispatch.DocDispatcher` (batched, lock-safe).
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from functools import partial
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import panel as pn
+import param
+
+from lab import events as ev
+
+from . import plots
+from ._dispatch import DocDispatcher
+from ._model import STAGE_LABELS, RunModel
+from ._thumbs import ThumbnailSource
+
+__all__ = ["LiveView", "CURVE_SPECS"]
+
+CURVE_SPECS = (
+    ("nmi", ("unseen",)),
+    ("knn_accuracy", ("unseen",)),
+    ("linear_probe_accuracy", ("unseen",)),
+    ("nc1", ("unseen", "seen")),
+    ("cdnv", ("unseen", "seen")),
+)
+"""(metric, splits) of the metric-vs-layer plots, in display order."""
+
+_HEATMAP_METRICS = ("nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
+                    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy")
+_PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
+                "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
+                "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class LiveView(pn.viewable.Viewer):
+    """Live plots of one run at a time, driven by :mod:`lab.events` events.
+
+    Examples
+    --------
+    >>> view = LiveView()
+    >>> view.consume([lab.events.RunStarted(...), lab.events.LayerMetrics(...)])  # doctest: +SKIP
+    >>> view.streams["curves:nmi"].data                                            # doctest: +SKIP
+    """
+
+    heatmap_metric = param.Selector(default="nmi", objects=list(_HEATMAP_METRICS),
+                                    doc="Metric shown in the layer × epoch heatmap.")
+    heatmap_split = param.Selector(default="unseen", objects=["unseen", "seen"],
+                                   doc="Which images the heatmap metric is measured on.")
+    projection_layer = param.Selector(default=None, objects=[], allow_None=True,
+                                      doc="Layer whose embedding layout is shown.")
+    projection_epoch = param.Integer(default=None, allow_None=True, doc="Epoch of the layout shown.")
+    follow_latest = param.Boolean(default=True, doc="Show the newest epoch's layout as it arrives.")
+    thumbnails = param.ClassSelector(class_=ThumbnailSource, default=None, allow_None=True,
+                                     doc="Image thumbnails of the evaluation images (hover tooltips).")
+    status = param.String(default="idle", constant=True,
+                          doc="idle, queued, starting, running, stopping, finished, failed or cancelled.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.model = RunModel()
+        self.streams: dict[str, hv.streams.Stream] = {}
+        self._dispatcher = DocDispatcher(self.consume, doc=None)
+        self._n_events = 0
+        self._message = ""
+        self._placeholder = None
+        self._projection_points = 0
+        self._layer_index: dict[str, int] = {}
+        self._sending_widgets = False
+        # widgets and panes (per instance: never shared between sessions)
+        self._status_md = pn.pane.HTML(self._status_html(), margin=(0, 10), sizing_mode="stretch_width",
+                                       css_classes=["ls-status"])
+        self._progress = pn.indicators.Progress(value=0, max=1000, active=False, width=260, bar_color="primary",
+                                                margin=(8, 10), visible=False)
+        self._verdict = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["ls-verdict"])
+        self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
+                                    css_classes=["ls-alert"])
+        self._probe = pn.pane.HTML(self._probe_html(), visible=True, margin=0, height=0, width=0,
+                                   styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
+        self._curves_box = pn.FlexBox(pn.pane.HTML(_PLACEHOLDER), sizing_mode="stretch_width")
+        self._heatmap_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        self._projection_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        self._training_panes = pn.Row()
+        self._utilization_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
+                                                              width=190)
+        self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
+                                                                       margin=(28, 10, 10, 10))
+        self._layer_player = self._make_player(["—"])
+        self._player_slot = pn.Row(self._layer_player, margin=0)
+        self._epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
+        self._follow_w = pn.widgets.Checkbox.from_param(self.param.follow_latest, label="follow newest epoch",
+                                                        margin=(32, 10, 10, 10))
+        self._epoch_select.param.watch(self._on_epoch_widget, "value")
+        self.param.watch(self._on_heatmap_choice, ["heatmap_metric", "heatmap_split"])
+        self._layout = self._build_layout()
+
+    def _make_player(self, layers: list[str]) -> pn.widgets.DiscretePlayer:
+        """A layer player for one run (its options never change afterwards: the label stays right)."""
+        player = pn.widgets.DiscretePlayer(label="Layer", options=list(layers), value=layers[-1], interval=1200,
+                                           loop_policy="loop", show_loop_controls=False, width=300,
+                                           margin=(5, 10), css_classes=["ls-layer-player"])
+        player.param.watch(self._on_player, "value")
+        return player
+
+    # ------------------------------------------------------------------ public API
+    def bind_document(self, doc) -> None:
+        """Route :meth:`push` through ``doc`` (the session document); None: apply synchronously."""
+        self._dispatcher = DocDispatcher(self.consume, doc=doc, min_interval=0.5)
+
+    def push(self, item) -> None:
+        """Thread-safe: queue an event (or a zero-argument callable) for the session's thread."""
+        self._dispatcher.push(item)
+
+    def reset(self, message: str = "Starting…", status: str = "starting") -> None:
+        """Forget the current run and show an empty, waiting view (session thread only)."""
+        self.model = RunModel()
+        self.streams = {}
+        self._n_events = 0
+        self._projection_points = 0
+        self._message = message
+        self._placeholder = pn.pane.HTML(self._placeholder_html(message), css_classes=["ls-placeholder"])
+        self._curves_box.objects = [self._placeholder]
+        self._details.visible = False
+        for pane in (self._heatmap_pane, self._projection_pane, self._utilization_pane):
+            pane.object = None
+        self._training_panes.objects = []
+        self._alert.visible = False
+        self._verdict.object = ""
+        self._set_status(status)
+        self._progress.param.update(value=0, active=status in ("starting", "queued"), visible=True)
+        self._refresh_status()
+
+    @staticmethod
+    def _placeholder_html(message: str) -> str:
+        return f"<div style='color:#666;padding:24px 8px'>{html.escape(message)}</div>"
+
+    def set_message(self, message: str, status: str | None = None, alert: str | None = None) -> None:
+        """Show a status message (e.g. "queued behind another run"); ``alert`` shows it in a box of that type."""
+        self._message = message
+        if not self.streams and self._placeholder is not None:     # no plots yet: the placeholder says it too
+            self._placeholder.object = self._placeholder_html(message)
+        if status is not None:
+            self._set_status(status)
+        if alert:
+            self._alert.param.update(object=message, alert_type=alert, visible=True)
+        self._refresh_status()
+
+    def settle(self) -> None:
+        """After the worker has ended: show the run's final status (clears a pending "stopping")."""
+        if self.model.status in ("finished", "failed", "cancelled"):
+            self._set_status(self.model.status)
+        elif self.status in ("stopping", "starting", "queued", "running"):
+            self._set_status("cancelled")
+        self._refresh_status()
+
+    def set_thumbnails(self, source: ThumbnailSource | None) -> None:
+        """Use ``source`` for hover thumbnails and refresh the layout shown (session thread)."""
+        self.thumbnails = source
+        if self.model.projection_keys():
+            self._send_projection()
+
+    def consume(self, items) -> None:
+        """Apply a batch of events (or callables) to the views. Session thread only."""
+        changed: set[str] = set()
+        for item in items:
+            if callable(item) and not isinstance(item, ev.Event):
+                item()
+                continue
+            self._n_events += 1
+            if item.kind == ev.RunStarted.kind and (self.model.layers or
+                                                    self.model.run_id not in (None, item.run_id)):
+                self.model = RunModel()     # a new run in this view: start from a clean slate
+            try:
+                touched = self.model.apply(item)
+            except Exception as exc:  # a malformed event must not freeze the view
+                self.set_message(f"Could not show an event of kind {getattr(item, 'kind', '?')}: {exc}",
+                                 alert="warning")
+                continue
+            if item.kind == ev.RunStarted.kind:
+                self._build_run_views()
+            if item.kind == ev.ProjectionReady.kind and self.thumbnails is not None:
+                self.thumbnails.get(item.indices)   # fill the cache (no-op when warmed by the worker)
+            changed |= touched
+        keep_stopping = self.status == "stopping" and self.model.status == "running"
+        if self.model.status != self.status and self.model.status != "idle" and not keep_stopping:
+            self._set_status(self.model.status)
+        self._refresh(changed)
+
+    # ------------------------------------------------------------------ building per-run plots
+    def _curve_specs(self) -> list[tuple[str, tuple[str, ...]]]:
+        wanted = self.model.config.get("metrics")
+        specs = list(CURVE_SPECS)
+        if wanted:
+            specs = [s for s in specs if s[0] in wanted]
+        return specs
+
+    def _build_run_views(self) -> None:
+        m = self.model
+        self._layer_index = {name: i for i, name in enumerate(m.layers)}
+        streams: dict[str, hv.streams.Stream] = {}
+        curve_panes = []
+        for metric, splits in self._curve_specs():
+            pipe = hv.streams.Pipe(data=self._curves_data(metric, splits))
+            dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
+            streams[f"curves:{metric}"] = pipe
+            curve_panes.append(pn.pane.HoloViews(dmap, sizing_mode="fixed", margin=4))
+        if not curve_panes:
+            curve_panes = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>")]
+        self._curves_box.objects = curve_panes
+
+        metrics_in_run = [x for x in _HEATMAP_METRICS if x in (m.config.get("metrics") or _HEATMAP_METRICS)]
+        if metrics_in_run:
+            self.param.heatmap_metric.objects = metrics_in_run
+            if self.heatmap_metric not in metrics_in_run:
+                self.heatmap_metric = metrics_in_run[0]
+        heat = hv.streams.Pipe(data=self._heatmap_data())
+        streams["heatmap"] = heat
+        self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[heat])
+
+        proj = hv.streams.Pipe(data=self._projection_data())
+        streams["projection"] = proj
+        self._projection_pane.object = hv.DynamicMap(self._render_projection, streams=[proj])
+        self.param.projection_layer.objects = list(m.layers)
+        self.projection_layer = None
+        self._layer_player = self._make_player(list(m.layers) or ["—"])
+        self._player_slot.objects = [self._layer_player]
+        self.projection_epoch = None
+        self._sync_projection_widgets()
+
+        buffer = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000, index=False)
+        streams["training"] = buffer
+        seeds = list(m.seeds)
+        loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
+        acc = hv.DynamicMap(partial(self._render_training, which="accuracy", seeds=seeds), streams=[buffer])
+        self._training_panes.objects = [pn.pane.HoloViews(loss, sizing_mode="fixed"),
+                                        pn.pane.HoloViews(acc, sizing_mode="fixed")]
+        if m.config.get("strategy", "full") != "none":
+            util = hv.streams.Pipe(data=m.utilization_frame())
+            streams["utilization"] = util
+            self._utilization_pane.object = hv.DynamicMap(
+                partial(self._render_utilization, layers=list(m.layers)), streams=[util])
+        else:
+            self._utilization_pane.object = None
+        self.streams = streams
+        self._details.visible = True
+
+    # ------------------------------------------------------------------ stream payloads
+    def _curves_data(self, metric: str, splits) -> pd.DataFrame:
+        frames = []
+        for split in splits:
+            f = self.model.summary_frame(metric, split)
+            f.insert(0, "split", split)
+            frames.append(f)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _heatmap_data(self) -> dict:
+        return {"frame": self.model.heatmap_frame(self.heatmap_metric, self.heatmap_split),
+                "metric": self.heatmap_metric, "split": self.heatmap_split}
+
+    def _projection_data(self) -> dict:
+        m = self.model
+        layer = self.projection_layer
+        proj = m.projection(layer, self.projection_epoch) if layer else None
+        if proj is None:
+            return {"frame": plots.empty_projection_frame(), "title": "unseen classes · waiting for a layout",
+                    "classes": list(m.unseen)}
+        names = proj.class_names or list(m.unseen)
+        labels = [names[int(i)] if 0 <= int(i) < len(names) else str(i) for i in proj.labels]
+        thumbs = self.thumbnails.get(proj.indices) if self.thumbnails is not None else [""] * len(labels)
+        frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),
+                              "class": labels, "index": proj.indices.astype(int), "thumb": thumbs})
+        epoch = self.projection_epoch if self.projection_epoch is not None else max(m.projection_epochs(layer))
+        title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {epoch}"
+        return {"frame": frame, "title": title, "classes": list(names)}
+
+    # ------------------------------------------------------------------ renderers (DynamicMap callbacks)
+    def _render_curves(self, data, metric, splits):
+        return plots.metric_curves(data, metric=metric, splits=splits, layers=list(self.model.layers),
+                                   n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1)
+
+    def _render_heatmap(self, data):
+        return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
+                             layers=list(self.model.layers))
+
+    def _render_projection(self, data):
+        return plots.projection_points(data["frame"], classes=data["classes"], title=data["title"])
+
+    def _render_training(self, data, which, seeds):
+        return plots.training_curves(data, seeds=seeds, which=which)
+
+    def _render_utilization(self, data, layers):
+        return plots.utilization_bars(data, layers=layers)
+
+    # ------------------------------------------------------------------ refresh
+    def _refresh(self, changed: set[str]) -> None:
+        if not self.streams and "curves" not in changed:
+            self._refresh_status()
+            return
+        m = self.model
+        dirty = set(m.dirty_metrics)
+        m.dirty_metrics.clear()
+        if "curves" in changed:
+            for metric, splits in self._curve_specs():
+                pipe = self.streams.get(f"curves:{metric}")
+                if pipe is not None and metric in dirty:
+                    pipe.send(self._curves_data(metric, splits))
+        if "heatmap" in changed and "heatmap" in self.streams and self.heatmap_metric in dirty:
+            self.streams["heatmap"].send(self._heatmap_data())
+        if "training" in changed and "training" in self.streams:
+            known = len(self.streams["training"].data)
+            rows = m.training.iloc[known:]
+            if len(rows):
+                self.streams["training"].send(rows.astype(float))
+        if "utilization" in changed and "utilization" in self.streams:
+            self.streams["utilization"].send(m.utilization_frame())
+        if "projection" in changed and "projection" in self.streams:
+            self._on_new_projection()
+        if changed & {"verdict", "status", "progress"}:
+            self._refresh_verdict()
+        self._refresh_status()
+
+    def _on_new_projection(self) -> None:
+        m = self.model
+        available = m.projection_layers()
+        if self.projection_layer is None or (self.projection_layer not in available and self.follow_latest):
+            self.projection_layer = available[-1] if available else None
+        if self.follow_latest and self.projection_layer:
+            epochs = m.projection_epochs(self.projection_layer)
+            self.projection_epoch = epochs[-1] if epochs else None
+        self._sync_projection_widgets()
+        self._send_projection()
+
+    def _send_projection(self) -> None:
+        pipe = self.streams.get("projection")
+        if pipe is None:
+            return
+        data = self._projection_data()
+        self._projection_points = len(data["frame"])
+        pipe.send(data)
+
+    def _sync_projection_widgets(self) -> None:
+        m = self.model
+        self._sending_widgets = True
+        try:
+            if self.projection_layer in self._layer_player.options:
+                self._layer_player.value = self.projection_layer
+            epochs = m.projection_epochs(self.projection_layer) if self.projection_layer else []
+            self._epoch_select.param.update(options=epochs, value=self.projection_epoch
+                                            if self.projection_epoch in epochs else (epochs[-1] if epochs else None))
+        finally:
+            self._sending_widgets = False
+
+    def _on_player(self, event) -> None:
+        if self._sending_widgets or event.new not in self.param.projection_layer.objects:
+            return
+        self.projection_layer = event.new
+        epochs = self.model.projection_epochs(event.new)
+        if self.projection_epoch not in epochs:
+            self.projection_epoch = epochs[-1] if epochs else None
+        self._sync_projection_widgets()
+        self._send_projection()
+        self._refresh_status()
+
+    def _on_epoch_widget(self, event) -> None:
+        if self._sending_widgets or event.new is None:
+            return
+        self.projection_epoch = int(event.new)
+        latest = self.model.projection_epochs(self.projection_layer)
+        self.follow_latest = bool(latest) and self.projection_epoch == latest[-1]
+        self._send_projection()
+        self._refresh_status()
+
+    def _on_heatmap_choice(self, *_events) -> None:
+        if "heatmap" in self.streams:
+            self.streams["heatmap"].send(self._heatmap_data())
+            self._refresh_status()
+
+    # ------------------------------------------------------------------ text
+    def _set_status(self, status: str) -> None:
+        with param.edit_constant(self):
+            self.status = status
+
+    def _refresh_verdict(self) -> None:
+        v = self.model.verdict()
+        if "g" not in v:
+            self._verdict.object = ("<span style='color:#666'>Verdict: waiting for the first unseen-class "
+                                    "NMI of every layer…</span>") if self.status == "running" else ""
+            return
+        g = f"{v['g']:.3f}" + (f" ± {v['g_std']:.3f}" if v.get("g_std") not in (None,) and
+                               math.isfinite(v.get("g_std") or math.nan) else "")
+        text = (f"<b>Best layer for unseen classes now: <span class='ls-best-layer'>{html.escape(v['layer'])}"
+                f"</span></b> (g = {v['metric'].upper()} {g}, epoch {v['epoch']}"
+                f"{'' if v.get('final') else ', so far'})")
+        if "heldout_accuracy" in v and math.isfinite(v["heldout_accuracy"]):
+            text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
+                     f" (epoch {v['accuracy_epoch']})")
+        if v.get("last_layer") and v["last_layer"] != v["layer"] and v.get("last_layer_measured"):
+            text += " &nbsp;— not the last layer: seen accuracy does not say where unseen classes separate."
+        self._verdict.object = text
+
+    def _status_html(self) -> str:
+        m = self.model
+        status = self.status
+        parts = [f"<b class='ls-run-status' data-status='{status}'>{status}</b>"]
+        if m.run_id:
+            parts.append(f"run <code>{html.escape(m.run_id)}</code>")
+        p = m.progress
+        if status in ("running", "stopping") and p is not None:
+            stage = STAGE_LABELS.get(p.stage, p.stage)
+            where = []
+            if p.seed is not None and len(m.seeds) > 1:
+                where.append(f"seed {p.seed}")
+            if p.epoch is not None:
+                where.append(f"epoch {p.epoch}/{m.n_epochs}")
+            parts.append(f"{stage} {p.done}/{p.total}" + (f" ({', '.join(where)})" if where else ""))
+            parts.append(f"ETA {_fmt_seconds(m.eta_seconds())}")
+        elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
+            parts.append(f"after {_fmt_seconds(m.ended_at - m.started_at)}")
+        if self._message and status in ("starting", "queued", "idle", "stopping"):
+            parts.append(html.escape(self._message))
+        return " &nbsp;·&nbsp; ".join(parts)
+
+    def _refresh_status(self) -> None:
+        m = self.model
+        self._status_md.object = self._status_html()
+        running = self.status in ("running", "starting", "queued", "stopping")
+        self._progress.param.update(
+            value=int(1000 * m.fraction_done()) if self.status != "queued" else 0,
+            active=self.status in ("starting", "queued") or (running and m.epochs_done == 0 and not m.progress),
+            visible=running or self.status == "finished",
+        )
+        if m.status in ("failed", "cancelled"):
+            self._alert.param.update(object=self._end_message(), visible=True,
+                                     alert_type="danger" if m.status == "failed" else "warning")
+            if not self.streams and self._placeholder is not None:
+                self._placeholder.object = self._placeholder_html(
+                    "The run ended before any layer was measured; see the message above.")
+        self._probe.object = self._probe_html()
+
+    def _end_message(self) -> str:
+        m = self.model
+        head = f"**The run failed:** {m.message}" if m.status == "failed" else \
+            f"**Run cancelled** ({m.message or 'stopped'})."
+        frame = m.metrics
+        cells = frame[["epoch", "layer"]].drop_duplicates() if len(frame) else frame
+        if not len(cells):
+            return head + " Nothing had been measured yet."
+        where = f" and stored in run `{m.run_id}`" if m.run_id else ""
+        return (f"{head} What was computed stays visible{where}: {len(cells)} layer measurement(s) over "
+                f"{cells['epoch'].nunique()} epoch(s), {m.epochs_done} completed evaluation(s).")
+
+    def probe(self) -> dict:
+        """Counts of what the views show (for tests and the browser-test hook)."""
+        m = self.model
+        frame = m.metrics
+        unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame
+        heat = self.streams.get("heatmap")
+        cells = int(heat.data["frame"]["value"].notna().sum()) if heat is not None else 0
+        return {
+            "status": self.status, "run_id": m.run_id, "events": self._n_events,
+            "layers": len(m.layers), "metric_layers": int(unseen["layer"].nunique()) if len(unseen) else 0,
+            "heatmap_cells": cells, "projection_points": self._projection_points,
+            "epochs_done": m.epochs_done, "message": m.message,
+            "stage": m.progress.stage if m.progress is not None else None,
+        }
+
+    def _probe_html(self) -> str:
+        payload = html.escape(json.dumps(self.probe()), quote=True)
+        return f"<div class='ls-probe' data-probe=\"{payload}\" data-time='{time.time():.1f}'></div>"
+
+    # ------------------------------------------------------------------ layout
+    def _build_layout(self):
+        heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane)
+        proj_col = pn.Column(pn.Row(self._player_slot, self._epoch_select, self._follow_w), self._projection_pane)
+        train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)), self._training_panes,
+                              self._utilization_pane)
+        self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)
+        return pn.Column(
+            pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
+            self._verdict,
+            self._alert,
+            self._curves_box,
+            self._details,
+            self._probe,
+            sizing_mode="stretch_width",
+        )
+
+    def __panel__(self):
+        return self._layout

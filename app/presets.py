@@ -1,0 +1,62 @@
+"""Named starting points for the Choose panel.
+
+Each preset is a set of :class:`lab.RunConfig` fields plus a few view choices
+(``"view"``). Presets are data, not state: nothing here is mutated.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+__all__ = ["PRESETS", "DEFAULT_PRESET", "TINY_PRESET", "SEED_ARCHITECTURES"]
+
+SEED_ARCHITECTURES = (
+    "resnet18", "resnet50", "vit_tiny_patch16_224", "vit_small_patch16_224", "swin_tiny_patch4_window7_224",
+    "pvt_v2_b0", "poolformer_s12", "convnextv2_atto", "mlp", "mlp:depth=8,width=256",
+)
+"""Backbones of the seed papers (and the teaching MLP), listed first in the backbone search."""
+
+DEFAULT_PRESET = "Which layer generalizes (glyphs, 15/5)"
+TINY_PRESET = "Tiny demo (fast)"
+
+PRESETS = MappingProxyType({
+    DEFAULT_PRESET: MappingProxyType({
+        "about": "Fine-tune a ResNet-18 on 15 calligraphy styles and watch which layer best separates "
+                 "the 5 withheld styles (Dyballa et al. 2024; Gerritz et al. 2024).",
+        "split_mode": "paper default",
+        "config": MappingProxyType(dict(
+            dataset="glyphs", backbone="resnet18", strategy="full", epochs=3, n_unseen=5,
+            unseen_per_class=60, seen_per_class=30, seeds=(0,), projection="umap",
+        )),
+        "view": MappingProxyType({"heatmap_metric": "nmi"}),
+    }),
+    "Neural collapse across layers (MLP on digits)": MappingProxyType({
+        "about": "Train a deep equal-width MLP on digits and watch NC1 fall layer by layer as training "
+                 "goes on (progressive collapse, Li, Liu et al.).",
+        "split_mode": "random",
+        "config": MappingProxyType(dict(
+            dataset="digits", backbone="mlp:depth=8,width=256", strategy="full", epochs=8, n_unseen=3,
+            lr=1e-3, unseen_per_class=100, seen_per_class=50, seeds=(0,), projection="umap",
+        )),
+        "view": MappingProxyType({"heatmap_metric": "nc1"}),
+    }),
+    "Layer utilization with label noise": MappingProxyType({
+        "about": "Fine-tune with 30 % of the seen labels corrupted and see which layers move to "
+                 "memorize them, and what re-initialising each layer does (Wang & Yang).",
+        "split_mode": "paper default",
+        "config": MappingProxyType(dict(
+            dataset="glyphs", backbone="resnet18", strategy="full", epochs=4, label_noise=0.3,
+            contribution=True, unseen_per_class=60, seen_per_class=30, seeds=(0,), projection="pca",
+        )),
+        "view": MappingProxyType({"heatmap_metric": "nc1"}),
+    }),
+    TINY_PRESET: MappingProxyType({
+        "about": "A 3-layer MLP on digits for 2 epochs: the whole loop in a few seconds on a CPU.",
+        "split_mode": "random",
+        "config": MappingProxyType(dict(
+            dataset="digits", backbone="mlp:depth=3,width=64", strategy="full", epochs=2, n_unseen=3,
+            unseen_per_class=30, seen_per_class=20, seeds=(0,), projection="umap", batch_size=64,
+        )),
+        "view": MappingProxyType({"heatmap_metric": "nmi"}),
+    }),
+})
+"""Preset name -> {"about", "split_mode", "config" (RunConfig fields), "view" (LiveView params)}."""

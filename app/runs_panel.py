@@ -1,0 +1,233 @@
+"""Compare and export: the stored runs as a searchable table, overlaid curves, delete, notebook export."""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import logging
+import re
+import tempfile
+from pathlib import Path
+
+import holoviews as hv
+import pandas as pd
+import panel as pn
+import param
+
+from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
+
+from . import plots
+
+__all__ = ["RunsPanel"]
+
+_log = logging.getLogger(__name__)
+_TABLE_COLUMNS = ["name", "status", "dataset", "backbone", "strategy", "epochs", "best_layer", "g",
+                  "heldout_accuracy", "seeds", "started", "run_id"]
+
+
+def _notify(kind: str, message: str, duration: int = 6000) -> None:
+    notifications = pn.state.notifications
+    if notifications is not None:
+        getattr(notifications, kind)(message, duration=duration)
+
+
+class RunsPanel(pn.viewable.Viewer):
+    """The run store as a table: search, sort, select to compare, delete, export to a notebook.
+
+    Parameters
+    ----------
+    store : lab.RunStore
+        The store listed (its ``list``, ``load``, ``compare``, ``delete``).
+    """
+
+    search = param.String(default="", doc="Case-insensitive text filter over the table's text columns.")
+    selected = param.List(default=[], item_type=str, doc="Run ids selected in the table.")
+    compare_metric = param.Selector(default="nmi", objects=list(SEPARABILITY_METRICS + COLLAPSE_METRICS),
+                                    doc="Metric overlaid for the selected runs.")
+    compare_split = param.Selector(default="unseen", objects=["unseen", "seen"],
+                                   doc="Images the compared metric is measured on.")
+    message = param.String(default="", doc="Last result of an action (delete, export).")
+
+    def __init__(self, store, **params):
+        super().__init__(**params)
+        self.store = store
+        self._tmp = tempfile.TemporaryDirectory(prefix="layerscope-export-")
+        self._table = pn.widgets.Tabulator(
+            pd.DataFrame(columns=_TABLE_COLUMNS), selectable="checkbox", show_index=False, disabled=True,
+            pagination="local", page_size=10, sizing_mode="stretch_width", layout="fit_data_table",
+            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)"},
+            formatters={"g": {"type": "money", "precision": 3}, "heldout_accuracy": {"type": "money", "precision": 3}},
+            css_classes=["ls-runs-table"],
+        )
+        self._table.add_filter(pn.bind(self._filter, search=self.param.search))
+        self._table.param.watch(self._on_selection, "selection")
+        search_w = pn.widgets.TextInput.from_param(self.param.search, label="Search runs",
+                                                   placeholder="name, dataset, backbone, status…", width=300)
+        refresh = pn.widgets.Button(label="↻ Refresh", width=100, margin=(28, 10, 10, 10))
+        refresh.on_click(lambda _e: self.refresh())
+        self._delete_button = pn.widgets.Button(label="Delete selected…", color="danger", width=150,
+                                                disabled=True, css_classes=["ls-delete"])
+        self._delete_button.on_click(self._ask_delete)
+        self._confirm_text = pn.pane.HTML("")
+        self._confirm_yes = pn.widgets.Button(label="Yes, delete", color="danger", width=110,
+                                              css_classes=["ls-delete-confirm"])
+        self._confirm_no = pn.widgets.Button(label="Cancel", width=90)
+        self._confirm_yes.on_click(self._do_delete)
+        self._confirm_no.on_click(lambda _e: setattr(self._confirm_row, "visible", False))
+        self._confirm_row = pn.Row(self._confirm_text, self._confirm_yes, self._confirm_no, visible=False,
+                                   styles={"background": "#fff3f3", "border-radius": "4px"})
+        self._export_button = pn.widgets.Button(label="Export selected → notebook", color="primary",
+                                                width=250, disabled=True, css_classes=["ls-export"])
+        self._export_button.on_click(self.export)
+        self._download = pn.widgets.FileDownload(label="Download notebook", filename="layerscope.ipynb",
+                                                 color="success", visible=False, width=420, embed=False,
+                                                 auto=True, css_classes=["ls-download"])
+        self._status = pn.pane.HTML("", sizing_mode="stretch_width")
+        self._compare_pipe = hv.streams.Pipe(data={"frame": pd.DataFrame(), "metric": self.compare_metric,
+                                                   "split": self.compare_split})
+        self._compare_pane = pn.pane.HoloViews(
+            hv.DynamicMap(self._render_compare, streams=[self._compare_pipe]), sizing_mode="fixed")
+        self.param.watch(lambda _e: self._update_compare(), ["compare_metric", "compare_split", "selected"])
+        self.param.watch(lambda e: setattr(self._status, "object", html.escape(e.new)), "message")
+        self._layout = pn.Column(
+            pn.Row(search_w, refresh),
+            self._table,
+            pn.Row(self._delete_button, self._export_button, self._download),
+            self._confirm_row,
+            self._status,
+            pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
+                   pn.widgets.RadioButtonGroup.from_param(self.param.compare_split, margin=(28, 10, 10, 10))),
+            self._compare_pane,
+            sizing_mode="stretch_width",
+        )
+        self.refresh()
+
+    # ------------------------------------------------------------------ table
+    @staticmethod
+    def _filter(df: pd.DataFrame, search: str) -> pd.DataFrame:
+        text = (search or "").strip().lower()
+        if not text or df.empty:
+            return df
+        hay = df[["run_id", "name", "status", "dataset", "backbone", "strategy", "best_layer"]].astype(str)
+        mask = hay.apply(lambda col: col.str.lower().str.contains(re.escape(text), regex=True)).any(axis=1)
+        return df[mask]
+
+    def refresh(self) -> None:
+        """Reload the table from the store (keeps the selection where runs still exist)."""
+        try:
+            df = self.store.list()
+        except Exception as exc:
+            self.message = f"Could not read the run store {getattr(self.store, 'root', '')}: {exc}"
+            return
+        df = df.reindex(columns=_TABLE_COLUMNS)
+        keep = [r for r in self.selected if r in set(df["run_id"])]
+        self._table.value = df
+        self._table.selection = [int(i) for i in df.index[df["run_id"].isin(keep)]]
+        self.selected = keep
+
+    def _on_selection(self, event) -> None:
+        df = self._table.value
+        ids = [str(df["run_id"].iloc[i]) for i in event.new if 0 <= i < len(df)]
+        self.selected = ids
+        self._delete_button.disabled = not ids
+        self._export_button.disabled = not ids
+        self._download.visible = False
+        self._confirm_row.visible = False
+
+    def select(self, run_ids: list[str]) -> None:
+        """Select runs by id (as if ticked in the table)."""
+        df = self._table.value
+        self._table.selection = [int(i) for i in df.index[df["run_id"].isin(list(run_ids))]]
+
+    # ------------------------------------------------------------------ compare
+    def compare_frame(self) -> pd.DataFrame:
+        """Per selected run: the metric's mean over seeds per layer at the run's last epoch."""
+        ids = list(self.selected)
+        if not ids:
+            return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
+        frames = []
+        for run_id in ids:
+            try:
+                rec = self.store.load(run_id)
+            except Exception as exc:
+                self.message = f"Could not load run {run_id}: {exc}"
+                continue
+            m = rec.metrics
+            m = m[(m["metric"] == self.compare_metric) & (m["split"] == self.compare_split)]
+            if m.empty:
+                continue
+            last = m[m["epoch"] == m["epoch"].max()]
+            mean = last.groupby("layer", sort=False)["value"].mean()
+            order = list(rec.meta.get("layers") or [])
+            order = [(layer["name"] if isinstance(layer, dict) else layer) for layer in order] or list(mean.index)
+            pos = {name: i for i, name in enumerate(order)}
+            label = f"{rec.name or run_id} ({rec.config_dict.get('backbone', '?')})"
+            frames.append(pd.DataFrame({"run": label, "layer": mean.index, "value": mean.to_numpy(),
+                                        "layer_index": [pos.get(n, len(pos)) for n in mean.index]}))
+        if not frames:
+            return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
+        return pd.concat(frames, ignore_index=True)
+
+    def _update_compare(self) -> None:
+        self._compare_pipe.send({"frame": self.compare_frame(), "metric": self.compare_metric,
+                                 "split": self.compare_split})
+
+    def _render_compare(self, data):
+        return plots.compare_curves(data["frame"], metric=data["metric"], split=data["split"])
+
+    @property
+    def compare_stream(self) -> hv.streams.Pipe:
+        return self._compare_pipe
+
+    # ------------------------------------------------------------------ delete
+    def _ask_delete(self, *_events) -> None:
+        n = len(self.selected)
+        if not n:
+            return
+        names = ", ".join(self.selected[:3]) + (" …" if n > 3 else "")
+        self._confirm_text.object = (f"<b>Delete {n} run{'s' if n > 1 else ''}?</b> "
+                                     f"This removes {html.escape(names)} from disk.")
+        self._confirm_row.visible = True
+
+    def _do_delete(self, *_events) -> None:
+        self.delete(list(self.selected))
+        self._confirm_row.visible = False
+
+    def delete(self, run_ids: list[str]) -> None:
+        """Delete runs from the store (running ones are refused with a message)."""
+        done, problems = [], []
+        for run_id in run_ids:
+            try:
+                self.store.delete(run_id)
+                done.append(run_id)
+            except Exception as exc:
+                problems.append(f"{run_id}: {exc}")
+        self.message = (f"Deleted {len(done)} run(s)." if done else "") + (
+            (" Not deleted: " + "; ".join(problems)) if problems else "")
+        if problems:
+            _notify("error", "Some runs were not deleted: " + "; ".join(problems), duration=10000)
+        self.refresh()
+
+    # ------------------------------------------------------------------ export
+    def export(self, *_events) -> Path | None:
+        """Write the selected runs to a notebook and offer it for download; None (with a message) on failure."""
+        ids = list(self.selected)
+        if not ids:
+            self.message = "Select one or more runs to export."
+            return None
+        import lab.export
+
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}.ipynb"
+        try:
+            path = lab.export.to_notebook(ids, target, store=self.store)
+        except Exception as exc:
+            self.message = f"Export failed: {exc}"
+            _notify("error", f"Export failed: {exc}", duration=10000)
+            return None
+        self._download.param.update(file=str(path), filename=path.name, label=f"⬇ Download {path.name}",
+                                    visible=True)
+        self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''})."
+        return Path(path)
+
+    def __panel__(self):
+        return self._layout

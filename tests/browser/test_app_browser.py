@@ -1,0 +1,294 @@
+"""Browser tests: `panel serve app` driven by Playwright in Debian's Chromium.
+
+Run with ``pytest -m browser``. Needs the ``chromium`` binary (``apt-get install
+chromium``); never ``playwright install``. Without chromium the tests skip,
+except on CI (``CI=true``) where they fail. Screenshots and timings go to
+``test-artifacts/`` (gitignored).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+TINY = "Tiny demo (fast)"
+DEFAULT = "Which layer generalizes (glyphs, 15/5)"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + " and CI=true")
+        pytest.skip(reason)
+    pytest.importorskip("playwright.sync_api")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(chromium, tmp_path_factory):
+    """`panel serve app` on a free localhost port with a temporary run store."""
+    port = _free_port()
+    runs = tmp_path_factory.mktemp("runs")
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}/app"
+    deadline = time.monotonic() + 240
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("panel serve did not answer within 240 s")
+        time.sleep(1)
+    yield {"url": url, "runs": runs, "log": log}
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.seek(0)
+    text = log.read()
+    (ARTIFACTS / "server.log").write_text(text)
+    ours = [line for line in text.splitlines() if line.strip().startswith("File ")
+            and (str(ROOT / "app") in line or str(ROOT / "lab") in line)]
+    assert not ours, "the server logged a traceback from app/ or lab/; see test-artifacts/server.log"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1600, "height": 2300}, accept_downloads=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(server["url"], timeout=180_000)
+    page.wait_for_selector(".ls-run button", timeout=180_000)
+    page.errors = errors
+    yield page
+    context.close()
+
+
+# ------------------------------------------------------------------ helpers
+def probe(page) -> dict:
+    raw = page.locator(".ls-probe").first.get_attribute("data-probe")
+    return json.loads(raw) if raw else {}
+
+
+def wait_probe(page, check, timeout: float, what: str) -> dict:
+    deadline = time.monotonic() + timeout
+    state = {}
+    while time.monotonic() < deadline:
+        state = probe(page)
+        if check(state):
+            return state
+        page.wait_for_timeout(250)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {state}")
+
+
+_BOKEH_COUNTS = """
+() => {
+  const out = {curve_layers: 0, heat_cells: 0, points: 0};
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    for (const m of doc._all_models.values()) {
+      if (m.type !== "ColumnDataSource" && !(m.constructor && m.constructor.name === "ColumnDataSource")) continue;
+      const d = m.data;
+      const get = (k) => (d instanceof Map ? d.get(k) : d[k]);
+      const keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
+      const finite = (arr) => arr ? Array.from(arr).filter((v) => typeof v === "number" && isFinite(v)).length : 0;
+      if (keys.includes("layer_pos")) {
+        for (const k of keys) {
+          if (["layer_pos", "layer", "std", "epoch", "split"].includes(k)) continue;
+          out.curve_layers = Math.max(out.curve_layers, finite(get(k)));
+        }
+      }
+      if (keys.includes("zvalues")) out.heat_cells = Math.max(out.heat_cells, finite(get("zvalues")));
+      if (keys.includes("thumb") && keys.includes("x")) out.points = Math.max(out.points, finite(get("x")));
+    }
+  }
+  return out;
+}
+"""
+
+
+def bokeh_counts(page) -> dict:
+    return page.evaluate(_BOKEH_COUNTS)
+
+
+def choose_preset(page, name: str) -> None:
+    page.locator(".ls-preset select").select_option(name)
+    page.locator(".ls-apply-preset button").click()
+    page.wait_for_timeout(500)
+
+
+def click_run(page) -> float:
+    """Click Run and wait until the server has taken the click (the probe leaves the previous run)."""
+    button = page.locator(".ls-run button")
+    page.wait_for_function("b => !b.disabled", arg=button.element_handle(), timeout=60_000)
+    before = probe(page)
+    t0 = time.monotonic()
+    button.click()
+    wait_probe(page, lambda s: s.get("status") in ("starting", "queued", "running", "stopping")
+               or s.get("run_id") != before.get("run_id") or s.get("events") != before.get("events"),
+               60, "the server to start the run")
+    return t0
+
+
+def record_timing(name: str, seconds: float) -> None:
+    path = ARTIFACTS / "timings.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = round(seconds, 2)
+    path.write_text(json.dumps(data, indent=2))
+
+
+# ------------------------------------------------------------------ tests
+def test_page_loads(page):
+    page.screenshot(path=str(ARTIFACTS / "01-initial.png"), full_page=True)
+    assert probe(page)["status"] == "idle"
+    assert not page.errors, page.errors
+
+
+def test_tiny_run_streams_every_view(page):
+    choose_preset(page, TINY)
+    t0 = click_run(page)
+    first = wait_probe(page, lambda s: s.get("metric_layers", 0) >= 1, 180, "the first layer metrics")
+    record_timing("tiny_first_metrics_s", time.monotonic() - t0)
+    state = wait_probe(page, lambda s: s.get("metric_layers", 0) >= 2 and s.get("heatmap_cells", 0) >= 2
+                       and s.get("projection_points", 0) > 0, 240, "curves, heatmap and layout for 2 layers")
+    page.wait_for_timeout(1500)            # let Bokeh apply the last patch
+    page.screenshot(path=str(ARTIFACTS / "02-tiny-mid-run.png"), full_page=True)
+    counts = bokeh_counts(page)
+    assert counts["curve_layers"] >= 2, counts
+    assert counts["heat_cells"] >= 2, counts
+    assert counts["points"] > 0, counts
+    state = wait_probe(page, lambda s: s.get("status") in ("finished", "failed", "cancelled"), 600, "the run's end")
+    record_timing("tiny_total_s", time.monotonic() - t0)
+    assert state["status"] == "finished", state
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(ARTIFACTS / "03-tiny-finished.png"), full_page=True)
+    assert page.locator(".ls-best-layer").count() == 1
+    assert first["run_id"]
+    assert not page.errors, page.errors
+
+
+def test_stop_cancels_a_second_run(page):
+    choose_preset(page, DEFAULT)
+    t0 = click_run(page)
+    wait_probe(page, lambda s: s.get("status") == "running" and s.get("metric_layers", 0) >= 1, 300,
+               "the default preset's first metrics")
+    record_timing("default_first_metrics_s", time.monotonic() - t0)
+    page.screenshot(path=str(ARTIFACTS / "04-default-running.png"), full_page=True)
+    t_stop = time.monotonic()
+    page.locator(".ls-stop button").click()
+    state = wait_probe(page, lambda s: s.get("status") in ("cancelled", "finished", "failed"), 120, "cancellation")
+    record_timing("stop_to_cancelled_s", time.monotonic() - t_stop)
+    assert state["status"] == "cancelled", state
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(ARTIFACTS / "05-cancelled.png"), full_page=True)
+    assert page.get_by_text("Run cancelled").count() >= 1
+
+
+def test_export_downloads_a_notebook(page):
+    page.locator(".bk-tab", has_text="Compare & export").click()
+    page.wait_for_selector(".ls-runs-table .tabulator-row", timeout=30_000)
+    page.locator(".ls-runs-table .tabulator-row").first.locator("input[type=checkbox]").click()
+    export = page.locator(".ls-export button")
+    page.wait_for_function("b => !b.disabled", arg=export.element_handle(), timeout=30_000)
+    export.click()
+    download_button = page.locator(".ls-download button")
+    download_button.wait_for(state="visible", timeout=120_000)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(ARTIFACTS / "06-compare-export.png"), full_page=True)
+    with page.expect_download(timeout=60_000) as info:
+        download_button.click()
+    target = ARTIFACTS / "exported.ipynb"
+    info.value.save_as(str(target))
+    nb = json.loads(target.read_text())
+    assert nb["cells"], "the exported notebook has no cells"
+    assert nb.get("nbformat") == 4
+
+
+def test_bad_model_name_shows_a_readable_message(page):
+    page.locator(".bk-tab", has_text="Run & watch").click()
+    choose_preset(page, TINY)
+    page.get_by_text("Backbone & layers").click()
+    field = page.locator(".ls-backbone input")
+    field.fill("resnet1800")
+    field.press("Enter")
+    page.wait_for_timeout(500)
+    click_run(page)
+    state = wait_probe(page, lambda s: s.get("status") in ("failed", "finished", "cancelled"), 120, "the failure")
+    assert state["status"] == "failed", state
+    assert "unknown backbone 'resnet1800'" in state["message"]
+    page.get_by_text("The run failed").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "07-bad-model.png"), full_page=True)
+    assert not page.errors, page.errors
+
+
+def test_two_sessions_queue_on_the_device_and_do_not_mix(browser, server):
+    pages = []
+    for _ in range(2):
+        context = browser.new_context(viewport={"width": 1600, "height": 2300})
+        p = context.new_page()
+        p.goto(server["url"], timeout=180_000)
+        p.wait_for_selector(".ls-run button", timeout=180_000)
+        pages.append(p)
+    first, second = pages
+    choose_preset(first, DEFAULT)
+    click_run(first)
+    wait_probe(first, lambda s: s.get("status") == "running", 120, "the first session's run")
+    choose_preset(second, TINY)
+    click_run(second)
+    queued = wait_probe(second, lambda s: s.get("status") == "queued", 60, "the second session to queue")
+    second.get_by_text("Queued: the").first.wait_for(timeout=10_000)
+    second.screenshot(path=str(ARTIFACTS / "08-second-session-queued.png"), full_page=True)
+    assert queued["metric_layers"] == 0
+    first.locator(".ls-stop button").click()
+    wait_probe(first, lambda s: s.get("status") == "cancelled", 120, "the first run to stop")
+    done = wait_probe(second, lambda s: s.get("status") == "finished", 600, "the queued run to run and finish")
+    a, b = probe(first), done
+    assert a["run_id"] != b["run_id"]
+    assert a["layers"] != b["layers"]                  # resnet18 vs the tiny MLP: plots are not mixed
+    for p in pages:
+        p.context.close()

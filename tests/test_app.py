@@ -1,0 +1,451 @@
+"""Component tests of the Panel app (no browser): params drive views, events feed streams."""
+from __future__ import annotations
+
+import threading
+import time
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import panel as pn
+import pytest
+from bokeh.document import Document
+
+from lab import events as ev
+
+hv.extension("bokeh")
+
+LAYERS = ("stem", "block1", "block2", "pre_logits")
+UNSEEN = ["a", "b", "c"]
+
+
+def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None):
+    """A plausible event sequence of one run, in the engine's order (lab.events docstring)."""
+    metrics = metrics or ["nmi", "knn_accuracy", "linear_probe_accuracy", "nc1", "cdnv"]
+    cfg = {"dataset": "glyphs", "backbone": "resnet18", "strategy": "full", "epochs": epochs,
+           "seeds": list(seeds), "metrics": metrics}
+    yield ev.RunStarted(run_id, config=cfg, layers=[{"name": name, "kind": "map", "dim": 8} for name in layers],
+                        classes=UNSEEN + ["d", "e"], seen=["d", "e"], unseen=UNSEEN, device="cpu",
+                        n_images={"train": 10, "heldout": 4, "unseen": n}, seeds=list(seeds))
+    rng = np.random.default_rng(0)
+    for seed in seeds:
+        for epoch in range(epochs + 1):
+            if fail_at is not None and epoch == fail_at:
+                yield ev.RunFailed(run_id, message="CUDA out of memory while training block2", seconds=1.0)
+                return
+            yield ev.Progress(run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
+            for i, layer in enumerate(layers):
+                unseen = {"nmi": 0.2 + 0.1 * i + 0.05 * epoch + 0.01 * seed, "knn_accuracy": 0.5 + 0.1 * i,
+                          "linear_probe_accuracy": 0.6, "nc1": 10.0 / (i + 1 + epoch), "cdnv": 1.0 / (i + 1 + epoch)}
+                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
+                                      values={k: v for k, v in unseen.items() if k in metrics})
+                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="seen",
+                                      values={"nc1": 5.0 / (i + 1 + epoch), "cdnv": 0.5 / (i + 1 + epoch)})
+                yield ev.ProjectionReady(run_id, seed=seed, epoch=epoch, layer=layer, method="pca",
+                                         coords=rng.normal(size=(n, 2)).astype(np.float32),
+                                         labels=np.arange(n) % 3, indices=np.arange(n), class_names=UNSEEN)
+                if epoch:
+                    yield ev.LayerUtilization(run_id, seed=seed, epoch=epoch, layer=layer, absolute=0.1 * i,
+                                              relative=0.01 * i * epoch)
+            yield ev.EpochFinished(run_id, seed=seed, epoch=epoch, train_loss=None if epoch == 0 else 1.0 / epoch,
+                                   train_accuracy=None if epoch == 0 else 0.5 + 0.1 * epoch,
+                                   heldout_accuracy=0.3 + 0.2 * epoch, seconds=0.5)
+            yield ev.Generalization(run_id, epoch=epoch, g=0.5 + 0.05 * epoch, layer=layers[-2], seed=seed)
+    yield ev.RunFinished(run_id, seconds=3.0, summary={})
+
+
+@pytest.fixture
+def live():
+    from app.live import LiveView
+
+    return LiveView()
+
+
+# ------------------------------------------------------------------ LiveView
+def test_events_update_every_stream(live):
+    live.consume(list(synthetic_run(epochs=2)))
+    streams = live.streams
+    assert {"curves:nmi", "curves:knn_accuracy", "curves:linear_probe_accuracy", "curves:nc1", "curves:cdnv",
+            "heatmap", "projection", "training", "utilization"} <= set(streams)
+    nmi = streams["curves:nmi"].data
+    assert set(nmi["layer"]) == set(LAYERS) and set(nmi["epoch"]) == {0, 1, 2}
+    assert nmi.loc[(nmi["epoch"] == 2) & (nmi["layer"] == "block1"), "mean"].item() == pytest.approx(0.4)
+    nc1 = streams["curves:nc1"].data
+    assert set(nc1["split"]) == {"unseen", "seen"}
+    heat = streams["heatmap"].data["frame"]
+    assert heat["value"].notna().sum() == len(LAYERS) * 3
+    assert len(streams["projection"].data["frame"]) == 30
+    assert list(streams["training"].data["epoch"]) == [0, 1, 2]
+    assert streams["utilization"].data["relative"].notna().sum() == len(LAYERS)
+    probe = live.probe()
+    assert probe["status"] == "finished" and probe["metric_layers"] == len(LAYERS)
+    assert "block2" in live._verdict.object and "held-out accuracy" in live._verdict.object
+
+
+def test_streams_fill_incrementally(live):
+    events = list(synthetic_run(epochs=1))
+    live.consume(events[:1])                          # RunStarted: empty plots, every cell NaN
+    assert live.streams["heatmap"].data["frame"]["value"].isna().all()
+    first_metrics = next(i for i, e in enumerate(events) if e.kind == "layer_metrics")
+    live.consume(events[1:first_metrics + 1])
+    assert live.streams["heatmap"].data["frame"]["value"].notna().sum() == 1
+    assert len(live.streams["curves:nmi"].data) == 1
+    assert live.probe()["status"] == "running"
+
+
+def test_aggregate_event_replaces_display_mean(live):
+    events = list(synthetic_run(epochs=0, seeds=(0, 1)))
+    live.consume(events[:-1])
+    live.consume([ev.Aggregate("r1", epoch=0, layer="stem", split="unseen", mean={"nmi": 0.9}, std={"nmi": 0.05},
+                               n_seeds=2), events[-1]])
+    nmi = live.streams["curves:nmi"].data
+    row = nmi[(nmi["epoch"] == 0) & (nmi["layer"] == "stem")]
+    assert row["mean"].item() == pytest.approx(0.9) and row["std"].item() == pytest.approx(0.05)
+
+
+def test_run_failed_becomes_a_visible_message_and_keeps_epochs(live):
+    live.consume(list(synthetic_run(epochs=3, fail_at=2)))
+    assert live.status == "failed"
+    assert live._alert.visible
+    assert "CUDA out of memory while training block2" in live._alert.object
+    assert "What was computed stays visible" in live._alert.object
+    assert "2 completed evaluation(s)" in live._alert.object
+    assert set(live.streams["curves:nmi"].data["epoch"]) == {0, 1}
+
+
+def test_cancelled_run_is_marked(live):
+    events = list(synthetic_run(epochs=2))[:-1] + [ev.RunCancelled("r1", seconds=1.0)]
+    live.consume(events)
+    assert live.status == "cancelled"
+    assert "Run cancelled" in live._alert.object and live._alert.alert_type == "warning"
+
+
+def test_heatmap_metric_param_drives_the_heatmap(live):
+    live.consume(list(synthetic_run(epochs=1)))
+    live.heatmap_metric = "nc1"
+    live.heatmap_split = "seen"
+    data = live.streams["heatmap"].data
+    assert (data["metric"], data["split"]) == ("nc1", "seen")
+    cell = data["frame"].query("epoch == 1 and layer == 'stem'")["value"].item()
+    assert cell == pytest.approx(5.0 / 2)
+
+
+def test_projection_layer_and_epoch_params_drive_the_layout(live):
+    live.consume(list(synthetic_run(epochs=2)))
+    assert live.projection_layer == "pre_logits" and live.projection_epoch == 2
+    live._layer_player.value = "block1"        # the player's options are the run's layers
+    assert live.projection_layer == "block1"
+    assert "block1" in live.streams["projection"].data["title"]
+    live._epoch_select.value = 0
+    assert live.projection_epoch == 0 and not live.follow_latest
+    assert "epoch 0" in live.streams["projection"].data["title"]
+
+
+def test_hover_thumbnails_come_from_the_thumbnail_source(live):
+    from app._thumbs import ThumbnailSource
+
+    live.set_thumbnails(ThumbnailSource(lambda i, size=32: f"data:image/png;base64,{i}"))
+    live.consume(list(synthetic_run(epochs=0)))
+    frame = live.streams["projection"].data["frame"]
+    assert frame["thumb"].iloc[3] == "data:image/png;base64,3"
+
+
+def test_metrics_not_requested_get_no_curve(live):
+    live.consume(list(synthetic_run(epochs=0, metrics=["nmi", "nc1"])))
+    assert {k for k in live.streams if k.startswith("curves:")} == {"curves:nmi", "curves:nc1"}
+
+
+def test_a_second_run_starts_from_a_clean_slate(live):
+    live.consume(list(synthetic_run("r1", epochs=2)))
+    live.consume(list(synthetic_run("r2", layers=("x", "y"), epochs=0)))
+    assert live.model.run_id == "r2"
+    assert set(live.streams["curves:nmi"].data["layer"]) == {"x", "y"}
+
+
+def test_two_live_views_do_not_share_state():
+    from app.live import LiveView
+
+    a, b = LiveView(), LiveView()
+    a.consume(list(synthetic_run("ra", epochs=1)))
+    b.consume(list(synthetic_run("rb", layers=("only", "two"), epochs=0)))
+    assert a.model is not b.model
+    assert a.streams["curves:nmi"] is not b.streams["curves:nmi"]
+    assert set(a.streams["curves:nmi"].data["layer"]) == set(LAYERS)
+    assert set(b.streams["curves:nmi"].data["layer"]) == {"only", "two"}
+    a.heatmap_metric = "cdnv"
+    assert b.heatmap_metric == "nmi"
+    assert a._layout is not b._layout and a._alert is not b._alert
+
+
+def test_views_render_to_bokeh(live):
+    from bokeh.document import Document
+
+    live.__panel__().get_root(Document())
+    live.consume(list(synthetic_run(epochs=1, seeds=(0, 1))))     # updates rendered plots in place
+    assert live.probe()["heatmap_cells"] == len(LAYERS) * 2
+
+
+# ------------------------------------------------------------------ dispatcher
+class _FakeDoc(Document):
+    """A Bokeh document posing as a server session's: it collects scheduled callbacks."""
+
+    def __init__(self):
+        super().__init__()
+        self.scheduled = []
+        self.lock = threading.Lock()
+
+    @property
+    def session_context(self):
+        return object()
+
+    def add_next_tick_callback(self, cb):
+        with self.lock:
+            self.scheduled.append(cb)
+
+    def add_timeout_callback(self, cb, ms):
+        self.add_next_tick_callback(cb)
+
+
+def test_dispatcher_batches_items_from_a_worker_thread_onto_the_document():
+    from app._dispatch import DocDispatcher
+
+    doc, applied = _FakeDoc(), []
+    dispatcher = DocDispatcher(applied.append, doc=doc, min_interval=0.0)
+    worker = threading.Thread(target=lambda: [dispatcher.push(i) for i in range(50)])
+    worker.start()
+    worker.join()
+    assert applied == []                    # nothing ran on the worker thread
+    while doc.scheduled:
+        doc.scheduled.pop(0)()
+    assert [x for batch in applied for x in batch] == list(range(50))
+    assert len(applied) < 50                # batched
+
+
+# ------------------------------------------------------------------ ConfigPanel
+def test_preset_fills_the_config():
+    from app.config_panel import ConfigPanel
+    from app.presets import TINY_PRESET
+
+    panel = ConfigPanel()
+    panel.apply_preset(TINY_PRESET)
+    cfg = panel.to_config()
+    assert (cfg.dataset, cfg.backbone, cfg.strategy, cfg.n_epochs) == ("digits", "mlp:depth=3,width=64", "full", 2)
+    assert cfg.seen is None and cfg.unseen is None and cfg.n_unseen == 3
+
+
+def test_default_preset_uses_the_papers_split():
+    from app.config_panel import ConfigPanel
+
+    cfg = ConfigPanel().to_config()
+    assert cfg.dataset == "glyphs" and len(cfg.unseen) == 5 and len(cfg.seen) == 15
+
+
+def test_params_drive_the_config():
+    from app.config_panel import ConfigPanel
+
+    panel = ConfigPanel()
+    panel.param.update(strategy="layer", block="layer3", seeds="0, 1, 2", epochs=5, lr=0.001, label_noise=0.2,
+                       device="cpu", split_mode="random", n_unseen=4, split_seed=7)
+    cfg = panel.to_config()
+    assert (cfg.strategy, cfg.block, cfg.seeds, cfg.n_epochs, cfg.lr) == ("layer", "layer3", (0, 1, 2), 5, 0.001)
+    assert (cfg.label_noise, cfg.device, cfg.n_unseen, cfg.split_seed) == (0.2, "cpu", 4, 7)
+    panel.param.update(strategy="scl", block="-2")
+    assert panel.to_config().block == -2
+    panel.strategy = "none"
+    cfg = panel.to_config()
+    assert cfg.n_epochs == 0 and cfg.block is None and cfg.label_noise == 0.0
+
+
+def test_split_by_hand():
+    from app.config_panel import ConfigPanel
+
+    panel = ConfigPanel()
+    panel.apply_preset("Tiny demo (fast)")
+    panel.param.update(split_mode="by hand", unseen_classes=["3", "7"])
+    cfg = panel.to_config()
+    assert cfg.unseen == ("3", "7") and "3" not in cfg.seen
+    assert "<b>2 unseen</b>" in panel._gallery.object
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"split_mode": "by hand", "unseen_classes": ["3"]}, "pick at least 2 unseen classes"),
+    ({"dataset": "folder"}, "needs a path"),
+    ({"seeds": "zero"}, "seeds must be integers"),
+    ({"backbone": ""}, "backbone must be a model name"),
+])
+def test_bad_choices_raise_readable_errors_and_show_them(change, message):
+    from app.config_panel import ConfigPanel
+
+    panel = ConfigPanel()
+    panel.apply_preset("Tiny demo (fast)")
+    panel.param.update(**change)
+    with pytest.raises(ValueError, match=message):
+        panel.to_config()
+    assert message in panel.error or change.get("dataset") == "folder"
+
+
+def test_unreadable_folder_shows_an_alert(tmp_path):
+    from app.config_panel import ConfigPanel
+
+    panel = ConfigPanel()
+    panel.param.update(dataset="folder", data_path=str(tmp_path / "missing"))
+    assert panel._alert.visible and "could not load dataset" in panel._alert.object
+
+
+def test_two_config_panels_do_not_share_state():
+    from app.config_panel import ConfigPanel
+
+    a, b = ConfigPanel(), ConfigPanel()
+    a.param.update(backbone="vit_tiny_patch16_224", split_mode="by hand", unseen_classes=[])
+    assert b.backbone == "resnet18" and b.split_mode == "paper default"
+    assert a._layout is not b._layout
+
+
+# ------------------------------------------------------------------ RunControl
+def test_bad_input_does_not_start_a_run(live):
+    from app.runner import RunControl
+
+    def bad():
+        raise ValueError("unknown model 'resnet1800'; did you mean 'resnet18'?")
+
+    control = RunControl(live, bad, store=None)
+    assert control.start() is False
+    assert not control.running
+    assert live._alert.visible and "resnet1800" in live._alert.object
+
+
+def test_second_run_queues_on_a_busy_device_and_stop_cancels_the_wait(live):
+    import lab
+
+    from app.resources import shared
+    from app.runner import RunControl
+
+    cfg = lab.RunConfig(dataset="digits", backbone="mlp:depth=2,width=16", epochs=1, n_unseen=3, device="cpu")
+    control = RunControl(live, lambda: cfg, store=False)
+    with shared().devices.hold("cpu", "another session's run"):
+        assert control.start()
+        deadline = time.monotonic() + 20
+        while live.status != "queued" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert live.status == "queued"
+        assert "busy with another run" in live._status_md.object
+        control.stop()
+        assert control.wait(20)
+    assert live.status == "cancelled" and not control.running
+
+
+@pytest.mark.parametrize("fields, message", [
+    pytest.param(dict(dataset="digits", backbone="resnet1800"), "unknown backbone 'resnet1800'",
+                 marks=pytest.mark.slow),
+    (dict(dataset="digits", backbone="mlp:depth=2,width=16", checkpoint="/nonexistent/w.safetensors"),
+     "does not exist"),
+    (dict(dataset="folder:/nonexistent/images", backbone="mlp"), "is not a directory"),
+    (dict(dataset="digits", backbone="mlp", n_unseen=9), "leaves fewer than 2 seen classes"),
+])
+def test_bad_input_to_the_engine_becomes_a_readable_alert(live, fields, message):
+    import lab
+
+    from app.runner import RunControl
+
+    cfg = lab.RunConfig(epochs=1, **{"n_unseen": 3, **fields})
+    control = RunControl(live, lambda: cfg, store=False)
+    assert control.start()
+    assert control.wait(120)
+    assert live.status == "failed"
+    assert live._alert.visible and message in live._alert.object
+    assert "Traceback" not in live._alert.object
+
+
+def test_readable_error():
+    from app.runner import readable_error
+
+    assert readable_error(ValueError("bad checkpoint")) == "bad checkpoint"
+    assert readable_error(RuntimeError("boom")) == "RuntimeError: boom"
+
+
+@pytest.mark.slow
+def test_real_engine_run_feeds_the_live_view(tmp_path):
+    import lab
+
+    from app.layerscope import LayerScope
+
+    store = lab.RunStore(tmp_path)
+    scope = LayerScope(store=store)
+    scope.config.apply_preset("Tiny demo (fast)")
+    scope.config.param.update(unseen_per_class=12, seen_per_class=8, epochs=1, projection="pca",
+                              backbone="mlp:depth=2,width=32")
+    assert scope.control.start()
+    assert scope.control.wait(600)
+    probe = scope.live.probe()
+    assert probe["status"] == "finished", probe
+    assert probe["metric_layers"] >= 2 and probe["heatmap_cells"] >= 2 and probe["projection_points"] > 0
+    assert len(scope.runs._table.value) == 1          # refreshed when the run ended
+
+
+# ------------------------------------------------------------------ RunsPanel
+def _stored_run(store, name="demo"):
+    import lab
+
+    cfg = lab.RunConfig(name=name, dataset="digits", backbone="mlp", epochs=1)
+    writer = store.create(cfg)
+    writer.update_meta(layers=["fc1", "fc2", "pre_logits"])
+    rows = [{"seed": 0, "epoch": e, "layer": layer, "split": "unseen", "metric": "nmi", "value": 0.1 * i + e}
+            for e in (0, 1) for i, layer in enumerate(["fc1", "fc2", "pre_logits"])]
+    writer.append_metrics(rows)
+    writer.append_training({"seed": 0, "epoch": 1, "train_loss": 1.0, "train_accuracy": 0.5,
+                            "heldout_accuracy": 0.5, "heldout_loss": 1.0, "resilience": None, "seconds": 1.0})
+    writer.finish("finished")
+    return writer.run_id
+
+
+def test_runs_panel_lists_compares_exports_and_deletes(tmp_path):
+    import json
+
+    import lab
+
+    from app.runs_panel import RunsPanel
+
+    store = lab.RunStore(tmp_path / "runs")
+    ids = [_stored_run(store, "first"), _stored_run(store, "second")]
+    panel = RunsPanel(store)
+    assert set(panel._table.value["run_id"]) == set(ids)
+    panel.search = "second"
+    assert list(panel._table.current_view["name"]) == ["second"]
+    panel.search = ""
+    panel.select(ids)
+    assert sorted(panel.selected) == sorted(ids)
+    frame = panel.compare_stream.data["frame"]
+    assert set(frame["layer"]) == {"fc1", "fc2", "pre_logits"} and frame["value"].max() == pytest.approx(1.2)
+    path = panel.export()
+    nb = json.loads(path.read_text())
+    assert nb["cells"] and panel._download.visible and panel._download.file == str(path)
+    panel.select([ids[0]])
+    panel._ask_delete()
+    assert panel._confirm_row.visible and "Delete 1 run?" in panel._confirm_text.object
+    panel._do_delete()
+    assert list(panel._table.value["run_id"]) == [ids[1]]
+    assert not panel._confirm_row.visible
+
+
+def test_export_failure_is_a_message_not_a_traceback(tmp_path):
+    import lab
+
+    from app.runs_panel import RunsPanel
+
+    store = lab.RunStore(tmp_path / "runs")
+    panel = RunsPanel(store)
+    panel.selected = ["no-such-run"]
+    assert panel.export() is None
+    assert panel.message.startswith("Export failed")
+
+
+# ------------------------------------------------------------------ package
+def test_app_package_exports_the_top_level_component(tmp_path):
+    import lab
+
+    import app
+
+    scope = app.LayerScope(store=lab.RunStore(tmp_path))
+    assert isinstance(scope, pn.viewable.Viewer)
+    assert isinstance(scope.__panel__(), pn.layout.Row)
+    assert set(app.__all__) >= {"LayerScope", "LiveView", "ConfigPanel", "RunsPanel"}
