@@ -286,3 +286,13 @@ def test_option_errors_name_the_layer():
                              params={"linear_probe_accuracy": {"C": -1}})
     with pytest.raises(ValueError, match=r"layer 'l3': n_init must be a positive integer; got 0"):
         metrics.layer_report({"l3": X0}, Y0, metrics=["nmi"], params={"nmi": {"n_init": 0}})
+
+
+def test_thread_setting_is_restored():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        metrics.compute_layer(X0, Y0, metrics=metrics.DEFAULT_COLLAPSE)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import DegenerateFeaturesError, _check_inputs, _Checked
+from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _single_thread_on_cpu
 
 __all__ = ["nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy"]
 
@@ -70,10 +70,11 @@ class _ClassStats:
         X, K = c.X, c.n_classes
         rows = _rows_per_block(c.d)
         sums = torch.zeros(K, c.d, dtype=self.dtype, device=X.device)               # (K, d)
-        for k, Xk in _class_chunks(c, rows):
-            # Chunk-wise conversion then a native sum: ~10x faster on CPU than
-            # sum(dtype=float64) or converting X at once (page faults of a big buffer).
-            sums[k] += Xk.to(self.dtype).sum(dim=0)
+        with _single_thread_on_cpu(X.device):
+            for k, Xk in _class_chunks(c, rows):
+                # Chunk-wise conversion then a native sum: ~10x faster on CPU than
+                # sum(dtype=float64) or converting X at once (page faults of a big buffer).
+                sums[k] += Xk.to(self.dtype).sum(dim=0)
         counts = torch.as_tensor(c.counts, dtype=self.dtype, device=X.device)        # (K,)
         self.counts = counts
         self.means = sums / counts[:, None]                                          # (K, d)
@@ -97,17 +98,18 @@ class _ClassStats:
         proj = torch.zeros(K, K, dtype=self.dtype, device=c.X.device)                # (K, K) Σ z zᵀ
         correct = torch.zeros((), dtype=torch.int64, device=c.X.device)
         pair = self.pair_sq.to(device=c.X.device, dtype=self.dtype)
-        for k, Xk in _class_chunks(c, rows):
-            # (B, d) x - μ_k; copy=True so the in-place subtraction never writes into X.
-            D = Xk.to(self.dtype, copy=True).sub_(self.means[k])
-            dsq = torch.linalg.vector_norm(D, dim=1).square_()                       # (B,) no (B, d) temporary
-            within[k] += dsq.sum()
-            Z = D @ self.centred.T                                                   # (B, K) Mᵀ(x - μ_k)
-            proj += Z.T @ Z
-            # |x - μ_j|² = |x - μ_k|² + |μ_k - μ_j|² + 2 (x - μ_k)·(μ_k - μ_j), and
-            # (x - μ_k)·(μ_k - μ_j) = Z[k] - Z[j] since μ_k - μ_j = c_k - c_j.
-            dist = dsq[:, None] + pair[k] + 2.0 * (Z[:, k:k + 1] - Z)               # (B, K)
-            correct += (dist.argmin(dim=1) == k).sum()
+        with _single_thread_on_cpu(c.X.device):
+            for k, Xk in _class_chunks(c, rows):
+                # (B, d) x - μ_k; copy=True so the in-place subtraction never writes into X.
+                D = Xk.to(self.dtype, copy=True).sub_(self.means[k])
+                dsq = torch.linalg.vector_norm(D, dim=1).square_()                   # (B,) no (B, d) temp
+                within[k] += dsq.sum()
+                Z = D @ self.centred.T                                               # (B, K) Mᵀ(x - μ_k)
+                proj += Z.T @ Z
+                # |x - μ_j|² = |x - μ_k|² + |μ_k - μ_j|² + 2 (x - μ_k)·(μ_k - μ_j), and
+                # (x - μ_k)·(μ_k - μ_j) = Z[k] - Z[j] since μ_k - μ_j = c_k - c_j.
+                dist = dsq[:, None] + pair[k] + 2.0 * (Z[:, k:k + 1] - Z)           # (B, K)
+                correct += (dist.argmin(dim=1) == k).sum()
         self._second = (within.cpu().double(), proj.cpu().double(), int(correct))
         return self._second
 
@@ -295,6 +297,11 @@ def ncc_accuracy(X, y) -> float:
 
 
 def _numerical_rank_from_checked(c: _Checked) -> float:
+    with _single_thread_on_cpu(c.X.device):
+        return _numerical_rank_impl(c)
+
+
+def _numerical_rank_impl(c: _Checked) -> float:
     dtype = _acc_dtype(c.X.device)
     ratios = []
     for k in range(c.n_classes):
