@@ -2,11 +2,18 @@
 
 The worker never touches Panel or Bokeh objects. It calls
 :meth:`DocDispatcher.push`, which queues the item and, if no flush is pending,
-schedules one on the session's event loop (``doc.add_next_tick_callback``, or a
-timeout callback to keep at most ``1 / min_interval`` flushes per second). The
+schedules one on the session's event loop (``doc.add_timeout_callback``). The
 flush runs with the document lock held and ``pn.state.curdoc`` set, drains the
-queue and hands the batch to ``apply``. Without a server session (tests, a
-notebook) items are applied at once, in the caller's thread, under a lock.
+queue and hands the batch to ``apply``.
+
+Pacing: the next flush is scheduled only when the current one has ended, after
+a pause of at least twice its duration (batched events) or of ``gap`` seconds
+(urgent items). The event loop is therefore idle between two flushes, which is
+when it reads the browser's messages: a click on Stop is handled within one
+flush even while plots are being redrawn on a busy 2-core machine.
+
+Without a server session (tests, a notebook) items are applied at once, in
+the caller's thread, under a lock.
 """
 from __future__ import annotations
 
@@ -35,17 +42,21 @@ class DocDispatcher:
         The session document (``pn.state.curdoc`` when the dispatcher is made
         inside a session callback). None: apply synchronously.
     min_interval : float
-        Minimum seconds between two flushes (events in between are batched).
+        Minimum seconds between two batched flushes (events in between are batched).
     """
 
     def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25):
         self._apply = apply
         self._doc = doc
         self._min_interval = min_interval
+        self._interval = min_interval
         self._queue: collections.deque = collections.deque()
         self._guard = threading.Lock()
-        self._pending = False
-        self._last_flush = 0.0
+        self._scheduled = False          # a flush callback is registered on the loop
+        self._scheduled_at = 0.0         # when it fires (monotonic)
+        self._flushing = False
+        self._urgent_gap: float | None = None   # smallest gap asked for by urgent items not yet flushed
+        self._last_end = 0.0
         self._sync_lock = threading.RLock()
 
     @property
@@ -53,39 +64,67 @@ class DocDispatcher:
         doc = self._doc
         return doc is not None and getattr(doc, "session_context", None) is not None
 
-    def push(self, item) -> None:
-        """Queue one item; safe from any thread."""
+    def push(self, item, urgent: bool = False, gap: float = 0.0) -> None:
+        """Queue one item; safe from any thread.
+
+        ``urgent`` items are flushed ``gap`` seconds after the current flush (or now);
+        other items wait for the batching interval.
+        """
         if not self.has_session:
             with self._sync_lock:
                 self._apply([item])
             return
         self._queue.append(item)
         with self._guard:
-            if self._pending:
-                return
-            self._pending = True
-        wait = self._min_interval - (time.monotonic() - self._last_flush)
-        doc = self._doc
+            if urgent:
+                self._urgent_gap = gap if self._urgent_gap is None else min(gap, self._urgent_gap)
+            if self._flushing:
+                return                  # the flush in progress schedules the next one when it ends
+            self._schedule_locked()
+
+    def _delay_locked(self) -> float:
+        if self._urgent_gap is not None:
+            return self._urgent_gap
+        return max(0.0, self._interval - (time.monotonic() - self._last_end))
+
+    def _schedule_locked(self) -> None:
+        delay = self._delay_locked()
+        due = time.monotonic() + delay
+        if self._scheduled and self._scheduled_at <= due + 1e-3:
+            return                      # an earlier flush is already on its way
+        self._scheduled, self._scheduled_at = True, due
         try:
-            if wait > 0:
-                doc.add_timeout_callback(self._flush, int(wait * 1000))
-            else:
-                doc.add_next_tick_callback(self._flush)
+            self._doc.add_timeout_callback(self._flush, int(delay * 1000))
         except Exception:  # the session is gone (tab closed): nobody to show it to
             _log.debug("dropping update for a closed session", exc_info=True)
 
     def _flush(self) -> None:
         with self._guard:
-            self._pending = False
-        self._last_flush = time.monotonic()
+            if self._flushing:
+                return
+            self._scheduled = False
+            self._flushing = True
+            self._urgent_gap = None
+        started = time.monotonic()
         batch = []
         while self._queue:
             batch.append(self._queue.popleft())
-        if not batch:
-            return
-        with set_curdoc(self._doc):
-            try:
-                with pn.io.hold(self._doc):
-                    self._apply(batch)
-            except Exception:  # never let a view bug kill the session's event loop
-                _log.exception("layerscope: failed to apply %d update(s)", len(batch))
+        try:
+            if batch:
+                with set_curdoc(self._doc):
+                    with pn.io.hold(self._doc):
+                        self._apply(batch)
+        except Exception:  # never let a view bug kill the session's event loop
+            _log.exception("layerscope: failed to apply %d update(s)", len(batch))
+        finally:
+            cost = time.monotonic() - started
+            with self._guard:
+                self._flushing = False
+                self._last_end = time.monotonic()
+                if batch:
+                    self._interval = min(3.0, max(self._min_interval, 2 * cost))
+                if self._queue:
+                    if self._urgent_gap is not None:
+                        self._urgent_gap = max(self._urgent_gap, 0.05)   # let the loop read the socket
+                    self._schedule_locked()
+        _log.debug("applied %d update(s) in %.0f ms", len(batch), 1000 * cost)

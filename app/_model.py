@@ -76,6 +76,7 @@ class RunModel:
     _projections: dict = field(default_factory=dict, repr=False)     # (seed, epoch, layer) -> {method: _Projection}
     _epochs_done: set = field(default_factory=set, repr=False)        # {(seed, epoch)}
     _summary: pd.DataFrame | None = field(default=None, repr=False)
+    _epoch_times: list = field(default_factory=list, repr=False)     # arrival of each EpochFinished
     dirty_metrics: set = field(default_factory=set, repr=False)       # metrics changed since last read
 
     # ------------------------------------------------------------------ ingest
@@ -112,6 +113,7 @@ class RunModel:
             return {"curves", "heatmap"}
         if kind == ev.EpochFinished.kind:
             self._epochs_done.add((event.seed, event.epoch))
+            self._epoch_times.append(time.monotonic())
             self._training.append({
                 "seed": event.seed, "epoch": event.epoch, "train_loss": _as_float(event.train_loss),
                 "train_accuracy": _as_float(event.train_accuracy),
@@ -283,24 +285,36 @@ class RunModel:
     def epochs_total(self) -> int:
         return max(1, len(self.seeds or [0]) * (self.n_epochs + 1))
 
+    def _train_fraction(self) -> float:
+        """Fraction of the current training epoch done (from the per-batch Progress events)."""
+        p = self.progress
+        if p is None or p.stage != "train" or not p.total:
+            return 0.0
+        return min(1.0, p.done / p.total)
+
     def fraction_done(self) -> float:
-        """Fraction of (seed, epoch) evaluations finished, refined by the current stage's progress."""
+        """Fraction of (seed, epoch) evaluations finished, refined by the training progress."""
         if self.status == "finished":
             return 1.0
-        base = self.epochs_done / self.epochs_total
-        p = self.progress
-        if p is not None and p.total:
-            base += min(1.0, p.done / p.total) / self.epochs_total / 2
-        return min(base, 0.999)
+        return min((self.epochs_done + 0.9 * self._train_fraction()) / self.epochs_total, 0.999)
 
     def eta_seconds(self, now: float | None = None) -> float | None:
-        if self.started_at is None or self.status != "running":
+        """Seconds left, from the pace of training epochs (epoch 0 only evaluates, so it is not used).
+
+        None until a training epoch is at least a fifth done (an earlier guess would mislead).
+        """
+        if self.started_at is None or self.status != "running" or not self._epoch_times:
             return None
-        fraction = self.fraction_done()
-        if fraction <= 0.02:
+        now = now or time.monotonic()
+        remaining = self.epochs_total - self.epochs_done
+        if self.n_epochs == 0:       # evaluation only: one evaluation per seed
+            return (self._epoch_times[-1] - self.started_at) / self.epochs_done * remaining
+        partial = self._train_fraction()
+        trained = self.epochs_done - 1 + partial     # epochs since the end of the first evaluation
+        if trained < 0.2:
             return None
-        elapsed = (now or time.monotonic()) - self.started_at
-        return elapsed * (1 - fraction) / fraction
+        per_epoch = (now - self._epoch_times[0]) / trained
+        return max(0.0, per_epoch * (remaining - partial))
 
     def latest_epoch(self) -> int | None:
         frame = self.metrics

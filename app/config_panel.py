@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
+from types import MappingProxyType
 
 import panel as pn
 import param
@@ -22,18 +23,18 @@ __all__ = ["ConfigPanel", "DATASETS"]
 
 _log = logging.getLogger(__name__)
 
-DATASETS = {
+DATASETS = MappingProxyType({
     "Glyphs · 20 calligraphy styles (embedded)": "glyphs",
     "Glyphs · characters (embedded)": "glyphs:character",
     "Digits · scikit-learn 8×8 (embedded)": "digits",
     "Image folder on disk…": "folder",
     "CIFAR-10 on disk…": "cifar10",
     "CIFAR-100 on disk…": "cifar100",
-}
+})
 """Dataset choices (label -> kind); the last three need a path."""
 
 _PATH_KINDS = ("folder", "cifar10", "cifar100")
-_SPLIT_MODES = ["paper default", "random", "by hand"]
+_SPLIT_MODES = ("paper default", "random", "by hand")
 
 
 def _device_choices() -> list[str]:
@@ -87,7 +88,7 @@ class ConfigPanel(pn.viewable.Viewer):
     run_name = param.String(default="", doc="Optional label of the run in the runs table.")
     dataset = param.Selector(default="glyphs", objects=list(DATASETS.values()), doc="Dataset kind.")
     data_path = param.String(default="", doc="Folder (image folder) or CIFAR directory for on-disk datasets.")
-    split_mode = param.Selector(default="paper default", objects=_SPLIT_MODES,
+    split_mode = param.Selector(default="paper default", objects=list(_SPLIT_MODES),
                                 doc="How classes are split into seen and unseen.")
     n_unseen = param.Integer(default=5, bounds=(2, None), doc="Unseen classes of a random split.")
     split_seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the random split and partitions.")
@@ -350,7 +351,7 @@ class ConfigPanel(pn.viewable.Viewer):
         self._about = pn.pane.HTML("", sizing_mode="stretch_width", styles={"font-size": "12px"})
         self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["ls-config-alert"])
-        dataset_w = pn.widgets.Select.from_param(self.param.dataset, label="Dataset", options=DATASETS,
+        dataset_w = pn.widgets.Select.from_param(self.param.dataset, label="Dataset", options=dict(DATASETS),
                                                  sizing_mode="stretch_width")
         self._path_w = pn.widgets.TextInput.from_param(
             self.param.data_path, label="Path on disk", placeholder="/data/my_images or /data/cifar-100-python",

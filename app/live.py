@@ -21,7 +21,6 @@ import time
 from functools import partial
 
 import holoviews as hv
-import numpy as np
 import pandas as pd
 import panel as pn
 import param
@@ -95,9 +94,12 @@ class LiveView(pn.viewable.Viewer):
         self._n_events = 0
         self._message = ""
         self._placeholder = None
+        self._shown_projection = None
         self._projection_points = 0
         self._layer_index: dict[str, int] = {}
         self._sending_widgets = False
+        self._tasks: dict[str, object] = {}      # pending redraws, run a few per tick (see _pump)
+        self._pump_pending = False
         # widgets and panes (per instance: never shared between sessions)
         self._status_md = pn.pane.HTML(self._status_html(), margin=(0, 10), sizing_mode="stretch_width",
                                        css_classes=["ls-status"])
@@ -140,13 +142,20 @@ class LiveView(pn.viewable.Viewer):
         self._dispatcher = DocDispatcher(self.consume, doc=doc, min_interval=0.5)
 
     def push(self, item) -> None:
-        """Thread-safe: queue an event (or a zero-argument callable) for the session's thread."""
-        self._dispatcher.push(item)
+        """Thread-safe: queue an event (or a zero-argument callable) for the session's thread.
+
+        The run's end and status messages are shown at the next tick; other events are batched.
+        """
+        urgent = not isinstance(item, ev.Event) or item.kind in ev.TERMINAL_KINDS
+        self._dispatcher.push(item, urgent=urgent)
 
     def reset(self, message: str = "Starting…", status: str = "starting") -> None:
         """Forget the current run and show an empty, waiting view (session thread only)."""
         self.model = RunModel()
         self.streams = {}
+        self._tasks.clear()
+        self._pump_pending = False
+        self._shown_projection = None
         self._n_events = 0
         self._projection_points = 0
         self._message = message
@@ -188,13 +197,17 @@ class LiveView(pn.viewable.Viewer):
     def set_thumbnails(self, source: ThumbnailSource | None) -> None:
         """Use ``source`` for hover thumbnails and refresh the layout shown (session thread)."""
         self.thumbnails = source
-        if self.model.projection_keys():
+        if self.model.projection_keys() and self._shown_projection is not None:
             self._send_projection()
 
     def consume(self, items) -> None:
         """Apply a batch of events (or callables) to the views. Session thread only."""
         changed: set[str] = set()
+        resume = False
         for item in items:
+            if item == self._resume_pump:
+                resume = True               # redraw after this batch's events (the run's end goes first)
+                continue
             if callable(item) and not isinstance(item, ev.Event):
                 item()
                 continue
@@ -217,6 +230,41 @@ class LiveView(pn.viewable.Viewer):
         if self.model.status != self.status and self.model.status != "idle" and not keep_stopping:
             self._set_status(self.model.status)
         self._refresh(changed)
+        if resume and not changed:
+            self._resume_pump()
+        else:
+            if resume:
+                self._pump_pending = False
+            self._request_pump(gap=0.05)  # redraw in a flush of its own: text and status go out first
+
+    # ------------------------------------------------------------------ redraw scheduling
+    def _schedule(self, key: str, task) -> None:
+        """Queue a redraw; a later one with the same key replaces it (only the newest data is drawn)."""
+        self._tasks.pop(key, None)
+        self._tasks[key] = task
+
+    def _pump(self) -> None:
+        """Run queued redraws for at most ~0.15 s, then yield the session's event loop (so that a click
+        on Stop is handled between two redraws) and continue at the next tick."""
+        budget = 0.15 if self._dispatcher.has_session else None
+        start = time.monotonic()
+        while self._tasks:
+            key = next(iter(self._tasks))
+            task = self._tasks.pop(key)
+            task()
+            if budget is not None and time.monotonic() - start > budget:
+                break
+        self._request_pump(gap=0.1)
+        self._refresh_status()
+
+    def _request_pump(self, gap: float) -> None:
+        if self._tasks and not self._pump_pending:
+            self._pump_pending = True
+            self._dispatcher.push(self._resume_pump, urgent=True, gap=gap)
+
+    def _resume_pump(self) -> None:
+        self._pump_pending = False
+        self._pump()
 
     # ------------------------------------------------------------------ building per-run plots
     def _curve_specs(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -227,54 +275,85 @@ class LiveView(pn.viewable.Viewer):
         return specs
 
     def _build_run_views(self) -> None:
+        """Streams of a new run at once; its plots one by one (each HoloViews plot costs 0.1-0.5 s)."""
         m = self.model
+        self._tasks.clear()
         self._layer_index = {name: i for i, name in enumerate(m.layers)}
         streams: dict[str, hv.streams.Stream] = {}
-        curve_panes = []
         for metric, splits in self._curve_specs():
-            pipe = hv.streams.Pipe(data=self._curves_data(metric, splits))
-            dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
-            streams[f"curves:{metric}"] = pipe
-            curve_panes.append(pn.pane.HoloViews(dmap, sizing_mode="fixed", margin=4))
-        if not curve_panes:
-            curve_panes = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>")]
-        self._curves_box.objects = curve_panes
-
+            streams[f"curves:{metric}"] = hv.streams.Pipe(data=self._curves_data(metric, splits))
         metrics_in_run = [x for x in _HEATMAP_METRICS if x in (m.config.get("metrics") or _HEATMAP_METRICS)]
         if metrics_in_run:
             self.param.heatmap_metric.objects = metrics_in_run
             if self.heatmap_metric not in metrics_in_run:
                 self.heatmap_metric = metrics_in_run[0]
-        heat = hv.streams.Pipe(data=self._heatmap_data())
-        streams["heatmap"] = heat
-        self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[heat])
-
-        proj = hv.streams.Pipe(data=self._projection_data())
-        streams["projection"] = proj
-        self._projection_pane.object = hv.DynamicMap(self._render_projection, streams=[proj])
         self.param.projection_layer.objects = list(m.layers)
         self.projection_layer = None
-        self._layer_player = self._make_player(list(m.layers) or ["—"])
-        self._player_slot.objects = [self._layer_player]
         self.projection_epoch = None
+        streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
+        streams["projection"] = hv.streams.Pipe(data=self._projection_data())
+        streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
+                                                index=False)
+        if m.config.get("strategy", "full") != "none":
+            streams["utilization"] = hv.streams.Pipe(data=m.utilization_frame())
+        self.streams = streams
+        specs = self._curve_specs()
+        if self._placeholder is not None:
+            self._placeholder.object = self._placeholder_html("Drawing the plots…")
+        if not specs:
+            self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>")]
+        for i, (metric, splits) in enumerate(specs):
+            self._schedule(f"build:curves:{metric}", partial(self._build_curve_pane, metric, splits, first=i == 0))
+        self._schedule("build:heatmap", self._build_heatmap_pane)
+        self._schedule("build:projection", self._build_projection_pane)
+        self._schedule("build:training", self._build_training_panes)
+        self._schedule("build:utilization", self._build_utilization_pane)
+
+    @property
+    def _curves_drawn(self) -> bool:
+        box = getattr(self, "_curves_box", None)
+        return box is not None and any(isinstance(o, pn.pane.HoloViews) for o in box.objects)
+
+    def _build_curve_pane(self, metric: str, splits, first: bool) -> None:
+        pipe = self.streams[f"curves:{metric}"]
+        self._tasks.pop(f"send:curves:{metric}", None)
+        pipe.send(self._curves_data(metric, splits))        # no plot subscribed yet: only stores the data
+        dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
+        pane = pn.pane.HoloViews(dmap, sizing_mode="fixed", margin=4)
+        if first:
+            self._curves_box.objects = [pane]
+        else:
+            self._curves_box.append(pane)
+
+    def _build_heatmap_pane(self) -> None:
+        self._tasks.pop("send:heatmap", None)
+        self.streams["heatmap"].send(self._heatmap_data())
+        self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[self.streams["heatmap"]])
+        self._details.visible = True
+
+    def _build_projection_pane(self) -> None:
+        self._projection_pane.object = hv.DynamicMap(self._render_projection,
+                                                     streams=[self.streams["projection"]])
+        self._layer_player = self._make_player(list(self.model.layers) or ["—"])
+        self._player_slot.objects = [self._layer_player]
         self._sync_projection_widgets()
 
-        buffer = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000, index=False)
-        streams["training"] = buffer
-        seeds = list(m.seeds)
+    def _build_training_panes(self) -> None:
+        self._tasks.pop("send:training", None)
+        self._send_training()
+        seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render_training, which="accuracy", seeds=seeds), streams=[buffer])
         self._training_panes.objects = [pn.pane.HoloViews(loss, sizing_mode="fixed"),
                                         pn.pane.HoloViews(acc, sizing_mode="fixed")]
-        if m.config.get("strategy", "full") != "none":
-            util = hv.streams.Pipe(data=m.utilization_frame())
-            streams["utilization"] = util
-            self._utilization_pane.object = hv.DynamicMap(
-                partial(self._render_utilization, layers=list(m.layers)), streams=[util])
-        else:
-            self._utilization_pane.object = None
-        self.streams = streams
-        self._details.visible = True
+
+    def _build_utilization_pane(self) -> None:
+        util = self.streams.get("utilization")
+        if util is not None:
+            self._tasks.pop("send:utilization", None)
+            util.send(self.model.utilization_frame())
+        self._utilization_pane.object = None if util is None else hv.DynamicMap(
+            partial(self._render_utilization, layers=list(self.model.layers)), streams=[util])
 
     # ------------------------------------------------------------------ stream payloads
     def _curves_data(self, metric: str, splits) -> pd.DataFrame:
@@ -325,42 +404,53 @@ class LiveView(pn.viewable.Viewer):
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
-        if not self.streams and "curves" not in changed:
-            self._refresh_status()
-            return
+        """Schedule the redraws ``changed`` needs (run by :meth:`_pump`) and update the text at once."""
         m = self.model
         dirty = set(m.dirty_metrics)
         m.dirty_metrics.clear()
-        if "curves" in changed:
-            for metric, splits in self._curve_specs():
-                pipe = self.streams.get(f"curves:{metric}")
-                if pipe is not None and metric in dirty:
-                    pipe.send(self._curves_data(metric, splits))
-        if "heatmap" in changed and "heatmap" in self.streams and self.heatmap_metric in dirty:
-            self.streams["heatmap"].send(self._heatmap_data())
-        if "training" in changed and "training" in self.streams:
-            known = len(self.streams["training"].data)
-            rows = m.training.iloc[known:]
-            if len(rows):
-                self.streams["training"].send(rows.astype(float))
-        if "utilization" in changed and "utilization" in self.streams:
-            self.streams["utilization"].send(m.utilization_frame())
-        if "projection" in changed and "projection" in self.streams:
-            self._on_new_projection()
+        if self.streams:
+            if "curves" in changed:
+                for metric, splits in self._curve_specs():
+                    if metric in dirty and f"curves:{metric}" in self.streams:
+                        self._schedule(f"send:curves:{metric}", partial(self._send_curves, metric, splits))
+            if "heatmap" in changed and self.heatmap_metric in dirty:
+                self._schedule("send:heatmap", self._send_heatmap)
+            if "training" in changed:
+                self._schedule("send:training", self._send_training)
+            if "utilization" in changed and "utilization" in self.streams:
+                self._schedule("send:utilization", lambda: self.streams["utilization"].send(m.utilization_frame()))
+            if "projection" in changed:
+                self._on_new_projection()
         if changed & {"verdict", "status", "progress"}:
             self._refresh_verdict()
         self._refresh_status()
 
+    def _send_curves(self, metric: str, splits) -> None:
+        self.streams[f"curves:{metric}"].send(self._curves_data(metric, splits))
+
+    def _send_heatmap(self) -> None:
+        self.streams["heatmap"].send(self._heatmap_data())
+
+    def _send_training(self) -> None:
+        buffer = self.streams["training"]
+        rows = self.model.training.iloc[len(buffer.data):]
+        if len(rows):
+            buffer.send(rows.astype(float))
+
     def _on_new_projection(self) -> None:
         m = self.model
+        before = (self.projection_layer, self.projection_epoch)
         available = m.projection_layers()
         if self.projection_layer is None or (self.projection_layer not in available and self.follow_latest):
             self.projection_layer = available[-1] if available else None
         if self.follow_latest and self.projection_layer:
             epochs = m.projection_epochs(self.projection_layer)
             self.projection_epoch = epochs[-1] if epochs else None
+        current = m.projection(self.projection_layer, self.projection_epoch) if self.projection_layer else None
+        if (self.projection_layer, self.projection_epoch) == before and current is self._shown_projection:
+            return                      # the new layout is for another layer or epoch: nothing to redraw
         self._sync_projection_widgets()
-        self._send_projection()
+        self._schedule("send:projection", self._send_projection)
 
     def _send_projection(self) -> None:
         pipe = self.streams.get("projection")
@@ -368,6 +458,8 @@ class LiveView(pn.viewable.Viewer):
             return
         data = self._projection_data()
         self._projection_points = len(data["frame"])
+        layer = self.projection_layer
+        self._shown_projection = self.model.projection(layer, self.projection_epoch) if layer else None
         pipe.send(data)
 
     def _sync_projection_widgets(self) -> None:
@@ -404,7 +496,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _on_heatmap_choice(self, *_events) -> None:
         if "heatmap" in self.streams:
-            self.streams["heatmap"].send(self._heatmap_data())
+            self._send_heatmap()
             self._refresh_status()
 
     # ------------------------------------------------------------------ text
@@ -445,7 +537,9 @@ class LiveView(pn.viewable.Viewer):
             if p.epoch is not None:
                 where.append(f"epoch {p.epoch}/{m.n_epochs}")
             parts.append(f"{stage} {p.done}/{p.total}" + (f" ({', '.join(where)})" if where else ""))
-            parts.append(f"ETA {_fmt_seconds(m.eta_seconds())}")
+            eta = m.eta_seconds()
+            if eta is not None:
+                parts.append(f"about {_fmt_seconds(eta)} left")
         elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
             parts.append(f"after {_fmt_seconds(m.ended_at - m.started_at)}")
         if self._message and status in ("starting", "queued", "idle", "stopping"):
@@ -487,11 +581,14 @@ class LiveView(pn.viewable.Viewer):
         frame = m.metrics
         unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame
         heat = self.streams.get("heatmap")
-        cells = int(heat.data["frame"]["value"].notna().sum()) if heat is not None else 0
+        drawn = getattr(self, "_heatmap_pane", None) is not None and self._heatmap_pane.object is not None
+        cells = int(heat.data["frame"]["value"].notna().sum()) if heat is not None and drawn else 0
+        shown = getattr(self, "_projection_pane", None) is not None and self._projection_pane.object is not None
         return {
             "status": self.status, "run_id": m.run_id, "events": self._n_events,
-            "layers": len(m.layers), "metric_layers": int(unseen["layer"].nunique()) if len(unseen) else 0,
-            "heatmap_cells": cells, "projection_points": self._projection_points,
+            "layers": len(m.layers),
+            "metric_layers": int(unseen["layer"].nunique()) if len(unseen) and self._curves_drawn else 0,
+            "heatmap_cells": cells, "projection_points": self._projection_points if shown else 0,
             "epochs_done": m.epochs_done, "message": m.message,
             "stage": m.progress.stage if m.progress is not None else None,
         }

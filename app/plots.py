@@ -7,6 +7,8 @@ curves), so that HoloViews updates the existing Bokeh glyphs in place.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
@@ -17,29 +19,29 @@ __all__ = [
     "training_curves", "utilization_bars", "compare_curves", "empty_projection_frame",
 ]
 
-METRIC_LABELS = {
+METRIC_LABELS = MappingProxyType({
     "nmi": "NMI", "knn_accuracy": "kNN accuracy", "knn_purity": "kNN purity",
     "weighted_knn_accuracy": "weighted kNN", "linear_probe_accuracy": "linear probe",
     "nc1": "NC1", "cdnv": "CDNV", "numerical_rank": "numerical rank", "nc2_equinorm": "NC2 equinorm",
     "nc2_equiangularity": "NC2 equiangularity", "ncc_accuracy": "NCC accuracy",
-}
+})
 """Short human labels of the metric names used by lab."""
 
 LOG_METRICS = frozenset({"nc1", "cdnv"})
 """Metrics shown on a log axis (they span orders of magnitude across layers)."""
 
-_SPLIT_RAMPS = {
+_SPLIT_RAMPS = MappingProxyType({
     # light -> dark per split; the latest epoch gets the darkest shade
-    "unseen": ["#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"],
-    "seen": ["#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"],
-}
-_SPLIT_DASH = {"unseen": "solid", "seen": "dashed"}
+    "unseen": ("#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
+    "seen": ("#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"),
+})
+_SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
 _MAX_LINES = 16
-_CATEGORY_COLORS = [
+_CATEGORY_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
     "#e6550d", "#31a354", "#756bb1", "#636363",
-]
+)
 
 
 def metric_label(metric: str) -> str:
@@ -98,7 +100,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
     optional mean ± std band of the latest epoch, the earlier epochs as one
-    NaN-separated line, the latest epoch), so that a DynamicMap updates the same
+    NaN-separated line, the latest epoch as a line and markers), so that a DynamicMap updates the same
     Bokeh glyphs in place; few glyphs keep each update cheap.
 
     Parameters
@@ -149,9 +151,12 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         latest_frame = {"layer_pos": x, metric: _log10(mean, log), "layer": np.array(layers, dtype=object),
                         "std": std, "epoch": np.full(n, latest), "split": np.full(n, split, dtype=object)}
         elements.append(hv.Curve(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
-            color=ramp[-1], line_width=3.5, line_dash=dash, framewise=True,
-            tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"), ("± std", "@std{0.000}"),
-                                       ("split", "@split"), ("epoch", "@epoch")], mode="vline")]))
+            color=ramp[-1], line_width=3.5, line_dash=dash, framewise=True))
+        # markers: a layer measured alone is visible at once (a line needs two points), and carry the hover
+        elements.append(hv.Scatter(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
+            color=ramp[-1], size=7, framewise=True,
+            tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
+                                       ("± std", "@std{0.000}"), ("split", "@split"), ("epoch", "@epoch")])]))
     title = f"{label} ({' & '.join(splits)})"
     if len(splits) > 1:
         title += " · seen dashed"

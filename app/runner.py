@@ -170,9 +170,13 @@ class RunControl(pn.viewable.Viewer):
                     return
                 push(partial(self.live.set_message, "Starting… (loading data and backbone)", "starting"))
                 started = time.monotonic()
+                thumbnails_requested = False
                 for event in lab.run(cfg, store=self._store, cancel=token):
                     if event.kind == ev.RunStarted.kind:
                         run_id = event.run_id
+                    elif event.kind == ev.ProjectionReady.kind and not thumbnails_requested:
+                        # after the first metrics, so that it does not compete with the run's start
+                        thumbnails_requested = True
                         self._load_thumbnails(cfg)
                     elif event.kind == ev.ProjectionReady.kind and self.live.thumbnails is not None:
                         self.live.thumbnails.get(event.indices)   # render thumbnails here, not on the page thread

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import logging
 import re
 import tempfile
 from pathlib import Path
@@ -19,7 +18,6 @@ from . import plots
 
 __all__ = ["RunsPanel"]
 
-_log = logging.getLogger(__name__)
 _TABLE_COLUMNS = ["name", "status", "dataset", "backbone", "strategy", "epochs", "best_layer", "g",
                   "heldout_accuracy", "seeds", "started", "run_id"]
 

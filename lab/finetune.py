@@ -260,8 +260,30 @@ class FineTuner:
         """Names (in ``model``) of the parameters that train."""
         return [n for n, p in self.model.named_parameters() if p.requires_grad]
 
-    def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,
-                    on_batch: Callable[[int, float], None] | None = None) -> dict:
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
+        """One optimizer step on a batch; returns (mean loss, number correct).
+
+        Call with the model in train mode (:meth:`train_epoch` and the run engine do).
+        Raises ValueError when the loss is not finite (training diverged).
+        """
+        if self.optimizer is None:
+            raise ValueError(f"strategy {self.strategy.name!r} does not train.")
+        device = self.bb.device
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        logits = self.model(x)                                                          # (B, K)
+        loss = F.cross_entropy(logits, y)
+        if not torch.isfinite(loss):
+            raise ValueError(
+                f"training diverged: the loss became {float(loss.detach())}. Lower lr "
+                f"(now {self.optimizer.param_groups[0]['lr']:g}) or check the data."
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach()), int((logits.detach().argmax(1) == y).sum())
+
+    def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None) -> dict:
         """One pass over ``batches`` of (x, y); returns {"loss", "accuracy", "n"} (means over samples).
 
         The whole backbone is in train mode (batch-norm statistics update on this
@@ -270,31 +292,16 @@ class FineTuner:
         """
         if self.optimizer is None:
             raise ValueError(f"strategy {self.strategy.name!r} does not train.")
-        device = self.bb.device
         self.model.train()
         total_loss, correct, n = 0.0, 0, 0
         try:
-            for i, (x, y) in enumerate(batches):
+            for x, y in batches:
                 if should_stop is not None and should_stop():
                     raise Cancelled()
-                x = x.to(device, non_blocking=True)
-                y = y.to(device, non_blocking=True)
-                logits = self.model(x)                                                  # (B, K)
-                loss = F.cross_entropy(logits, y)
-                if not torch.isfinite(loss):
-                    raise ValueError(
-                        f"training diverged: the loss became {loss.item()} in batch {i}. Lower lr "
-                        f"(now {self.optimizer.param_groups[0]['lr']:g}) or check the data."
-                    )
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.optimizer.step()
-                b = y.shape[0]
-                total_loss += float(loss.detach()) * b
-                correct += int((logits.detach().argmax(1) == y).sum())
-                n += b
-                if on_batch is not None:
-                    on_batch(i, float(loss.detach()))
+                loss, right = self.train_step(x, y)
+                total_loss += loss * len(y)
+                correct += right
+                n += len(y)
         finally:
             self.model.eval()
         if n == 0:

@@ -57,14 +57,15 @@ def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
     if n < 2:
         raise ValueError(f"pca_layout needs at least 2 points. Got {n}.")
     Xc = X - X.mean(0, keepdim=True)                                  # (N, d)
-    Xc = Xc.double()
-    # Eigen-decompose the smaller of the (d, d) scatter and the (N, N) Gram matrix.
+    # Eigen-decompose the smaller of the (d, d) scatter and the (N, N) Gram matrix. The product
+    # stays in the features' precision (the costly part, a picture needs no more); the small
+    # symmetric eigenproblem runs in float64.
     if Xc.shape[1] <= Xc.shape[0]:
-        evals, evecs = torch.linalg.eigh(Xc.T @ Xc)                  # (d,), (d, d) ascending
+        evals, evecs = torch.linalg.eigh((Xc.T @ Xc).double())       # (d,), (d, d) ascending
         order = torch.argsort(evals, descending=True)[:2]
-        scores = Xc @ evecs[:, order]                                 # (N, 2)
+        scores = Xc.double() @ evecs[:, order]                        # (N, 2)
     else:
-        evals, evecs = torch.linalg.eigh(Xc @ Xc.T)                  # (N,), (N, N) ascending
+        evals, evecs = torch.linalg.eigh((Xc @ Xc.T).double())       # (N,), (N, N) ascending
         order = torch.argsort(evals, descending=True)[:2]
         scores = evecs[:, order] * evals[order].clamp_min(0).sqrt()   # (N, 2)
     coords = scores.cpu().numpy()

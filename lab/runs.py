@@ -47,7 +47,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as _wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Generator, Iterator
 
 import numpy as np
@@ -214,7 +214,6 @@ class _SeedState:
     initial_modules: dict        # tap -> module.state_dict() at epoch 0 (CPU copies) where it can change
     train_labels: np.ndarray | None = None      # labels used for training (noisy when label_noise > 0)
     corrupted: np.ndarray | None = None         # indices (into data.train) of corrupted labels
-    last_eval: dict = field(default_factory=dict)
 
 
 class _Engine:
@@ -237,7 +236,11 @@ class _Engine:
         self.prev_pca: dict[tuple[int, str], np.ndarray] = {}
         self.summary: dict = {}
         self.first_eval = True
+        self.heldout: dict[int, dict[int, float | None]] = {}
+        self.trainable_fraction: float | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._io: ThreadPoolExecutor | None = None
+        self._io_futures: list = []
 
     # -- small helpers ---------------------------------------------------------------------------
     def _check(self) -> None:
@@ -259,6 +262,23 @@ class _Engine:
 
     def _timed(self, key: str, t: float) -> None:
         self.timings[key] += time.perf_counter() - t
+
+    def _save(self, method: str, *args, **kwargs) -> None:
+        """Write an array file (embeddings, a layout) on the store's I/O thread, off the critical path.
+
+        Every write of an epoch is waited for (:meth:`_sync_io`) before the epoch's training row
+        closes it, so a completed epoch on disk is always whole.
+        """
+        if isinstance(self.writer, _NullWriter):
+            return
+        if self._io is None:
+            self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-store")
+        self._io_futures.append(self._io.submit(getattr(self.writer, method), *args, **kwargs))
+
+    def _sync_io(self) -> None:
+        futures, self._io_futures = self._io_futures, []
+        for fut in futures:
+            fut.result()                       # re-raises a failed write
 
     def _threaded(self, fn: Callable, *, stage: str, seed: int | None, epoch: int | None
                   ) -> Generator[Event, None, Any]:
@@ -347,6 +367,8 @@ class _Engine:
                 self.projector.close()
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
+            if self._io is not None:
+                self._io.shutdown(wait=True)
         self._close("finished", None)
         yield RunFinished(self.run_id, seconds=time.perf_counter() - self.t0, summary=self.summary)
 
@@ -365,6 +387,10 @@ class _Engine:
         if self.writer is None:
             return
         try:
+            try:
+                self._sync_io()
+            except Exception:          # noqa: BLE001 - a failed array write must not hide the outcome
+                pass
             self._flush_rows()
             if tb:
                 self.writer.update_meta(traceback=tb)
@@ -385,9 +411,14 @@ class _Engine:
     def _run(self) -> Generator[Event, None, None]:
         import torch
 
-        import lab.backbones
-        import lab.store  # noqa: F401 - registers the "run:ID" checkpoint resolver with lab.backbones
+        import lab.backbones  # noqa: F401 - loaded first, so that the store can register with it
+        import lab.store
         from lab.device import resolve_device
+
+        # checkpoint="run:ID[/seed]" loads a stored run's fine-tuned weights.
+        register = getattr(lab.store, "register_checkpoint_resolver", None)
+        if register is not None:
+            register()
 
         cfg = self.cfg
         t = time.perf_counter()
@@ -497,6 +528,7 @@ class _Engine:
     # -- one epoch ---------------------------------------------------------------------------------
     def _epoch(self, state: _SeedState, epoch: int, *, last_seed: bool) -> Generator[Event, None, None]:
         t_epoch = time.perf_counter()
+        before = dict(self.timings)
         seed = state.seed
         train_loss = train_acc = None
         if epoch > 0:
@@ -506,11 +538,14 @@ class _Engine:
         self._timed("evaluate", t_eval)
         seconds = time.perf_counter() - t_epoch
         t = time.perf_counter()
+        self._sync_io()
         self._flush_rows()
+        spent = {f"{key}_seconds": self.timings[key] - before[key]
+                 for key in ("train", "evaluate", "extract", "metrics", "projection")}
         self.writer.append_training({
             "seed": seed, "epoch": epoch, "train_loss": train_loss, "train_accuracy": train_acc,
             "heldout_accuracy": ev["heldout_accuracy"], "heldout_loss": ev["heldout_loss"],
-            "resilience": ev["resilience"], "seconds": seconds,
+            "resilience": ev["resilience"], "seconds": seconds, **spent,
         })
         self.writer.heartbeat()
         self._timed("store", t)
@@ -521,6 +556,8 @@ class _Engine:
                             heldout_loss=ev["heldout_loss"], resilience=ev["resilience"])
         values = ev["values"]
         self.history.setdefault(epoch, {})[seed] = values
+        self.heldout.setdefault(epoch, {})[seed] = ev["heldout_accuracy"]
+        self.trainable_fraction = state.ft.trainable_fraction
         g = _generalization({k: v for k, v in values.items()}, self.layers)
         if g is not None:
             yield Generalization(self.run_id, epoch=epoch, g=g[1], layer=g[0], seed=seed)
@@ -528,34 +565,23 @@ class _Engine:
             yield from self._aggregate(epoch)
 
     def _train(self, state: _SeedState, epoch: int) -> Generator[Event, None, tuple[float, float]]:
-        import torch
-        from torch.nn import functional as F
-
-        cfg, ft = self.cfg, state.ft
+        """One epoch on the seen training images; a Progress event (and a cancel check) per batch."""
+        ft = state.ft
         t = time.perf_counter()
         loader = self._train_loader(state, epoch)
         total = len(loader)
-        device = state.bb.device
         ft.model.train()
         loss_sum, correct, n = 0.0, 0, 0
         try:
-            for i, batch in enumerate(loader):
+            for i, (x, y) in enumerate(loader):
                 self._check()
-                x, y = batch[0].to(device), batch[1].to(device)
-                logits = ft.model(x)                                                    # (B, K)
-                loss = F.cross_entropy(logits, y)
-                if not torch.isfinite(loss):
-                    raise ValueError(
-                        f"training diverged: the loss became {float(loss)} at epoch {epoch}, batch {i}. "
-                        f"Lower lr (now {cfg.learning_rate:g}) or check the data."
-                    )
-                ft.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                ft.optimizer.step()
-                b = int(y.shape[0])
-                loss_sum += float(loss.detach()) * b
-                correct += int((logits.detach().argmax(1) == y).sum())
-                n += b
+                try:
+                    loss, right = ft.train_step(x, y)
+                except ValueError as exc:
+                    raise ValueError(f"epoch {epoch}, batch {i}: {exc}") from exc
+                loss_sum += loss * len(y)
+                correct += right
+                n += len(y)
                 yield Progress(self.run_id, "train", i + 1, total, seed=state.seed, epoch=epoch)
                 for res in self._poll_projections():
                     yield res
@@ -629,13 +655,13 @@ class _Engine:
                 yield LayerMetrics(self.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
                 if layer in self.proj_layers:
                     t = time.perf_counter()
-                    self.writer.save_embeddings(seed, epoch, layer, X.detach().to("cpu", torch.float16),
-                                                labels, self.unseen_indices)
+                    self._save("save_embeddings", seed, epoch, layer, X.detach().to("cpu", torch.float16),
+                               labels, self.unseen_indices)
                     with _few_threads(X):
                         pca = pca_layout(X, reference=self.prev_pca.get((seed, layer)))
                     self.prev_pca[(seed, layer)] = pca
-                    self.writer.save_projection(seed, epoch, layer, "pca", pca, labels, self.unseen_indices,
-                                                class_names=class_names)
+                    self._save("save_projection", seed, epoch, layer, "pca", pca, labels, self.unseen_indices,
+                               class_names=class_names)
                     if cfg.projection == "umap" and X.shape[0] >= 4:
                         self._submit_umap(seed, epoch, layer, X, previous_proj, pca)
                     self._timed("projection", t)
@@ -748,8 +774,8 @@ class _Engine:
     def _projection_event(self, res) -> ProjectionReady:
         labels = self.unseen_labels.numpy()
         t = time.perf_counter()
-        self.writer.save_projection(res.seed, res.epoch, res.layer, res.method, res.coords, labels,
-                                    self.unseen_indices, class_names=list(self.data.split.unseen))
+        self._save("save_projection", res.seed, res.epoch, res.layer, res.method, res.coords, labels,
+                   self.unseen_indices, class_names=list(self.data.split.unseen))
         self._timed("store", t)
         return ProjectionReady(self.run_id, seed=res.seed, epoch=res.epoch, layer=res.layer, method=res.method,
                                coords=res.coords, labels=labels, indices=self.unseen_indices,
@@ -774,7 +800,7 @@ class _Engine:
             dicts = [v[(layer, split)] for v in per_seed.values() if (layer, split) in v]
             if len(dicts) < 2:
                 continue
-            metrics = sorted(set().union(*dicts), key=list(dicts[0]).index if dicts[0] else None)
+            metrics = list(dict.fromkeys(m for d in dicts for m in d))      # first-seen order
             mean, std = {}, {}
             for m in metrics:
                 xs = np.array([d.get(m, np.nan) for d in dicts], dtype=float)
@@ -795,18 +821,17 @@ class _Engine:
     # -- contribution (Wang & Yang) ------------------------------------------------------------------
     def _contribution(self, state: _SeedState) -> Generator[Event, None, None]:
         """Re-initialise each tap's module to its epoch-0 weights; measure; restore exactly."""
-        import lab.metrics
         from lab.finetune import reinitialized
 
-        cfg, bb, ft, seed = self.cfg, state.bb, state.ft, state.seed
-        base = yield from self._probe(state, "baseline")
+        bb, seed = state.bb, state.seed
+        base = yield from self._probe(state)
         taps = [name for name in state.weighted if name in state.initial_modules]
         for i, layer in enumerate(taps):
             self._check()
             yield Progress(self.run_id, "contribution", i, len(taps), seed=seed)
             module = bb.tap_module(layer)
             with reinitialized(module, state.initial_modules[layer]):
-                vals = yield from self._probe(state, layer)
+                vals = yield from self._probe(state)
             for key in list(base):
                 if key in vals and vals[key] is not None and base[key] is not None:
                     vals[f"{key}_delta"] = vals[key] - base[key]
@@ -816,7 +841,7 @@ class _Engine:
             yield LayerContribution(self.run_id, seed=seed, layer=layer, values=vals)
         yield Progress(self.run_id, "contribution", len(taps), len(taps), seed=seed)
 
-    def _probe(self, state: _SeedState, what: str) -> Generator[Event, None, dict]:
+    def _probe(self, state: _SeedState) -> Generator[Event, None, dict]:
         """Held-out loss/accuracy and unseen NMI (pre-logits, and g over the chosen layers)."""
         import lab.metrics
 
@@ -833,7 +858,8 @@ class _Engine:
         nmis = {}
         for layer in ulayers:
             self._check()
-            nmis[layer] = float(lab.metrics.nmi(feats[layer], y, protocol=cfg.protocol))
+            with _few_threads(feats[layer]):
+                nmis[layer] = float(lab.metrics.nmi(feats[layer], y, protocol=cfg.protocol))
         out["unseen_nmi"] = nmis["pre_logits"]
         out["unseen_g"] = max(v for k, v in nmis.items() if k in self.layers) if self.layers else None
         return out
@@ -842,10 +868,12 @@ class _Engine:
     def _summary(self) -> dict:
         epochs = sorted(self.history)
         out: dict[str, Any] = {"epochs": self.cfg.n_epochs, "seeds": list(self.cfg.seeds),
-                               "layers": list(self.layers)}
+                               "layers": list(self.layers), "trainable_fraction": self.trainable_fraction}
         if not epochs:
             return out
         last = epochs[-1]
+        accs = [a for a in self.heldout.get(last, {}).values() if a is not None]
+        out["heldout_accuracy"] = float(np.mean(accs)) if accs else None
         per_seed = self.history[last]
         curves = {}
         for layer in self.layers:
@@ -915,6 +943,9 @@ def _failure_message(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, (ValueError, FileNotFoundError, KeyError)):
         return text
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return (f"ran out of memory ({type(exc).__name__}: {text}). Lower batch_size or eval_batch_size, "
+                f"cap unseen_per_class / seen_per_class, measure fewer layers, or use a smaller img_size.")
     return (f"{type(exc).__name__}: {text}. This looks like a bug in layerscope rather than a problem with the "
             f"config; the traceback is stored in the run's meta.json.")
 

@@ -6,7 +6,6 @@ import time
 
 import holoviews as hv
 import numpy as np
-import pandas as pd
 import panel as pn
 import pytest
 from bokeh.document import Document
@@ -101,6 +100,23 @@ def test_aggregate_event_replaces_display_mean(live):
     nmi = live.streams["curves:nmi"].data
     row = nmi[(nmi["epoch"] == 0) & (nmi["layer"] == "stem")]
     assert row["mean"].item() == pytest.approx(0.9) and row["std"].item() == pytest.approx(0.05)
+
+
+def test_eta_comes_from_the_pace_of_training_epochs():
+    from app._model import RunModel
+
+    events = list(synthetic_run(epochs=3))
+    model = RunModel()
+    model.apply(events[0])
+    model.started_at = 0.0
+    assert model.eta_seconds(now=1.0) is None                     # nothing evaluated yet
+    model.apply(ev.EpochFinished("r1", seed=0, epoch=0, train_loss=None, train_accuracy=None,
+                                 heldout_accuracy=0.1, seconds=1.0))
+    model._epoch_times[-1] = 2.0                                   # epoch 0 (evaluation only) ended at t=2
+    model.apply(ev.Progress("r1", stage="train", done=5, total=10, seed=0, epoch=1))
+    # half of epoch 1 in 10 s -> 20 s per epoch; 3 evaluations left, half of one done
+    assert model.eta_seconds(now=12.0) == pytest.approx(20.0 * 2.5)
+    assert 0 < model.fraction_done() < 0.5
 
 
 def test_run_failed_becomes_a_visible_message_and_keeps_epochs(live):

@@ -226,3 +226,23 @@ def test_registry_accepts_new_strategies():
         assert {n.split(".")[1] for n in ft.trainable_names() if n.startswith("backbone.")} == {"fc1"}
     finally:
         finetune.STRATEGIES.pop("head_and_stem")
+
+
+def test_scl_on_a_transformer_adds_the_block_class_token():
+    torch.manual_seed(0)
+    bb = lab.backbones.load("vit_tiny_patch16_224", in_chans=1, img_size=16, patch_size=8, depth=2, device="cpu")
+    block = bb.layers[1]
+    assert bb.tap(block).kind == "tokens" and bb.tap(block).cls_token
+    ft = prepare(bb, 3, "scl", block=block, lr=1e-3, seed=0)
+    x = torch.randn(4, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    captured = {}
+    handle = bb.model.get_submodule(bb.tap(block).module_name).register_forward_hook(
+        lambda m, a, out: captured.__setitem__("out", out.detach().clone()))
+    try:
+        with torch.no_grad():
+            pre = bb.pre_logits(x)                                          # (4, 192)
+    finally:
+        handle.remove()
+    with torch.no_grad():
+        got = ft.model.features(x)
+    torch.testing.assert_close(got, pre + captured["out"][:, 0], rtol=1e-5, atol=1e-5)   # class token, no padding

@@ -81,6 +81,7 @@ def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
         assert [e.layer for e in window if e.kind == "layer_utilization"] == WEIGHTED
         pca = [e for e in window if e.kind == "projection_ready" and e.method == "pca"]
         assert [e.layer for e in pca] == LAYERS and pca[0].coords.shape == (40, 2)
+        assert any(e.kind == "progress" and e.stage == "extract" for e in window)
         if epoch > 0:
             assert any(e.kind == "progress" and e.stage == "train" for e in window)
         start = end + 1
@@ -161,6 +162,7 @@ def test_run_validates_a_dict_config_at_call_time(store):
     ({"unseen": ["0", "1", "x"]}, r"class 'x' is not in dataset 'digits'; its classes are '0', '1'"),
     ({"n_unseen": 9}, r"n_unseen=9 leaves fewer than 2 seen classes of the 10 in 'digits'"),
     ({"backbone": "resnet1800"}, r"unknown backbone 'resnet1800'"),
+    ({"lr": 1e12, "optimizer": "sgd"}, r"epoch 1, batch \d+: training diverged: the loss became nan\. Lower lr"),
 ])
 def test_bad_user_input_ends_in_run_failed_with_a_message(store, changes, message):
     events = _events(_cfg(**changes), store)
@@ -216,9 +218,13 @@ def test_label_noise_reports_resilience_and_contribution_restores(store):
     assert contrib[0].values["unseen_nmi"] - contrib[0].values["unseen_nmi_delta"] == pytest.approx(final["pre_logits"])
 
 
-def test_a_stored_run_is_a_checkpoint(store):
+def test_a_stored_run_is_a_checkpoint(store, monkeypatch):
     first = _events(_cfg(epochs=1), store)
     run_id = first[0].run_id
+    import lab.backbones
+
+    # the engine itself registers the "run:" resolver (the store registers only when backbones is loaded)
+    monkeypatch.setattr(lab.backbones, "_CHECKPOINT_RESOLVERS", {})
     again = _events(_cfg(strategy="none", epochs=None, lr=None, checkpoint=f"run:{run_id}"), store)
     assert again[-1].kind == "run_finished", again[-1]
     before = {e.layer: e.values for e in first if e.kind == "layer_metrics" and e.epoch == 1 and e.split == "unseen"}
@@ -237,6 +243,22 @@ def test_prepare_data_rebuilds_the_projection_images():
 
 def test_lab_exports_the_engine():
     assert lab.run is run and lab.RunConfig is RunConfig
+
+
+@pytest.mark.slow       # numba compiles umap once per process (~10-15 s here)
+def test_umap_layouts_arrive_after_pca_and_are_stored(store):
+    events = _events(_cfg(strategy="none", epochs=None, lr=None, projection="umap"), store)
+    assert events[-1].kind == "run_finished"
+    proj = [e for e in events if e.kind == "projection_ready"]
+    assert [e.layer for e in proj if e.method == "pca"] == LAYERS
+    umap = [e for e in proj if e.method == "umap"]
+    assert sorted(e.layer for e in umap) == sorted(LAYERS)            # the last epoch is always waited for
+    assert all(events.index(u) > events.index(p) for u in umap for p in proj
+               if p.method == "pca" and p.layer == u.layer)
+    assert umap[0].coords.shape == (40, 2) and np.isfinite(umap[0].coords).all()
+    assert list(umap[0].class_names) == events[0].unseen
+    coords, labels, indices = store.load(events[0].run_id).projection(0, 0, "fc2", method="umap")
+    assert coords.shape == (40, 2) and np.array_equal(indices, np.arange(40))
 
 
 _KILL_CHILD = textwrap.dedent("""
