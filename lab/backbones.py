@@ -495,6 +495,12 @@ def _create_timm(name: str, *, pretrained: bool, num_classes: int, in_chans: int
 def _resolve_checkpoint(checkpoint) -> str:
     spec = os.fspath(checkpoint)
     scheme, sep, _ = spec.partition(":")
+    if sep and scheme == "run" and scheme not in _CHECKPOINT_RESOLVERS:
+        # The run store registers "run:" itself; import it lazily so a fresh
+        # process can load a run's weights without creating a RunStore first.
+        import lab.store
+
+        lab.store.register_checkpoint_resolver()
     if sep and scheme in _CHECKPOINT_RESOLVERS:
         spec = os.fspath(_CHECKPOINT_RESOLVERS[scheme](spec))
     if not os.path.isfile(spec):
