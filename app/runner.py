@@ -22,6 +22,7 @@ from lab import events as ev
 
 from ._thumbs import ThumbnailSource
 from .live import LiveView
+from ._notify import notify as _notify
 from .resources import shared
 
 __all__ = ["RunControl", "readable_error"]
@@ -37,12 +38,6 @@ def readable_error(exc: BaseException) -> str:
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
         return f"could not read {getattr(exc, 'filename', '') or 'a file'}: {exc.strerror or text}"
     return f"{type(exc).__name__}: {text}"
-
-
-def _notify(kind: str, message: str, duration: int = 6000) -> None:
-    notifications = pn.state.notifications
-    if notifications is not None:
-        getattr(notifications, kind)(message, duration=duration)
 
 
 class RunControl(pn.viewable.Viewer):

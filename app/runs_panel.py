@@ -15,17 +15,12 @@ import param
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
 from . import plots
+from ._notify import notify as _notify
 
 __all__ = ["RunsPanel"]
 
 _TABLE_COLUMNS = ["name", "status", "dataset", "backbone", "strategy", "epochs", "best_layer", "g",
                   "heldout_accuracy", "seeds", "started", "run_id"]
-
-
-def _notify(kind: str, message: str, duration: int = 6000) -> None:
-    notifications = pn.state.notifications
-    if notifications is not None:
-        getattr(notifications, kind)(message, duration=duration)
 
 
 class RunsPanel(pn.viewable.Viewer):
