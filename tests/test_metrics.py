@@ -65,6 +65,49 @@ def test_nmi_equals_sklearn_kmeans_nmi(as_tensor):
     assert 0.2 < ref < 0.95   # a non-trivial case
 
 
+@pytest.mark.parametrize("case", range(12))
+def test_kmeans_labels_equal_sklearn_kmeans(case):
+    """The lean k-means behind nmi returns KMeans' labels exactly: float32 / float64 / int
+    input, far-from-origin data, few and many clusters, one and ten restarts."""
+    from lab.metrics._kmeans import kmeans_labels
+
+    rng = np.random.default_rng(case)
+    n, d, k = int(rng.integers(30, 1500)), int(rng.integers(2, 300)), int(rng.integers(2, 9))
+    dtype = (np.float32, np.float64, np.int64)[case % 3]
+    centres = rng.normal(scale=rng.uniform(0.3, 3.0), size=(k, d))
+    X = centres[rng.integers(0, k, n)] + rng.normal(size=(n, d))
+    X = (X * 50 + 1000).astype(dtype) if case % 4 == 0 else X.astype(dtype)
+    for n_init, seed in ((10, 0), (1, 42), (3, case)):
+        ref = KMeans(k, n_init=n_init, random_state=seed).fit(X).labels_
+        np.testing.assert_array_equal(kmeans_labels(X, k, n_init=n_init, seed=seed), ref)
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_probe_fit_is_bit_identical_to_logistic_regression(case):
+    """The lean probe behind linear_probe_accuracy returns LogisticRegression's coefficients
+    exactly and the pipeline's accuracy: float32 / float64 / float16, 2-7 classes, several C."""
+    from lab.metrics._probe import _fit_multinomial, probe_accuracy
+
+    rng = np.random.default_rng(100 + case)
+    n, d, k = int(rng.integers(60, 700)), int(rng.integers(2, 120)), int(rng.integers(2, 8))
+    dtype = (np.float32, np.float64, np.float16)[case % 3]
+    C = (1.0, 0.05, 20.0)[case % 3]
+    centres = rng.normal(scale=rng.uniform(0.2, 2.0), size=(k, d))
+    y = np.arange(n) % k
+    X = (centres[y] + rng.normal(size=(n, d))).astype(dtype)
+    test = (np.arange(n) // k) % 4 == 0                       # a quarter of every class
+    train = ~test
+    ref = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000)).fit(X[train], y[train])
+    assert probe_accuracy(X[train], y[train], X[test], y[test], n_classes=k, C=C, max_iter=1000) \
+        == ref.score(X[test], y[test])
+    if k >= 3:
+        A = ref[0].transform(X[train])
+        A = A if A.dtype in (np.float32, np.float64) else A.astype(np.float64)
+        W = _fit_multinomial(A, y[train], k, C=C, max_iter=1000).reshape((k, -1), order="F").astype(A.dtype)
+        np.testing.assert_array_equal(W[:, :-1], ref[1].coef_)
+        np.testing.assert_array_equal(W[:, -1], ref[1].intercept_)
+
+
 def test_paper_protocol_reproduces_seed_code():
     """Transcription of dyballa/generalization ``compute_nmis`` on a fixed dataset."""
     X, y = blobs(n_per_class=30, k=5, d=16, spread=0.7, seed=7, dtype=np.float32)
@@ -287,3 +330,35 @@ def test_gpu_agrees_with_cpu():
     cpu = metrics.compute_layer(torch.from_numpy(X), y, metrics=metrics.ALL_METRICS)
     gpu = metrics.compute_layer(torch.from_numpy(X).cuda(), torch.from_numpy(y).cuda(), metrics=metrics.ALL_METRICS)
     assert gpu == pytest.approx(cpu, rel=1e-5)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_same_class_count_with_ties_is_a_valid_top_k(metric):
+    """knn_purity counts via the k-th value only; with many exact ties (duplicates on a
+    corners of a hypercube: equal norms, so distances and cosines are exact) every row's
+    count must be one that some top-k selection gives."""
+    from lab.metrics._neighbors import _neighbor_graphs
+
+    rng = np.random.default_rng(3)
+    X = torch.from_numpy(rng.choice([-1.0, 1.0], size=(120, 4)))
+    codes = torch.from_numpy(rng.integers(0, 3, size=120))
+    k = 17
+    got = _neighbor_graphs(X, {"p": (metric, k, "same_class")}, codes=codes, block_rows=50)["p"].numpy()
+    Xn, cn = X.numpy(), codes.numpy()
+    if metric == "euclidean":
+        key = ((Xn[:, None, :] - Xn[None, :, :]) ** 2).sum(-1)
+    else:
+        key = -(Xn @ Xn.T) / 4.0                # minus the cosine
+    np.fill_diagonal(key, np.inf)
+    n_ambiguous = 0
+    for i in range(len(Xn)):
+        kth = np.sort(key[i])[k - 1]
+        sure = key[i] < kth                    # in every top k
+        tied = key[i] == kth                   # some of these fill the remaining slots
+        same = cn == cn[i]
+        slots = k - sure.sum()
+        lo = (sure & same).sum() + max(0, slots - (tied & ~same).sum())
+        hi = (sure & same).sum() + min(slots, (tied & same).sum())
+        assert lo <= got[i] <= hi
+        n_ambiguous += lo < hi
+    assert n_ambiguous > 10                    # the tie path was exercised

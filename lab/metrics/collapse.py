@@ -13,9 +13,11 @@ No d × d matrix is ever formed.
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import torch
 
 from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _single_thread_on_cpu
+from ._neighbors import _matmul_t
 
 __all__ = ["nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy"]
 
@@ -313,16 +315,18 @@ def _numerical_rank_impl(c: _Checked) -> float:
             rows = _rows_per_block(c.d)
             for s in range(0, n_k, rows):
                 Hb = c.X.index_select(0, idx[s:s + rows]).to(dtype)                  # (B, d)
-                gram += Hb.T @ Hb
+                gram += _matmul_t(Hb.T, Hb.T)
         else:
             gram = torch.zeros(n_k, n_k, dtype=dtype, device=c.X.device)            # (n_k, n_k)
             cols = max(1, _BLOCK_ELEMENTS // n_k)
             for s in range(0, c.d, cols):
                 Hb = c.X[:, s:s + cols].index_select(0, idx).to(dtype)               # (n_k, b)
-                gram += Hb @ Hb.T
-        gram = gram.cpu().double()
-        fro2 = float(gram.diagonal().sum())
-        spec2 = float(torch.linalg.eigvalsh(gram)[-1])
+                gram += _matmul_t(Hb, Hb)
+        gram = gram.cpu().double().numpy()
+        fro2 = float(np.trace(gram))
+        # Only the largest eigenvalue: LAPACK's subset driver, ~1.5x faster than all of them.
+        spec2 = float(scipy.linalg.eigh(gram, eigvals_only=True, subset_by_index=[len(gram) - 1] * 2,
+                                        driver="evx", check_finite=False)[0])
         if not spec2 > 0:
             raise DegenerateFeaturesError(
                 f"numerical_rank is undefined: every feature of class {c.labels[k].item()!r} is zero "

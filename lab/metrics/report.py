@@ -22,7 +22,7 @@ from ._neighbors import _neighbor_graphs
 from .collapse import _ClassStats, _numerical_rank_from_checked
 from .separability import (
     _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k, _knn_accuracy_from_graph,
-    _knn_purity_from_graph, _nmi_from_checked, _nmi_params, _probe_from_checked, _weighted_from_graph,
+    _knn_purity_from_counts, _nmi_from_checked, _nmi_params, _probe_from_checked, _weighted_from_graph,
 )
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
@@ -168,8 +168,8 @@ def compute_layer(
             if name == "knn_purity" and k is None:
                 k = _default_purity_k(c, protocol)
             _check_k(k, c.n)
-            # knn_accuracy's tie rule needs nearest-first order; counts and weights do not.
-            requests[name] = (metric, k, name == "knn_accuracy")
+            # knn_accuracy's tie rule needs nearest-first order, weights need the set, purity a count.
+            requests[name] = (metric, k, {"knn_accuracy": "ordered", "knn_purity": "same_class"}.get(name, "set"))
         if "nmi" in metrics:
             _check_n_init(_nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)[0])
         if "linear_probe_accuracy" in metrics:
@@ -189,7 +189,7 @@ def compute_layer(
 
     constant = _is_constant(c.X) if any(m in _SEPARABILITY for m in metrics) else False
     # One distance / similarity computation, blockwise, feeds every kNN variant.
-    graphs = _neighbor_graphs(c.X, requests) if (requests and not constant) else {}
+    graphs = _neighbor_graphs(c.X, requests, codes=c.codes) if (requests and not constant) else {}
     X_np = c.X_numpy() if ("nmi" in metrics or "linear_probe_accuracy" in metrics) else None
     stats = None
 
@@ -208,7 +208,7 @@ def compute_layer(
             if name == "knn_accuracy":
                 value = _knn_accuracy_from_graph(c, graphs[name], requests[name][1])
             elif name == "knn_purity":
-                value = _knn_purity_from_graph(c, graphs[name], requests[name][1])
+                value = _knn_purity_from_counts(graphs[name], requests[name][1])
             elif name == "weighted_knn_accuracy":
                 value = _weighted_from_graph(c, graphs[name], requests[name][1], float(opts[name]["temperature"]))
             elif name == "linear_probe_accuracy":

@@ -14,15 +14,13 @@ import numpy as np
 import torch
 # Imported with the module, not lazily: threadpoolctl.threadpool_limits (which callers use on
 # small problems, e.g. lab.runs) only limits BLAS/OpenMP libraries that are already loaded.
-from sklearn.cluster import KMeans
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.model_selection import StratifiedKFold
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from ._checks import _check_inputs, _check_k, _check_protocol, _Checked, _as_features, _reject_constant
+from ._kmeans import kmeans_labels
 from ._neighbors import _Graph, _neighbor_graphs, _vote
+from ._probe import probe_accuracy
 
 __all__ = [
     "Neighbors", "knn_indices", "nmi", "knn_accuracy", "knn_purity",
@@ -76,7 +74,8 @@ def knn_indices(X, k: int, *, metric: str = "euclidean", include_self: bool = Fa
     X = _as_features(X)
     _check_metric(metric)
     _check_k(k, X.shape[0], include_self=include_self)
-    g = _neighbor_graphs(X, {"knn": (metric, k, True)}, include_self=include_self, block_rows=block_rows)["knn"]
+    g = _neighbor_graphs(X, {"knn": (metric, k, "ordered")}, include_self=include_self,
+                         block_rows=block_rows)["knn"]
     dists = g.values if metric == "euclidean" else (1.0 - g.values).clamp_min_(0.0)
     return Neighbors(dists.to(X.dtype), g.indices)
 
@@ -104,15 +103,16 @@ def _check_C(C) -> None:
 def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None) -> float:
     _check_n_init(n_init)
     X_np = c.X_numpy() if X_np is None else X_np
-    km = KMeans(n_clusters=c.n_classes, init="k-means++", n_init=n_init, random_state=seed).fit(X_np)
-    return float(normalized_mutual_info_score(c.codes_numpy(), km.labels_))
+    labels = kmeans_labels(X_np, c.n_classes, n_init=n_init, seed=seed)
+    return float(normalized_mutual_info_score(c.codes_numpy(), labels))
 
 
 def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default") -> float:
     """Normalized mutual information between k-means clusters and the classes.
 
     k-means (scikit-learn ``KMeans``, k-means++ init, ``n_init`` restarts keeping the
-    lowest inertia, ``random_state=seed``) into K = number of classes clusters, then
+    lowest inertia, ``random_state=seed``; the same labels, with less overhead, from
+    ``lab.metrics._kmeans``) into K = number of classes clusters, then
     ``normalized_mutual_info_score`` (arithmetic-mean normalization).
 
     Parameters
@@ -156,8 +156,8 @@ def _knn_accuracy_from_graph(c: _Checked, g: _Graph, k: int) -> float:
     return float((pred == c.codes).double().mean())
 
 
-def _knn_purity_from_graph(c: _Checked, g: _Graph, k: int) -> float:
-    same = (c.codes[g.indices[:, :k]] == c.codes[:, None]).sum(dim=1)   # (N,)
+def _knn_purity_from_counts(same: torch.Tensor, k: int) -> float:
+    """Mean over samples of (same-class neighbours among the k nearest) / k; same: (N,)."""
     return float((same.double() / k).mean())
 
 
@@ -211,7 +211,7 @@ def knn_accuracy(X, y, *, k: int = 1, metric: str = "euclidean") -> float:
     _check_metric(metric)
     c = _check_inputs(X, y, k=k)
     _reject_constant(c.X, "knn_accuracy")
-    g = _neighbor_graphs(c.X, {"knn": (metric, k, True)})["knn"]
+    g = _neighbor_graphs(c.X, {"knn": (metric, k, "ordered")})["knn"]
     return _knn_accuracy_from_graph(c, g, k)
 
 
@@ -251,8 +251,8 @@ def knn_purity(X, y, *, k: int | None = None, metric: str = "euclidean", protoco
     k = _default_purity_k(c, protocol) if k is None else k
     _check_k(k, c.n)
     _reject_constant(c.X, "knn_purity")
-    g = _neighbor_graphs(c.X, {"knn": (metric, k, False)})["knn"]   # order is irrelevant to a count
-    return _knn_purity_from_graph(c, g, k)
+    same = _neighbor_graphs(c.X, {"knn": (metric, k, "same_class")}, codes=c.codes)["knn"]
+    return _knn_purity_from_counts(same, k)
 
 
 def _check_temperature(temperature) -> float:
@@ -295,7 +295,7 @@ def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> fl
     temperature = _check_temperature(temperature)
     c = _check_inputs(X, y, k=k)
     _reject_constant(c.X, "weighted_knn_accuracy")
-    g = _neighbor_graphs(c.X, {"knn": ("cosine", k, False)})["knn"]
+    g = _neighbor_graphs(c.X, {"knn": ("cosine", k, "set")})["knn"]
     return _weighted_from_graph(c, g, k, temperature)
 
 
@@ -306,11 +306,9 @@ def _probe_from_checked(c: _Checked, *, folds: int, C: float, seed: int, max_ite
     _check_C(C)
     X_np = c.X_numpy() if X_np is None else X_np
     y_np = c.codes_numpy()
-    scores = []
-    for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(X_np, y_np):
-        probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
-        probe.fit(X_np[train], y_np[train])
-        scores.append(probe.score(X_np[test], y_np[test]))
+    scores = [probe_accuracy(X_np[train], y_np[train], X_np[test], y_np[test], n_classes=c.n_classes,
+                             C=C, max_iter=max_iter)
+              for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(X_np, y_np)]
     return float(np.mean(scores))
 
 
@@ -320,7 +318,9 @@ def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0
     Stratified ``folds``-fold split (``StratifiedKFold(shuffle=True, random_state=seed)``);
     per fold, ``StandardScaler`` fitted on the training part, then L2-regularised
     multinomial ``LogisticRegression(C=C)`` (lbfgs). The result is the mean of the
-    per-fold accuracies, as ``sklearn.model_selection.cross_val_score`` reports.
+    per-fold accuracies, as ``sklearn.model_selection.cross_val_score`` reports
+    (``lab.metrics._probe`` makes scikit-learn's own calls with less overhead; the fitted
+    coefficients are bit-identical).
 
     Parameters
     ----------
