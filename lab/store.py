@@ -494,7 +494,7 @@ class RunWriter:
                 self._compact(table, None)
             computed = _summary(self.store.load(self.run_id, _check_live=False))
             fields = {"status": status, "ended": _now(), "message": message,
-                      "summary": {**(summary or {}), **computed}}
+                      "summary": {**(summary or {}), **computed, "status": status}}
             if summary:
                 fields["engine_summary"] = summary
             self.update_meta(**fields)

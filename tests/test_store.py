@@ -298,6 +298,7 @@ def test_finish_and_summary(store):
     assert s["g"] == pytest.approx(0.65) and s["g_std"] == pytest.approx(np.std([0.6, 0.7], ddof=1))
     assert s["heldout_accuracy"] == pytest.approx(0.55) and s["n_seeds"] == 2
     assert rec.meta["summary"]["note"] == "ok" and rec.meta["summary"]["best_layer"] == "blocks.0"
+    assert rec.meta["summary"]["status"] == "finished"        # the final status, not "running"
 
 
 def test_context_manager_marks_failed(store):
