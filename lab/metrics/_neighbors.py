@@ -21,6 +21,8 @@ import torch
 # fewer page faults) while still long enough for an efficient GEMM.
 _BLOCK_ELEMENTS = 1 << 24
 _MAX_BLOCK_ROWS = 256
+# Up to 2**20 elements (8 MB in float64; N <= 1024) the whole Gram is computed at once.
+_WHOLE_GRAM_ELEMENTS = 1 << 20
 
 
 class _Graph(NamedTuple):
@@ -88,12 +90,16 @@ def _neighbor_graphs(
         # F.normalize semantics (DINOv2): a zero vector stays zero, so its similarities are 0.
         inv = torch.where(norms > 0, 1.0 / norms, torch.zeros_like(norms))   # (N,)
     rows = _block_rows(n, block_rows)
+    # A small N x N Gram at once: X Xᵀ is then a symmetric rank-k update (half the flops);
+    # the work below still runs on cache-sized row blocks of it.
+    whole = _matmul_t(Xc, Xc) if n * n <= _WHOLE_GRAM_ELEMENTS else None
     parts: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {name: [] for name in requests}
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         b = torch.arange(stop - start, device=X.device)
         self_cols = start + b
-        G = _matmul_t(Xc[start:stop], Xc)                  # (B, N) the only N-wide block
+        # (B, N) the only N-wide block
+        G = whole[start:stop] if whole is not None else _matmul_t(Xc[start:stop], Xc)
         blocks = {}
         # Ranking keys: per-row constants (|a|^2, 1/|a|) do not change a row's order, so the
         # keys skip them and the selected values are finished below.
