@@ -62,6 +62,21 @@ def test_loads_do_not_share_mutable_images():
     assert load("glyphs").images[0].max() == 255
 
 
+def test_glyph_datasets_read_the_shared_cache_without_copies():
+    ds = load("glyphs")
+    part = ds.subset(ds.classes[2:5]).partition("test", seed=1).sample_per_class(7, seed=2)
+    cache = ds._source.untyped_storage().data_ptr()
+    assert part._source.untyped_storage().data_ptr() == cache     # derived datasets index the cache
+    x, y = next(iter(part.eval_loader(len(part))))
+    images = part.images                                           # copied out on first access
+    assert images.untyped_storage().data_ptr() != cache and images.shape == (21, 1, 64, 64)
+    assert torch.equal(x, images.float() / 127.5 - 1) and torch.equal(y, torch.as_tensor(part.targets))
+    assert torch.equal(part[3][0], x[3]) and part.in_chans == 1 and part.image_size == 64
+    images.zero_()                                                 # its own images: the cache is untouched
+    assert part.images.max() == 0 and part.subset(part.classes[:1]).images.max() == 0
+    assert load("glyphs").subset(ds.classes[2:5]).partition("test", seed=1).images.max() == 255
+
+
 def test_unknown_spec_lists_valid_specs():
     with pytest.raises(ValueError, match=r"unknown dataset spec 'nope'; expected one of 'glyphs', "
                                          r"'glyphs:character', 'digits', 'folder:PATH'"):

@@ -155,6 +155,24 @@ def test_partial_layers_stop_early_and_match_full():
     torch.testing.assert_close(part["stem"], full["stem"])
 
 
+@pytest.mark.parametrize("family", ["resnet", "vit"])
+def test_batches_and_cpu_passes_do_not_change_features(family, monkeypatch):
+    """Batch sizes that do not divide N, and batches split into several CPU passes (with a
+    remainder), give the features of one batch of all images, row for row. (Equal up to
+    rounding: the CPU kernels may differ between batch sizes in the last bit.)"""
+    bb = _bb(family)
+    x = _images(bb, n=11)
+    layers = ["stem", bb.layers[-2], PRE_LOGITS]
+    whole = extract(bb, x, layers=layers, batch_size=11)
+    monkeypatch.setattr(features, "_CPU_PASS", 3)
+    for batch_size in (4, 11):                      # passes of 3+1, and 3+3+3+2
+        split = extract(bb, x, layers=layers, batch_size=batch_size)
+        for name in layers:
+            torch.testing.assert_close(split[name], whole[name], rtol=1e-5, atol=1e-6)
+    stem = extract(bb, x, layers=["stem"], batch_size=11)["stem"]       # every pass stops after the stem
+    torch.testing.assert_close(stem, whole["stem"], rtol=1e-5, atol=1e-6)
+
+
 def test_progress_and_cancel_remove_hooks():
     bb = _bb("mlp")
     x = _images(bb, n=10)

@@ -41,11 +41,11 @@ class _Collate:
     """Turn a list of indices into a standardised (and maybe augmented) batch."""
 
     def __init__(self, ds: "ImageDataset", generator: torch.Generator | None):
-        self.images, self.targets, self.generator = ds.images, ds._targets_t, generator
+        self.ds, self.targets, self.generator = ds, ds._targets_t, generator
 
     def __call__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.as_tensor(indices, dtype=torch.long)
-        x = standardize(self.images[idx])                                  # (B, C, H, W)
+        x = standardize(self.ds._gather(idx))                              # (B, C, H, W)
         if self.generator is not None:
             x = _random_affine(x, self.generator)
         return x, self.targets[idx]
@@ -72,24 +72,42 @@ class ImageDataset(torch.utils.data.Dataset):
     ``ds[i]`` returns ``(x, y)`` with ``x`` float32 (C, H, W) standardised as
     ``(x / 255 - 0.5) / 0.5`` and no augmentation. Random augmentation happens only
     in :meth:`train_loader`.
+
+    The shipped glyphs are read from a per-process cache that is never written:
+    their datasets and everything derived from them (:meth:`subset`, :meth:`partition`,
+    :meth:`sample_per_class`) index that cache instead of copying images, and
+    ``images`` copies a dataset's own images out on first access.
     """
 
     def __init__(self, images, targets, classes: Sequence[str], name: str, info: dict | None = None):
-        images = torch.as_tensor(images)
-        if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] not in (1, 3) \
-                or images.shape[2] != images.shape[3]:
+        self._init(torch.as_tensor(images), None, targets, classes, name, info, shared=False)
+
+    @classmethod
+    def _view(cls, source: torch.Tensor, rows: torch.Tensor | None, targets, classes: Sequence[str],
+              name: str, info: dict | None = None) -> "ImageDataset":
+        """The images ``source[rows]`` (all of ``source`` when ``rows`` is None) of a tensor that
+        nothing ever writes, read in place."""
+        ds = cls.__new__(cls)
+        ds._init(source, rows, targets, classes, name, info, shared=True)
+        return ds
+
+    def _init(self, source: torch.Tensor, rows: torch.Tensor | None, targets, classes, name, info, *,
+              shared: bool) -> None:
+        if source.dtype != torch.uint8 or source.ndim != 4 or source.shape[1] not in (1, 3) \
+                or source.shape[2] != source.shape[3]:
             raise ValueError(f"images must be uint8 (N, C, H, W) with C in (1, 3) and H == W; "
-                             f"got {images.dtype} {tuple(images.shape)}.")
+                             f"got {source.dtype} {tuple(source.shape)}.")
+        n = source.shape[0] if rows is None else len(rows)
         targets = np.asarray(targets, dtype=np.int64)
         classes = [str(c) for c in classes]
-        if targets.shape != (images.shape[0],):
-            raise ValueError(f"targets must have shape ({images.shape[0]},); got {targets.shape}.")
+        if targets.shape != (n,):
+            raise ValueError(f"targets must have shape ({n},); got {targets.shape}.")
         if len(set(classes)) != len(classes):
             raise ValueError(f"class names must be unique; got {classes}.")
         if targets.size and (targets.min() < 0 or targets.max() >= len(classes)):
             raise ValueError(f"targets must lie in 0..{len(classes) - 1}; "
                              f"got {targets.min()}..{targets.max()}.")
-        self.images = images
+        self._source, self._rows, self._shared = source, rows, shared
         self.targets = targets
         self.classes = classes
         self.name = name
@@ -98,20 +116,32 @@ class ImageDataset(torch.utils.data.Dataset):
 
     # -- basic access ------------------------------------------------------
     @property
+    def images(self) -> torch.Tensor:
+        """uint8 (N, C, H, W), this dataset's own (a view's images are copied out on first access)."""
+        if self._shared:
+            self._source = self._source.clone() if self._rows is None else self._source[self._rows]
+            self._rows, self._shared = None, False
+        return self._source
+
+    def _gather(self, idx) -> torch.Tensor:
+        """Images ``idx`` (an int or index tensor) without copying out the whole dataset."""
+        return self._source[idx if self._rows is None else self._rows[idx]]
+
+    @property
     def in_chans(self) -> int:
         """Number of channels (1 grayscale, 3 RGB)."""
-        return int(self.images.shape[1])
+        return int(self._source.shape[1])
 
     @property
     def image_size(self) -> int:
         """Width (= height) of the images in pixels."""
-        return int(self.images.shape[-1])
+        return int(self._source.shape[-1])
 
     def __len__(self) -> int:
-        return int(self.images.shape[0])
+        return int(self._source.shape[0] if self._rows is None else len(self._rows))
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        return standardize(self.images[i]), int(self.targets[i])
+        return standardize(self._gather(i)), int(self.targets[i])
 
     def class_counts(self) -> dict[str, int]:
         """Number of images of every class, in ``classes`` order."""
@@ -127,9 +157,13 @@ class ImageDataset(torch.utils.data.Dataset):
     def _take(self, indices: np.ndarray, targets: np.ndarray | None = None,
               classes: Sequence[str] | None = None) -> "ImageDataset":
         indices = np.asarray(indices, dtype=np.int64)
-        return ImageDataset(self.images[torch.from_numpy(indices)],
-                            self.targets[indices] if targets is None else targets,
-                            self.classes if classes is None else classes, self.name, self.info)
+        targets = self.targets[indices] if targets is None else targets
+        classes = self.classes if classes is None else classes
+        picked = torch.from_numpy(indices)
+        if self._shared:   # index the shared images instead of copying them
+            rows = picked if self._rows is None else self._rows[picked]
+            return ImageDataset._view(self._source, rows, targets, classes, self.name, self.info)
+        return ImageDataset(self._source[picked], targets, classes, self.name, self.info)
 
     def subset(self, classes: Sequence[str]) -> "ImageDataset":
         """Keep only ``classes``; they become the class list, in that order.
@@ -219,7 +253,7 @@ class ImageDataset(torch.utils.data.Dataset):
         """Image ``i`` as a PNG data URI (``"data:image/png;base64,..."``), ``size`` px wide."""
         from PIL import Image
 
-        arr = self.images[int(i)].permute(1, 2, 0).numpy()                # (H, W, C)
+        arr = self._gather(int(i)).permute(1, 2, 0).numpy()               # (H, W, C)
         img = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
         if img.size != (size, size):
             img = img.resize((size, size), Image.Resampling.LANCZOS)
@@ -235,6 +269,6 @@ class ImageDataset(torch.utils.data.Dataset):
         idx = np.flatnonzero(self.targets == self.classes.index(name))[:64]
         if idx.size == 0:
             raise ValueError(f"class {name!r} has no images in this dataset.")
-        x = self.images[torch.from_numpy(idx)].flatten(1).float()           # (n, C*H*W)
+        x = self._gather(torch.from_numpy(idx)).flatten(1).float()          # (n, C*H*W)
         best = int(torch.cdist(x, x.mean(0, keepdim=True)).argmin())
         return self.thumbnail(int(idx[best]), size)

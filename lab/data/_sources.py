@@ -75,10 +75,13 @@ def _glyphs(by_character: bool) -> ImageDataset:
     data = glyphs.read()
     info = {"styles": data["styles"].tolist(), "characters": data["characters"].tolist(),
             "fonts": data["meta"]["fonts"]}
-    images = torch.from_numpy(np.array(data["images"]))[:, None]          # (N, 1, 64, 64), a copy
+    # The cached array is read-only and only ever read through ImageDataset._view: no copy of it.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        images = torch.from_numpy(data["images"])[:, None]                   # (N, 1, 64, 64)
     if by_character:
-        return ImageDataset(images, data["char"], info["characters"], "glyphs:character", info)
-    return ImageDataset(images, data["style"], info["styles"], "glyphs", info)
+        return ImageDataset._view(images, None, data["char"], info["characters"], "glyphs:character", info)
+    return ImageDataset._view(images, None, data["style"], info["styles"], "glyphs", info)
 
 
 def _digits() -> ImageDataset:
