@@ -374,8 +374,8 @@ class LiveView(pn.viewable.Viewer):
         proj = m.projection(layer, self.projection_epoch) if layer else None
         if proj is None:
             return {"frame": plots.empty_projection_frame(), "title": "unseen classes · waiting for a layout",
-                    "classes": list(m.unseen)}
-        names = proj.class_names or list(m.unseen)
+                    "classes": [plots.plot_text(n) for n in m.unseen]}
+        names = [plots.plot_text(n) for n in (proj.class_names or list(m.unseen))]
         labels = [names[int(i)] if 0 <= int(i) < len(names) else str(i) for i in proj.labels]
         thumbs = self.thumbnails.get(proj.indices) if self.thumbnails is not None else [""] * len(labels)
         frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),

@@ -48,6 +48,16 @@ def metric_label(metric: str) -> str:
     return METRIC_LABELS.get(metric, metric)
 
 
+def plot_text(text) -> str:
+    """Text a user supplied (class folder names, run names) for plot data and labels.
+
+    In Jupyter, Panel embeds the plot's data in a <script> tag, where a name such as
+    ``</script><script>...`` would run; full-width angle brackets read the same and cannot
+    close a tag. (lab.export's notebooks carry their own copy: they must run without app/.)
+    """
+    return str(text).replace("<", "\uff1c").replace(">", "\uff1e")
+
+
 def _log10(values: np.ndarray, log: bool) -> np.ndarray:
     """log10 of the positive values (NaN elsewhere) when ``log``; the values unchanged otherwise.
 

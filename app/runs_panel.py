@@ -153,7 +153,7 @@ class RunsPanel(pn.viewable.Viewer):
             order = list(rec.meta.get("layers") or [])
             order = [(layer["name"] if isinstance(layer, dict) else layer) for layer in order] or list(mean.index)
             pos = {name: i for i, name in enumerate(order)}
-            label = f"{rec.name or run_id} ({rec.config_dict.get('backbone', '?')})"
+            label = plots.plot_text(f"{rec.name or run_id} ({rec.config_dict.get('backbone', '?')})")
             frames.append(pd.DataFrame({"run": label, "layer": mean.index, "value": mean.to_numpy(),
                                         "layer_index": [pos.get(n, len(pos)) for n in mean.index]}))
         if not frames:

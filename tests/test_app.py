@@ -1,6 +1,7 @@
 """Component tests of the Panel app (no browser): params drive views, events feed streams."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -155,6 +156,21 @@ def test_projection_layer_and_epoch_params_drive_the_layout(live):
     live._epoch_select.value = 0
     assert live.projection_epoch == 0 and not live.follow_latest
     assert "epoch 0" in live.streams["projection"].data["title"]
+
+
+def test_class_names_cannot_close_the_plot_script_tag(live):
+    """Class names are folder names a user chose; in Jupyter the plot data sits in a <script>."""
+    evil = "</script><script>alert(1)</script>"
+    events = []
+    for e in synthetic_run(epochs=0):
+        if isinstance(e, ev.ProjectionReady):
+            e = dataclasses.replace(e, class_names=[evil, "b", "c"])
+        events.append(e)
+    live.consume(events)
+    data = live.streams["projection"].data
+    shown = set(data["frame"]["class"]) | set(data["classes"])
+    assert not any("<" in name or ">" in name for name in shown)
+    assert "\uff1c/script\uff1e\uff1cscript\uff1ealert(1)\uff1c/script\uff1e" in shown    # still legible
 
 
 def test_hover_thumbnails_come_from_the_thumbnail_source(live):
