@@ -143,8 +143,7 @@ def _same_class_count(M: torch.Tensor, k: int, *, largest: bool, row_codes: torc
     accelerators.
     """
     if M.device.type != "cpu":
-        _, i = _select(M, k, largest=largest, ordered=False)
-        return (codes[i] == row_codes[:, None]).sum(dim=1)
+        return _same_class_in_top_k(M, k, largest=largest, row_codes=row_codes, codes=codes)
     a, n = M.numpy(), M.shape[1]
     pos = n - k if largest else k - 1                                 # k-th value's column after partition
     part = np.partition(a, pos, axis=1)                               # (B, N)
@@ -159,9 +158,14 @@ def _same_class_count(M: torch.Tensor, k: int, *, largest: bool, row_codes: torc
     count = torch.from_numpy(np.count_nonzero(inside, axis=1).astype(np.int64))
     if tied.any():
         rows = torch.from_numpy(np.flatnonzero(tied))
-        _, i = _select(M[rows], k, largest=largest, ordered=False)
-        count[rows] = (codes[i] == row_codes[rows, None]).sum(dim=1)
+        count[rows] = _same_class_in_top_k(M[rows], k, largest=largest, row_codes=row_codes[rows], codes=codes)
     return count
+
+
+def _same_class_in_top_k(M, k, *, largest, row_codes, codes) -> torch.Tensor:
+    """The explicit path of :func:`_same_class_count`: select each row's top k, count its class."""
+    _, i = _select(M, k, largest=largest, ordered=False)
+    return (codes[i] == row_codes[:, None]).sum(dim=1)
 
 
 def _matmul_t(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
