@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "data", "backbones", "features", "metrics", "finetune", "runs", "events",
-    "config", "store", "projection", "export", "device",
+    "config", "store", "projection", "export", "device", "analysis", "catalogue",
 }
 # public name -> (module, attribute)
 _ATTRS = {

@@ -1,0 +1,279 @@
+"""The one place where runs are summarised: seed aggregation, the generalization index g,
+its best layer, the layer order, and seen accuracy against g across runs.
+
+Pure pandas/numpy over the run store's long tables, so that the engine's events, the
+store's summary, the CLI, the app, exported and shipped notebooks, studies and the
+benchmarks all show the same numbers (ARCHITECTURE.md: "every number a user sees about g,
+best layers or seed spreads comes from lab.analysis").
+
+Tables (as :class:`lab.store.RunRecord` returns them):
+
+- ``metrics``: seed, epoch, layer, split, metric, value (long; one row per value)
+- ``training``: seed, epoch, heldout_accuracy, ... (one row per completed seed epoch)
+
+Definitions (METRICS.md):
+
+- seed aggregation: mean over the finite values, standard deviation with ``ddof=1``
+  (NaN with fewer than two values), and ``n``, the number of finite values;
+- generalization index g at an epoch (Dyballa et al. 2024): the maximum over layers of the
+  mean-over-seeds unseen NMI, with its arg-max layer and that layer's seed std. Only complete
+  evaluations count: a seed's epoch enters once every layer of the run has a row for the
+  metric (an interrupted epoch with 3 of 9 layers measured says nothing about the best layer).
+  Exact ties go to the deeper layer, and a tap whose features are identical to a deeper tap's
+  (``aliases``: e.g. ResNet's last block, whose pooled output *is* ``pre_logits``) is reported
+  as that deeper tap.
+
+Examples
+--------
+>>> import pandas as pd
+>>> m = pd.DataFrame({"seed": [0, 0, 1, 1], "epoch": 0, "layer": ["a", "b", "a", "b"],
+...                   "split": "unseen", "metric": "nmi", "value": [0.2, 0.5, 0.4, 0.7]})
+>>> row = generalization(m, layers=["a", "b"]).iloc[0]
+>>> row["layer"], round(float(row["g"]), 3), round(float(row["g_std"]), 4)
+('b', 0.6, 0.1414)
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
+    "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
+]
+
+_GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final"]
+_AGG_KEYS = ("split", "metric", "epoch", "layer")
+
+
+def _names(layers: Iterable | None) -> list[str]:
+    """Layer names from a list of names or of the store's layer dicts (``{"name": ...}``)."""
+    out = []
+    for item in layers or ():
+        out.append(str(item["name"]) if isinstance(item, Mapping) else str(item))
+    return list(dict.fromkeys(out))
+
+
+def layer_order(layers: Iterable | None = None, metrics: pd.DataFrame | None = None) -> list[str]:
+    """The run's layers from input to output.
+
+    Parameters
+    ----------
+    layers : names (or the store's ``meta["layers"]`` dicts) in the order the engine measured them
+    metrics : optional long metrics table; layers it has that ``layers`` lacks follow, first seen first
+
+    Returns
+    -------
+    list of str
+    """
+    listed = _names(layers)
+    if metrics is None or len(metrics) == 0:
+        return listed
+    stored = list(dict.fromkeys(metrics["layer"].astype(str)))
+    if not listed:
+        return stored
+    present, known = set(stored), set(listed)
+    return [name for name in listed if name in present] + [name for name in stored if name not in known]
+
+
+def _finite(values: pd.Series) -> pd.Series:
+    return values.where(np.isfinite(values.astype(float)))
+
+
+def aggregate_seeds(metrics: pd.DataFrame, by: Sequence[str] = _AGG_KEYS) -> pd.DataFrame:
+    """Mean, std (ddof=1) and n over seeds of every group ``by`` (default split, metric, epoch, layer).
+
+    Non-finite values (a metric undefined at a layer) are left out of all three; a group
+    with no finite value has mean NaN and n 0; std is NaN where n < 2.
+
+    Returns
+    -------
+    DataFrame with the ``by`` columns, then ``mean``, ``std``, ``n``
+    """
+    by = list(by)
+    if metrics is None or len(metrics) == 0:
+        return pd.DataFrame(columns=[*by, "mean", "std", "n"])
+    frame = metrics.assign(value=_finite(metrics["value"]))
+    grouped = frame.groupby(by, sort=False)["value"]
+    out = grouped.agg(mean="mean", std=lambda s: s.std(ddof=1), n="count").reset_index()
+    out["n"] = out["n"].astype(int)
+    out.loc[out["n"] < 2, "std"] = np.nan
+    return out
+
+
+def complete_evaluations(metrics: pd.DataFrame, layers: Sequence[str], *, metric: str = "nmi",
+                         split: str = "unseen") -> pd.DataFrame:
+    """Rows of ``metric`` on ``split`` from the (seed, epoch) evaluations that measured every layer.
+
+    A row counts as measured even when its value is NaN (the metric was undefined there):
+    completeness is about the evaluation having reached the layer.
+    """
+    rows = metrics[(metrics["split"] == split) & (metrics["metric"] == metric)] if len(metrics) else metrics
+    if not len(rows) or not layers:
+        return rows
+    wanted = set(layers)
+    have = rows[rows["layer"].isin(wanted)].groupby(["seed", "epoch"])["layer"].nunique()
+    done = have[have == len(wanted)].index
+    keep = pd.MultiIndex.from_frame(rows[["seed", "epoch"]]).isin(done)
+    return rows[keep]
+
+
+def _resolve_alias(layer: str, aliases: Mapping[str, str] | None, layers: Sequence[str]) -> str:
+    seen = {layer}
+    while aliases and layer in aliases and aliases[layer] in layers and aliases[layer] not in seen:
+        layer = aliases[layer]
+        seen.add(layer)
+    return layer
+
+
+def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
+                   aliases: Mapping[str, str] | None = None, metric: str = "nmi",
+                   split: str = "unseen") -> pd.DataFrame:
+    """The generalization index g per epoch, over seeds (Dyballa et al. 2024).
+
+    Parameters
+    ----------
+    metrics : long metrics table (one run; any number of seeds)
+    layers : the run's layers in input -> output order (names or ``meta["layers"]``); None = the
+        order found in ``metrics``. Completeness and the final layer are judged against them.
+    aliases : ``{tap: deeper tap}`` for taps whose features equal a deeper tap's
+    metric, split : the separability measure maximised (default unseen NMI)
+
+    Returns
+    -------
+    DataFrame, one row per epoch with a complete evaluation: epoch, g (max over layers of the
+    seed-mean), g_std (that layer's seed std, ddof=1; NaN for one seed), n_seeds, layer (the
+    arg-max, after ties -> deeper and aliases), layer_index, final_layer (the run's last tap),
+    is_final (whether ``layer`` is the final representation).
+    """
+    order = layer_order(layers, metrics)
+    if metrics is None or len(metrics) == 0 or not order:
+        return pd.DataFrame(columns=_GEN_COLUMNS)
+    rows = complete_evaluations(metrics, order if layers is not None else [], metric=metric, split=split)
+    agg = aggregate_seeds(rows, by=("epoch", "layer"))
+    agg = agg[np.isfinite(agg["mean"].astype(float))]
+    if agg.empty:
+        return pd.DataFrame(columns=_GEN_COLUMNS)
+    index = {name: i for i, name in enumerate(order)}
+    agg = agg.assign(layer_index=agg["layer"].map(index).fillna(len(order)).astype(int))
+    out = []
+    for epoch, group in agg.groupby("epoch", sort=True):
+        top = group[group["mean"] == group["mean"].max()]
+        best = top.loc[top["layer_index"].idxmax()]        # exact ties: the deeper layer
+        layer = _resolve_alias(str(best["layer"]), aliases, order)
+        out.append({"epoch": int(epoch), "g": float(best["mean"]),
+                    "g_std": float(best["std"]) if pd.notna(best["std"]) else np.nan,
+                    "n_seeds": int(best["n"]), "layer": layer, "layer_index": index.get(layer, len(order)),
+                    "final_layer": order[-1], "is_final": layer == order[-1]})
+    return pd.DataFrame(out, columns=_GEN_COLUMNS)
+
+
+def latest_generalization(metrics: pd.DataFrame, **kwargs: Any) -> dict | None:
+    """The last row of :func:`generalization` as a dict (``g_std`` None when undefined), or None."""
+    table = generalization(metrics, **kwargs)
+    if table.empty:
+        return None
+    row = table.iloc[-1].to_dict()
+    row["g_std"] = None if pd.isna(row["g_std"]) else float(row["g_std"])
+    row["epoch"], row["n_seeds"], row["layer_index"] = int(row["epoch"]), int(row["n_seeds"]), int(row["layer_index"])
+    row["is_final"] = bool(row["is_final"])
+    return row
+
+
+def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric: str = "nmi",
+                split: str = "unseen", epoch: int | None = None) -> pd.DataFrame:
+    """One metric at every layer at one epoch (default: the last complete one), over seeds.
+
+    Returns
+    -------
+    DataFrame: layer, layer_index, depth (relative depth in [0, 1], input -> output), mean, std, n
+    """
+    order = layer_order(layers, metrics)
+    cols = ["layer", "layer_index", "depth", "mean", "std", "n"]
+    if metrics is None or len(metrics) == 0 or not order:
+        return pd.DataFrame(columns=cols)
+    rows = complete_evaluations(metrics, order if layers is not None else [], metric=metric, split=split)
+    if not len(rows):
+        return pd.DataFrame(columns=cols)
+    epoch = int(rows["epoch"].max()) if epoch is None else int(epoch)
+    agg = aggregate_seeds(rows[rows["epoch"] == epoch], by=("layer",))
+    index = {name: i for i, name in enumerate(order)}
+    agg["layer_index"] = agg["layer"].map(index).fillna(len(order)).astype(int)
+    agg["depth"] = agg["layer_index"] / max(len(order) - 1, 1)
+    return agg.sort_values("layer_index")[cols].reset_index(drop=True)
+
+
+def heldout_accuracy(training: pd.DataFrame | None) -> tuple[float | None, int | None]:
+    """Mean over seeds of the seen held-out accuracy at the last epoch that has one, and that epoch."""
+    if training is None or len(training) == 0 or "heldout_accuracy" not in training:
+        return None, None
+    rows = training[np.isfinite(training["heldout_accuracy"].astype(float))]
+    if rows.empty:
+        return None, None
+    epoch = int(rows["epoch"].max())
+    return float(rows.loc[rows["epoch"] == epoch, "heldout_accuracy"].mean()), epoch
+
+
+def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
+                layers: Iterable | None = None, aliases: Mapping[str, str] | None = None) -> dict:
+    """What a run measured, in one dict: g, its layer and spread at the last complete epoch,
+    whether that layer is the final representation, and the seen held-out accuracy.
+
+    Keys: epoch, best_layer, g, g_std, n_seeds, best_is_final, final_layer, heldout_accuracy,
+    heldout_epoch (None where not measured).
+    """
+    out: dict[str, Any] = {"epoch": None, "best_layer": None, "g": None, "g_std": None, "n_seeds": 0,
+                           "best_is_final": None, "final_layer": None}
+    gen = latest_generalization(metrics, layers=layers, aliases=aliases)
+    if gen is not None:
+        out.update(epoch=gen["epoch"], best_layer=gen["layer"], g=gen["g"], g_std=gen["g_std"],
+                   n_seeds=gen["n_seeds"], best_is_final=gen["is_final"], final_layer=gen["final_layer"])
+    acc, acc_epoch = heldout_accuracy(training)
+    out.update(heldout_accuracy=acc, heldout_epoch=acc_epoch)
+    return out
+
+
+def accuracy_vs_g(table: pd.DataFrame, *, accuracy: str = "heldout_accuracy", g: str = "g",
+                  n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """Does seen accuracy rank runs (or backbones) the way g does? (Gerritz et al. 2024)
+
+    Spearman's rho and Kendall's tau between ``table[accuracy]`` and ``table[g]`` (one row per
+    run or backbone), with percentile bootstrap intervals over rows.
+
+    Returns
+    -------
+    dict: n, spearman, spearman_p, spearman_ci (lo, hi), kendall, kendall_p, kendall_ci.
+    Coefficients are NaN with fewer than 3 rows or a constant column: one run cannot say
+    whether accuracy predicts g.
+    """
+    from scipy import stats
+
+    rows = table[[accuracy, g]].astype(float).dropna() if len(table) else pd.DataFrame(columns=[accuracy, g])
+    n = len(rows)
+    nan2 = (float("nan"), float("nan"))
+    out = {"n": n, "spearman": float("nan"), "spearman_p": float("nan"), "spearman_ci": nan2,
+           "kendall": float("nan"), "kendall_p": float("nan"), "kendall_ci": nan2}
+    x, y = rows[accuracy].to_numpy(), rows[g].to_numpy()
+    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return out
+    sp, kd = stats.spearmanr(x, y), stats.kendalltau(x, y)
+    out.update(spearman=float(sp.statistic), spearman_p=float(sp.pvalue),
+               kendall=float(kd.statistic), kendall_p=float(kd.pvalue))
+    rng = np.random.default_rng(seed)
+    boots = {"spearman": [], "kendall": []}
+    for _ in range(n_boot):
+        pick = rng.integers(0, n, n)
+        bx, by = x[pick], y[pick]
+        if np.ptp(bx) == 0 or np.ptp(by) == 0:
+            continue
+        boots["spearman"].append(stats.spearmanr(bx, by).statistic)
+        boots["kendall"].append(stats.kendalltau(bx, by).statistic)
+    tail = (1 - level) / 2 * 100
+    for key, values in boots.items():
+        values = np.asarray(values, dtype=float)
+        values = values[np.isfinite(values)]
+        if len(values):
+            out[f"{key}_ci"] = (float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
+    return out
