@@ -151,7 +151,8 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     order = layer_order(layers, metrics)
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=_GEN_COLUMNS)
-    rows = complete_evaluations(metrics, order if layers is not None else [], metric=metric, split=split)
+    # completeness is judged against every listed layer, measured yet or not
+    rows = complete_evaluations(metrics, _names(layers), metric=metric, split=split)
     agg = aggregate_seeds(rows, by=("epoch", "layer"))
     agg = agg[np.isfinite(agg["mean"].astype(float))]
     if agg.empty:
@@ -194,7 +195,7 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
     cols = ["layer", "layer_index", "depth", "mean", "std", "n"]
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=cols)
-    rows = complete_evaluations(metrics, order if layers is not None else [], metric=metric, split=split)
+    rows = complete_evaluations(metrics, _names(layers), metric=metric, split=split)
     if not len(rows):
         return pd.DataFrame(columns=cols)
     epoch = int(rows["epoch"].max()) if epoch is None else int(epoch)

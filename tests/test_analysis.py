@@ -79,6 +79,12 @@ def test_incomplete_evaluations_do_not_count():
     assert summary["epoch"] == 0 and summary["best_layer"] == "pre_logits" and summary["g"] == pytest.approx(0.4)
 
 
+def test_a_first_epoch_in_progress_has_no_g_yet():
+    values = {(0, 0, "stem"): 0.9, (0, 0, "b1"): 0.2}          # b2 and pre_logits not measured yet
+    assert analysis.generalization(_table(values), layers=LAYERS).empty
+    assert analysis.run_summary(_table(values), layers=LAYERS)["g"] is None
+
+
 def test_incomplete_seed_is_left_out_of_the_mean():
     values = {(s, 0, l): v + s for s in range(2) for l, v in zip(LAYERS, [0.1, 0.2, 0.3, 0.4])}
     del values[(1, 0, "pre_logits")]
