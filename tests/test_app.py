@@ -340,6 +340,54 @@ def test_preset_fills_the_config():
     assert cfg.seen is None and cfg.unseen is None and cfg.n_unseen == 3
 
 
+def test_a_fresh_form_is_runconfig_except_the_listed_differences():
+    import dataclasses
+
+    from app.config_panel import FORM_DEFAULTS, ConfigPanel
+
+    import lab
+    from lab.config import RunConfig
+
+    panel = ConfigPanel()
+    cfg, default = panel.to_config(), RunConfig()
+    differing = {f.name for f in dataclasses.fields(RunConfig) if getattr(cfg, f.name) != getattr(default, f.name)}
+    assert differing <= set(FORM_DEFAULTS), differing - set(FORM_DEFAULTS)
+    assert differing == {"name", "seen", "unseen", "unseen_per_class", "seen_per_class"}
+    assert all(entry.reason for entry in FORM_DEFAULTS.values())
+    split = lab.data.Split.paper_default(lab.data.load("glyphs"))
+    assert (cfg.seen, cfg.unseen) == (tuple(split.seen), tuple(split.unseen))
+    assert cfg.name == cfg.replace(name=None).describe()
+    assert (cfg.unseen_per_class, cfg.seen_per_class) == (FORM_DEFAULTS["unseen_per_class"].value,
+                                                          FORM_DEFAULTS["seen_per_class"].value)
+    panel.strategy = "layer"                         # block: held ready, sent only for Layer / SCL FT
+    assert panel.to_config().block == FORM_DEFAULTS["block"].value
+
+
+def test_form_fields_come_from_the_dataclass():
+    import dataclasses
+
+    from app.config_panel import ConfigPanel
+
+    from lab.catalogue import METRICS
+    from lab.config import FIELD_CHOICES, RunConfig
+
+    panel = ConfigPanel()
+    docs = RunConfig.field_docs()
+    assert set(panel.field_names()) == {f.name for f in dataclasses.fields(RunConfig)} - {"name", "seen", "unseen"}
+    for name in panel.field_names():
+        assert panel.param[name].doc == docs[name].replace("``", ""), name
+    assert panel.param.run_name.doc == docs["name"]
+    for name, choices in FIELD_CHOICES.items():
+        assert list(panel.param[name].objects) == list(choices), name
+    # None is None, not 0: an empty optional number sends None
+    panel.param.update(img_size=None, lr=None, epochs=None, unseen_per_class=None)
+    cfg = panel.to_config()
+    assert (cfg.img_size, cfg.lr, cfg.epochs, cfg.unseen_per_class) == (None, None, None, None)
+    assert panel._sections.objects[-1].objects[0].description == docs["heldout_fraction"]
+    metrics_w = panel._sections.objects[3].objects[0]
+    assert metrics_w.options == {METRICS[m].label: m for m in FIELD_CHOICES["metrics"]}
+
+
 def test_default_preset_uses_the_papers_split():
     from app.config_panel import ConfigPanel
 
