@@ -115,8 +115,11 @@ def _field_parameter(name: str, hint: Any, default: Any, doc: str) -> param.Para
     return param.String(default="" if default is None else str(default), doc=doc)
 
 
+_HINTS = typing.get_type_hints(RunConfig)
+
+
 def _field_parameters() -> dict[str, param.Parameter]:
-    hints, docs = typing.get_type_hints(RunConfig), RunConfig.field_docs()
+    hints, docs = _HINTS, RunConfig.field_docs()
     out = {}
     for f in dataclasses.fields(RunConfig):
         if f.name in _OWN_WAY:
@@ -131,7 +134,7 @@ _RunConfigFields = param.parameterized_class("_RunConfigFields", _field_paramete
 
 def _to_field(name: str, value: Any) -> Any:
     """A parameter's value as the RunConfig field ``name`` takes it."""
-    inner, optional = _split_hint(typing.get_type_hints(RunConfig)[name])
+    inner, optional = _split_hint(_HINTS[name])
     if isinstance(value, str) and typing.get_origin(inner) is tuple:          # seeds: "0, 1, 2"
         return _parse_seeds(value)
     if isinstance(value, list):
