@@ -2,12 +2,13 @@
 
 :class:`RunModel` is plain Python (no Panel): the live view feeds it every
 :mod:`lab.events` event and reads back the frames its plots show. It holds no
-science: values come from the events; the only arithmetic is the display mean
-over the seeds that have reported so far, replaced by the engine's
-:class:`~lab.events.Aggregate` as soon as that arrives.
+science: values come from the events, and every number derived from them (the
+mean and spread over the seeds that have reported so far, g and its best layer)
+comes from :mod:`lab.analysis`, the functions the engine, the store and the CLI use.
 """
 from __future__ import annotations
 
+import html
 import math
 import time
 from dataclasses import dataclass, field
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lab import analysis
 from lab import events as ev
+from lab.catalogue import metric_label
 
-__all__ = ["RunModel", "STAGE_LABELS"]
+__all__ = ["RunModel", "STAGE_LABELS", "verdict_html"]
 
 STAGE_LABELS = {
     "load": "loading data and backbone",
@@ -67,6 +70,7 @@ class RunModel:
     ended_at: float | None = None
     progress: ev.Progress | None = None
     generalization: ev.Generalization | None = None      # latest across-seed (or only-seed) value
+    aliases: dict = field(default_factory=dict)           # {tap: deeper tap with identical features}
     summary: dict = field(default_factory=dict)
     _metric_rows: list[dict] = field(default_factory=list, repr=False)
     _metric_frame: pd.DataFrame | None = field(default=None, repr=False)
@@ -135,6 +139,7 @@ class RunModel:
             )
             return {"projection", "status"}
         if kind == ev.Generalization.kind:
+            self.aliases = dict(getattr(event, "aliases", None) or {}) or self.aliases
             if event.seed is None or self.generalization is None or self.generalization.seed is not None:
                 self.generalization = event
             return {"verdict"}
@@ -187,7 +192,8 @@ class RunModel:
     def summary_table(self) -> pd.DataFrame:
         """Mean and std across seeds per (metric, split, epoch, layer) (cached until new metrics arrive).
 
-        Columns: metric, split, epoch, layer, mean, std, n, layer_index. Where the
+        Columns: metric, split, epoch, layer, mean, std, n, layer_index. Computed by
+        :func:`lab.analysis.aggregate_seeds` (std with ddof=1, NaN below two seeds); where the
         engine has sent the :class:`~lab.events.Aggregate` of a cell, its values are used.
         """
         if self._summary is not None:
@@ -197,9 +203,7 @@ class RunModel:
         if frame.empty:
             self._summary = pd.DataFrame(columns=cols)
             return self._summary
-        grouped = frame.groupby(["metric", "split", "epoch", "layer"], sort=False)["value"]
-        out = pd.DataFrame({"mean": grouped.mean(), "std": grouped.std(ddof=0),
-                            "n": grouped.count()}).reset_index()
+        out = analysis.aggregate_seeds(frame, by=("metric", "split", "epoch", "layer"))
         if self._aggregates:
             agg_rows = [
                 {"metric": metric, "split": split, "epoch": epoch, "layer": layer,
@@ -213,8 +217,8 @@ class RunModel:
             out.loc[has, "std"] = out.loc[has, "agg_std"]
             out.loc[has, "n"] = out.loc[has, "agg_n"]
             out = out.drop(columns=["agg_mean", "agg_std", "agg_n"])
-        out.loc[out["n"] < 2, "std"] = math.nan
-        order = {name: i for i, name in enumerate(self.layers)}
+            out.loc[out["n"] < 2, "std"] = math.nan
+        order = {name: i for i, name in enumerate(analysis.layer_order(self.layers, frame))}
         out["layer_index"] = out["layer"].map(order).fillna(len(order)).astype(int)
         self._summary = out.sort_values(["metric", "split", "epoch", "layer_index"]).reset_index(drop=True)
         return self._summary
@@ -321,32 +325,48 @@ class RunModel:
         return None if frame.empty else int(frame["epoch"].max())
 
     def verdict(self) -> dict:
-        """Best layer for unseen generalization now, and seen accuracy (both from events)."""
+        """What the run has measured so far, from :func:`lab.analysis.latest_generalization`.
+
+        Keys (each only when measured): epoch, g, g_std, layer (the best layer, after the
+        identical-features rule), metric, label, n_seeds, seeds_total, final_layer, is_final
+        (whether the best layer is the final representation), heldout_accuracy, accuracy_epoch.
+        """
         out: dict = {}
-        gen = self.generalization
+        gen = analysis.latest_generalization(self.metrics, layers=self.layers or None, aliases=self.aliases)
         if gen is not None:
-            out.update(epoch=gen.epoch, g=gen.g, g_std=gen.g_std, layer=gen.layer, metric=gen.metric, final=True)
-        else:
-            summary = self.summary_frame("nmi", "unseen")
-            latest = self.latest_epoch()
-            if not summary.empty and latest is not None:
-                rows = summary[summary["epoch"] == latest].dropna(subset=["mean"])
-                if not rows.empty:
-                    best = rows.loc[rows["mean"].idxmax()]
-                    out.update(epoch=int(latest), g=float(best["mean"]), g_std=None, layer=str(best["layer"]),
-                               metric="nmi", final=False)
-        training = self.training
-        if not training.empty and training["heldout_accuracy"].notna().any():
-            latest = training[training["heldout_accuracy"].notna()]
-            latest = latest[latest["epoch"] == latest["epoch"].max()]
-            out["heldout_accuracy"] = float(latest["heldout_accuracy"].mean())
-            out["accuracy_epoch"] = int(latest["epoch"].iloc[0])
-        if self.layers and "layer" in out:
-            out["last_layer"] = self.layers[-1]
-            nmi = self.summary_frame(out.get("metric", "nmi"), "unseen")
-            out["last_layer_measured"] = bool(((nmi["epoch"] == out["epoch"])
-                                               & (nmi["layer"] == self.layers[-1])).any())
+            out.update(epoch=gen["epoch"], g=gen["g"], g_std=gen["g_std"], layer=gen["layer"], metric="nmi",
+                       label=metric_label("nmi"), n_seeds=gen["n_seeds"], seeds_total=len(self.seeds) or 1,
+                       final_layer=gen["final_layer"], is_final=gen["is_final"])
+        accuracy, epoch = analysis.heldout_accuracy(self.training)
+        if accuracy is not None:
+            out.update(heldout_accuracy=accuracy, accuracy_epoch=epoch)
         return out
+
+
+def verdict_html(v: dict, *, running: bool = False) -> str:
+    """The verdict line of :meth:`RunModel.verdict`: only what was measured.
+
+    The best layer and its g with the seed spread, the seen-class held-out accuracy, and
+    whether the best layer is the final representation. One run cannot say whether seen
+    accuracy predicts g, so the line draws no such conclusion.
+    """
+    if "g" not in v:
+        return ("<span style='color:#666'>Verdict: waiting for the first unseen-class NMI of every layer…</span>"
+                if running else "")
+    g = f"{v['g']:.3f}"
+    if v.get("g_std") is not None and math.isfinite(v["g_std"]):
+        g += f" ± {v['g_std']:.3f}"
+    n, total = v.get("n_seeds", 1), v.get("seeds_total", 1)
+    seeds = f"{n} seed{'s' if n != 1 else ''}" if n >= total else f"{n} of {total} seeds so far"
+    text = (f"<b>Best layer for unseen classes: <span class='ls-best-layer'>{html.escape(str(v['layer']))}"
+            f"</span></b> (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, {seeds})")
+    if v.get("heldout_accuracy") is not None and math.isfinite(v["heldout_accuracy"]):
+        text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
+                 f" (epoch {v['accuracy_epoch']})")
+    if v.get("final_layer"):
+        where = "is" if v.get("is_final") else "is not"
+        text += f" &nbsp;·&nbsp; the best layer {where} the final representation ({html.escape(str(v['final_layer']))})"
+    return text
 
 
 def _as_float(value) -> float:

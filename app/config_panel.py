@@ -1,25 +1,34 @@
 """Choose: the run settings, as a param-driven component that builds a :class:`lab.RunConfig`.
 
-:class:`ConfigPanel` holds every choice in ``param`` parameters (dataset, split,
-backbone, layers, strategy, training settings, metrics, seeds, device) and turns
-them into a validated :class:`lab.RunConfig` with :meth:`ConfigPanel.to_config`
-(ValueError with a readable message on bad input). Presets fill the parameters.
+:class:`ConfigPanel` holds every choice in ``param`` parameters and turns them into a
+validated :class:`lab.RunConfig` with :meth:`ConfigPanel.to_config` (ValueError with a
+readable message on bad input). The parameters are built from the dataclass: one per
+RunConfig field, with its type, default, choices (:data:`lab.config.FIELD_CHOICES`) and the
+help text of its docstring (:meth:`lab.RunConfig.field_docs`). The few values a fresh form
+deliberately starts from instead of RunConfig's defaults are listed, each with its reason,
+in :data:`FORM_DEFAULTS`. Presets fill the parameters.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import logging
+import types
+import typing
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import panel as pn
 import param
 
-from lab.config import COLLAPSE_METRICS, DEFAULT_METRICS, POOLINGS, PROJECTIONS, SEPARABILITY_METRICS, STRATEGIES
+from lab.catalogue import METRICS
+from lab.config import FIELD_CHOICES, RunConfig
 
 from .presets import DEFAULT_PRESET, PRESETS, SEED_ARCHITECTURES
 from .resources import shared
 
-__all__ = ["ConfigPanel", "DATASETS"]
+__all__ = ["ConfigPanel", "DATASETS", "FORM_DEFAULTS", "FormDefault"]
 
 _log = logging.getLogger(__name__)
 
@@ -35,6 +44,123 @@ DATASETS = MappingProxyType({
 
 _PATH_KINDS = ("folder", "cifar10", "cifar100")
 _SPLIT_MODES = ("paper default", "random", "by hand")
+
+
+@dataclass(frozen=True)
+class FormDefault:
+    """A field whose fresh-form value is not RunConfig's default: the value (or how the form
+    computes it) and why."""
+
+    value: Any
+    reason: str
+
+
+_PAPER_SPLIT = ("the form opens on the papers' glyph split (Dyballa et al.: 15 seen / 5 unseen styles, "
+                "split mode 'paper default') rather than a random one: the app's first run is the papers' experiment")
+_SAMPLE = ("a live run should fill its plots in seconds on a CPU; RunConfig's larger default suits scripted runs, "
+           "where the estimates matter more than the wait")
+FORM_DEFAULTS = MappingProxyType({
+    "name": FormDefault("RunConfig.describe()", "an unnamed run is labelled with its one-line description, so "
+                                                "the runs table and comparison legends show something readable"),
+    "seen": FormDefault("lab.data.Split.paper_default", _PAPER_SPLIT),
+    "unseen": FormDefault("lab.data.Split.paper_default", _PAPER_SPLIT),
+    "unseen_per_class": FormDefault(60, _SAMPLE),
+    "seen_per_class": FormDefault(30, _SAMPLE),
+    "block": FormDefault(-1, "Layer FT and SCL FT need a block, so the form holds the last one ready; "
+                             "the other strategies send None"),
+})
+"""The one table of deliberate differences between a fresh form and ``RunConfig()``."""
+
+# Fields the form shows in its own way (an app parameter of another name or type).
+_OWN_WAY = ("name", "seen", "unseen")
+_TRAINING_FIELDS = ("epochs", "lr", "label_noise", "contribution", "weight_decay", "optimizer", "augment")
+"""Fields that only matter when something is trained: strategy "none" sends their RunConfig defaults."""
+ADVANCED_FIELDS = ("heldout_fraction", "weight_decay", "optimizer", "augment", "protocol", "projection_layers",
+                   "save_weights", "eval_batch_size")
+"""Fields shown in the collapsed "Advanced" section (widgets made from the parameter's type)."""
+
+
+def _split_hint(hint: Any) -> tuple[Any, bool]:
+    """(the type inside ``X | None``, whether None is allowed)."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return (inner[0] if len(inner) == 1 else typing.Union[tuple(inner)]), type(None) in args
+    return hint, False
+
+
+def _field_parameter(name: str, hint: Any, default: Any, doc: str) -> param.Parameter:
+    """The param.Parameter that edits one RunConfig field (text and multi-choice: empty = None)."""
+    inner, optional = _split_hint(hint)
+    sequence = typing.get_origin(inner) is tuple
+    if name in FIELD_CHOICES:
+        choices = list(FIELD_CHOICES[name])
+        if sequence:
+            return param.ListSelector(default=list(default), objects=choices, doc=doc)
+        return param.Selector(default=default, objects=choices, doc=doc)
+    if name == "dataset":
+        return param.Selector(default=default, objects=list(DATASETS.values()), doc=doc)
+    if name == "device":
+        return param.Selector(default=default, objects=["auto", "cpu"], doc=doc)
+    if inner is bool:
+        return param.Boolean(default=default, doc=doc)
+    if inner is int:
+        return param.Integer(default=default, allow_None=optional, doc=doc)
+    if inner is float:
+        return param.Number(default=default, allow_None=optional, doc=doc)
+    if sequence and typing.get_args(inner)[0] is int:
+        return param.String(default=", ".join(map(str, default)), doc=doc)
+    if sequence:
+        return param.ListSelector(default=list(default or []), objects=[], doc=doc)
+    return param.String(default="" if default is None else str(default), doc=doc)
+
+
+_HINTS = typing.get_type_hints(RunConfig)
+
+
+def _field_parameters() -> dict[str, param.Parameter]:
+    hints, docs = _HINTS, RunConfig.field_docs()
+    out = {}
+    for f in dataclasses.fields(RunConfig):
+        if f.name in _OWN_WAY:
+            continue
+        default = FORM_DEFAULTS[f.name].value if f.name in FORM_DEFAULTS else f.default
+        out[f.name] = _field_parameter(f.name, hints[f.name], default, docs.get(f.name, "").replace("``", ""))
+    return out
+
+
+_RunConfigFields = param.parameterized_class("_RunConfigFields", _field_parameters())
+
+
+def _to_field(name: str, value: Any) -> Any:
+    """A parameter's value as the RunConfig field ``name`` takes it."""
+    inner, optional = _split_hint(_HINTS[name])
+    if isinstance(value, str) and typing.get_origin(inner) is tuple:          # seeds: "0, 1, 2"
+        return _parse_seeds(value)
+    if isinstance(value, list):
+        return value or (None if optional else value)
+    if isinstance(value, str) and optional:
+        value = value.strip()
+        if not value:
+            return None
+        if name == "block":
+            try:
+                return int(value)
+            except ValueError:
+                return value
+    return value
+
+
+def _to_parameter(name: str, value: Any) -> Any:
+    """A RunConfig field value (from a preset) as the form's parameter holds it."""
+    current = ConfigPanel.param[name]
+    if isinstance(current, param.ListSelector):
+        return list(value or [])
+    if isinstance(current, param.String):
+        if isinstance(value, (list, tuple)):
+            return ", ".join(map(str, value))
+        return "" if value is None else str(value)
+    return value
 
 
 def _device_choices() -> list[str]:
@@ -73,8 +199,11 @@ def _parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-class ConfigPanel(pn.viewable.Viewer):
+class ConfigPanel(pn.viewable.Viewer, _RunConfigFields):
     """Every choice of a run; :meth:`to_config` returns the :class:`lab.RunConfig`.
+
+    One parameter per RunConfig field (built from the dataclass), plus the form's own:
+    the preset, the run name, the dataset path and how classes are split.
 
     Examples
     --------
@@ -85,34 +214,11 @@ class ConfigPanel(pn.viewable.Viewer):
     """
 
     preset = param.Selector(default=DEFAULT_PRESET, objects=list(PRESETS), doc="The preset last applied.")
-    run_name = param.String(default="", doc="Optional label of the run in the runs table.")
-    dataset = param.Selector(default="glyphs", objects=list(DATASETS.values()), doc="Dataset kind.")
+    run_name = param.String(default="", doc=RunConfig.field_docs()["name"])
     data_path = param.String(default="", doc="Folder (image folder) or CIFAR directory for on-disk datasets.")
     split_mode = param.Selector(default="paper default", objects=list(_SPLIT_MODES),
                                 doc="How classes are split into seen and unseen.")
-    n_unseen = param.Integer(default=5, bounds=(2, None), doc="Unseen classes of a random split.")
-    split_seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the random split and partitions.")
     unseen_classes = param.ListSelector(default=[], objects=[], doc="Unseen classes picked by hand.")
-    backbone = param.String(default="resnet18", doc="timm model name, or 'mlp' / 'mlp:depth=8,width=256'.")
-    pretrained = param.Boolean(default=False, doc="Load timm's pretrained weights (needs them cached).")
-    checkpoint = param.String(default="", doc="Weights file (.safetensors / torch) or 'run:ID' of a stored run.")
-    img_size = param.Integer(default=0, bounds=(0, 1024), doc="Resize images to this size; 0 = native.")
-    layers = param.ListSelector(default=[], objects=[], doc="Layers to measure; empty = all.")
-    pooling = param.Selector(default="auto", objects=list(POOLINGS), doc="Pooling of maps/tokens.")
-    strategy = param.Selector(default="full", objects=list(STRATEGIES), doc="Fine-tuning strategy.")
-    block = param.String(default="-1", doc="Block trained by Layer / SCL FT: a tap name or an index.")
-    epochs = param.Integer(default=3, bounds=(0, 1000), doc="Training epochs (epoch 0 is always evaluated).")
-    lr = param.Number(default=0.0, bounds=(0, None), doc="Learning rate; 0 = the strategy's default.")
-    batch_size = param.Integer(default=64, bounds=(1, 4096), doc="Training batch size.")
-    label_noise = param.Number(default=0.0, bounds=(0.0, 1.0), doc="Fraction of seen labels corrupted.")
-    contribution = param.Boolean(default=False, doc="Measure each layer's contribution at the end.")
-    metrics = param.ListSelector(default=list(DEFAULT_METRICS),
-                                 objects=list(SEPARABILITY_METRICS + COLLAPSE_METRICS), doc="Metrics.")
-    unseen_per_class = param.Integer(default=60, bounds=(2, None), doc="Unseen images per class.")
-    seen_per_class = param.Integer(default=30, bounds=(2, None), doc="Seen held-out images per class.")
-    seeds = param.String(default="0", doc="Seeds, comma separated; one full run each.")
-    device = param.Selector(default="auto", objects=["auto", "cpu"], doc="Compute device.")
-    projection = param.Selector(default="umap", objects=list(PROJECTIONS), doc="2-D layout of embeddings.")
     view = param.Dict(default={}, doc="View choices of the preset last applied (e.g. heatmap metric).")
     error = param.String(default="", doc="The last problem with the choices (shown in the panel).")
 
@@ -133,28 +239,24 @@ class ConfigPanel(pn.viewable.Viewer):
         self._refresh_split_preview()
 
     # ------------------------------------------------------------------ public
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """The RunConfig fields that have a parameter of the same name."""
+        return [f.name for f in dataclasses.fields(RunConfig) if f.name not in _OWN_WAY]
+
     def apply_preset(self, name: str) -> None:
-        """Fill the choices from a preset (see :mod:`app.presets`)."""
+        """Fill the choices from a preset (see :mod:`app.presets`); fields it does not set take the
+        fresh form's value (RunConfig's default, or :data:`FORM_DEFAULTS`)."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {list(PRESETS)!r}. Got {name!r} instead.")
         preset = PRESETS[name]
         cfg = dict(preset["config"])
-        values = {
-            "preset": name, "dataset": cfg.get("dataset", "glyphs"), "data_path": "",
-            "split_mode": preset.get("split_mode", "random"), "n_unseen": cfg.get("n_unseen", 5),
-            "split_seed": cfg.get("split_seed", 0), "backbone": cfg.get("backbone", "resnet18"),
-            "pretrained": cfg.get("pretrained", False), "checkpoint": cfg.get("checkpoint") or "",
-            "img_size": cfg.get("img_size") or 0, "layers": [], "pooling": cfg.get("pooling", "auto"),
-            "strategy": cfg.get("strategy", "full"), "block": str(cfg.get("block", "-1") or "-1"),
-            "epochs": cfg.get("epochs", 3) if cfg.get("epochs") is not None else 3,
-            "lr": cfg.get("lr") or 0.0, "batch_size": cfg.get("batch_size", 64),
-            "label_noise": cfg.get("label_noise", 0.0), "contribution": cfg.get("contribution", False),
-            "metrics": list(cfg.get("metrics", DEFAULT_METRICS)),
-            "unseen_per_class": cfg.get("unseen_per_class", 60), "seen_per_class": cfg.get("seen_per_class", 30),
-            "seeds": ", ".join(str(s) for s in cfg.get("seeds", (0,))),
-            "projection": cfg.get("projection", "umap"), "view": dict(preset.get("view", {})),
-            "unseen_classes": [], "error": "",
-        }
+        values = {field: self.param[field].default for field in self.field_names()}
+        values["metrics"] = list(values["metrics"])
+        values.update({k: _to_parameter(k, v) for k, v in cfg.items() if k not in _OWN_WAY})
+        values.update(preset=name, data_path="", split_mode=preset.get("split_mode", "random"), layers=[],
+                      unseen_classes=[], view=dict(preset.get("view", {})), error="",
+                      run_name=cfg.get("name") or "", device=self.device)
         self.param.update(**values)
         self._about.object = f"<i>{html.escape(preset.get('about', ''))}</i>"
         self._preset_select.value = name
@@ -195,31 +297,19 @@ class ConfigPanel(pn.viewable.Viewer):
 
     def config_dict(self) -> dict:
         """The RunConfig fields of the current choices (may still be invalid)."""
+        out = {name: _to_field(name, getattr(self, name)) for name in self.field_names()}
+        defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+        if self.strategy == "none":            # nothing is trained: training settings keep their defaults
+            out.update({name: defaults[name] for name in _TRAINING_FIELDS})
+        if self.strategy not in ("layer", "scl"):
+            out["block"] = None
         seen, unseen = self.split_lists() if self.split_mode != "random" else (None, None)
-        block = self.block.strip() if self.strategy in ("layer", "scl") else None
-        if block is not None:
-            try:
-                block = int(block)
-            except ValueError:
-                pass
-        trains = self.strategy != "none"
-        checkpoint = self.checkpoint.strip() or None
-        return dict(
-            name=self.run_name.strip() or None, dataset=self.dataset_spec(), seen=seen, unseen=unseen,
-            n_unseen=self.n_unseen, split_seed=self.split_seed, backbone=self.backbone.strip(),
-            pretrained=self.pretrained, checkpoint=checkpoint, img_size=self.img_size or None,
-            layers=list(self.layers) or None, pooling=self.pooling, strategy=self.strategy, block=block,
-            epochs=self.epochs if trains else 0, lr=(self.lr or None) if trains else None,
-            batch_size=self.batch_size, label_noise=self.label_noise if trains else 0.0,
-            contribution=self.contribution and trains, metrics=list(self.metrics) or list(DEFAULT_METRICS),
-            unseen_per_class=self.unseen_per_class, seen_per_class=self.seen_per_class,
-            seeds=_parse_seeds(self.seeds), device=self.device, projection=self.projection,
-        )
+        out.update(name=self.run_name.strip() or None, dataset=self.dataset_spec(), seen=seen, unseen=unseen,
+                   backbone=self.backbone.strip(), metrics=out["metrics"] or list(defaults["metrics"]))
+        return out
 
     def to_config(self):
         """A validated :class:`lab.RunConfig`; ValueError (readable) when a choice is wrong."""
-        from lab.config import RunConfig
-
         try:
             cfg = RunConfig(**self.config_dict())
             if cfg.name is None:      # a readable label for the runs table and comparison legends
@@ -336,12 +426,37 @@ class ConfigPanel(pn.viewable.Viewer):
         self.error = ""
         layers = list(bb.layers)
         self.param.layers.objects = layers
-        self.layers = []
+        self.param.projection_layers.objects = layers
+        self.layers, self.projection_layers = [], []
         self._layers_w.options = layers
+        self._projection_layers_w.options = layers
         self._block_w.options = [name for name, _module in bb.block_modules()]
         self._catalogue_note.object = f"<small>{len(layers)} layers in {html.escape(self.backbone)}; none chosen = all</small>"
 
     # ------------------------------------------------------------------ widgets
+    def _w(self, cls, name: str, **kwargs):
+        """A widget for parameter ``name`` with its help text (RunConfig's docstring) as tooltip."""
+        if "description" in cls.param:       # (checkboxes and button groups have no tooltip)
+            kwargs.setdefault("description", self.param[name].doc or None)
+        return cls.from_param(self.param[name], **kwargs)
+
+    def _generic_widget(self, name: str):
+        """A widget chosen by the parameter's type, labelled with the field name."""
+        p = self.param[name]
+        label = name.replace("_", " ")
+        if isinstance(p, param.Boolean):
+            return self._w(pn.widgets.Checkbox, name, label=label)
+        if isinstance(p, param.ListSelector):
+            return self._w(pn.widgets.MultiChoice, name, label=f"{label} (empty = all)", sizing_mode="stretch_width")
+        if isinstance(p, param.Selector):
+            return self._w(pn.widgets.Select, name, label=label, width=150)
+        if isinstance(p, param.Integer):
+            return self._w(pn.widgets.IntInput, name, label=label, width=150)
+        if isinstance(p, param.Number):
+            empty = " (empty = default)" if p.allow_None else ""
+            return self._w(pn.widgets.FloatInput, name, label=label + empty, width=150)
+        return self._w(pn.widgets.TextInput, name, label=label, sizing_mode="stretch_width")
+
     def _build_widgets(self) -> None:
         self._preset_select = pn.widgets.Select(label="Preset", options=list(PRESETS), value=self.preset, css_classes=["ls-preset"],
                                                 sizing_mode="stretch_width")
@@ -351,25 +466,23 @@ class ConfigPanel(pn.viewable.Viewer):
         self._about = pn.pane.HTML("", sizing_mode="stretch_width", styles={"font-size": "12px"})
         self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["ls-config-alert"])
-        dataset_w = pn.widgets.Select.from_param(self.param.dataset, label="Dataset", options=dict(DATASETS),
+        dataset_w = self._w(pn.widgets.Select, "dataset", label="Dataset", options=dict(DATASETS),
                                                  sizing_mode="stretch_width")
-        self._path_w = pn.widgets.TextInput.from_param(
-            self.param.data_path, label="Path on disk", placeholder="/data/my_images or /data/cifar-100-python",
+        self._path_w = self._w(pn.widgets.TextInput, "data_path", label="Path on disk", placeholder="/data/my_images or /data/cifar-100-python",
             sizing_mode="stretch_width", visible=False)
-        split_w = pn.widgets.RadioButtonGroup.from_param(self.param.split_mode, sizing_mode="stretch_width",
+        split_w = self._w(pn.widgets.RadioButtonGroup, "split_mode", sizing_mode="stretch_width",
                                                          color="light")
-        self._random_row = pn.Row(pn.widgets.IntInput.from_param(self.param.n_unseen, label="Unseen classes", width=110),
-                                  pn.widgets.IntInput.from_param(self.param.split_seed, label="Split seed", width=110))
-        self._hand_w = pn.widgets.MultiChoice.from_param(self.param.unseen_classes, label="Unseen classes (by hand)",
+        self._random_row = pn.Row(self._w(pn.widgets.IntInput, "n_unseen", label="Unseen classes", width=110),
+                                  self._w(pn.widgets.IntInput, "split_seed", label="Split seed", width=110))
+        self._hand_w = self._w(pn.widgets.MultiChoice, "unseen_classes", label="Unseen classes (by hand)",
                                                          sizing_mode="stretch_width", visible=False)
         self._gallery = pn.pane.HTML("", sizing_mode="stretch_width", max_height=260,
                                      styles={"overflow-y": "auto"})
-        backbone_w = pn.widgets.AutocompleteInput.from_param(
-            self.param.backbone, label="Backbone (type to search timm)", options=_backbone_choices(),
+        backbone_w = self._w(pn.widgets.AutocompleteInput, "backbone", label="Backbone (type to search timm)", options=_backbone_choices(),
             restrict=False, case_sensitive=False, search_strategy="includes", min_characters=1,
             sizing_mode="stretch_width", css_classes=["ls-backbone"])
-        pretrained_w = pn.widgets.Checkbox.from_param(self.param.pretrained, label="pretrained weights (cached)")
-        checkpoint_w = pn.widgets.TextInput.from_param(self.param.checkpoint, label="Checkpoint (path or run:ID)",
+        pretrained_w = self._w(pn.widgets.Checkbox, "pretrained", label="pretrained weights (cached)")
+        checkpoint_w = self._w(pn.widgets.TextInput, "checkpoint", label="Checkpoint (path or run:ID)",
                                                        placeholder="weights.safetensors or run:ID",
                                                        sizing_mode="stretch_width")
         self._previous = pn.widgets.Select(label="…or the fine-tuned weights of a previous run", options={"—": ""},
@@ -378,32 +491,34 @@ class ConfigPanel(pn.viewable.Viewer):
         catalogue_button = pn.widgets.Button(label="List layers of this backbone", sizing_mode="stretch_width")
         catalogue_button.on_click(self.load_catalogue)
         self._catalogue_note = pn.pane.HTML("<small>All layers are measured unless you pick some.</small>")
-        self._layers_w = pn.widgets.MultiChoice.from_param(self.param.layers, label="Layers (empty = all)",
+        self._layers_w = self._w(pn.widgets.MultiChoice, "layers", label="Layers (empty = all)",
                                                            sizing_mode="stretch_width")
-        pooling_w = pn.widgets.Select.from_param(self.param.pooling, label="Pooling", width=110)
-        size_w = pn.widgets.IntInput.from_param(self.param.img_size, label="Image size (0 = native)", width=150)
-        strategy_w = pn.widgets.RadioButtonGroup.from_param(self.param.strategy, sizing_mode="stretch_width",
+        pooling_w = self._w(pn.widgets.Select, "pooling", label="Pooling", width=110)
+        size_w = self._w(pn.widgets.IntInput, "img_size", label="Image size (empty = native)", width=150)
+        strategy_w = self._w(pn.widgets.RadioButtonGroup, "strategy", sizing_mode="stretch_width",
                                                             color="light")
-        self._block_w = pn.widgets.AutocompleteInput.from_param(
-            self.param.block, label="Block to tune (tap name or index, -1 = last)", options=[], restrict=False,
+        self._block_w = self._w(pn.widgets.AutocompleteInput, "block", label="Block to tune (tap name or index, -1 = last)", options=[], restrict=False,
             min_characters=0, sizing_mode="stretch_width", visible=False)
-        epochs_w = pn.widgets.IntInput.from_param(self.param.epochs, label="Epochs", width=80)
-        lr_w = pn.widgets.FloatInput.from_param(self.param.lr, label="LR (0 = default)", width=110, step=1e-4,
+        epochs_w = self._w(pn.widgets.IntInput, "epochs", label="Epochs (empty = default)", width=80)
+        lr_w = self._w(pn.widgets.FloatInput, "lr", label="LR (empty = default)", width=110, step=1e-4,
                                                 format="0.[00000]")
-        batch_w = pn.widgets.IntInput.from_param(self.param.batch_size, label="Batch", width=80)
-        noise_w = pn.widgets.FloatSlider.from_param(self.param.label_noise, label="Label noise", step=0.05,
+        batch_w = self._w(pn.widgets.IntInput, "batch_size", label="Batch", width=80)
+        noise_w = self._w(pn.widgets.FloatSlider, "label_noise", label="Label noise", step=0.05,
                                                     sizing_mode="stretch_width")
-        contribution_w = pn.widgets.Checkbox.from_param(self.param.contribution,
-                                                        label="layer contribution (re-init each layer at the end)")
-        self._training_widgets = [epochs_w, lr_w, batch_w, noise_w, contribution_w]
-        metrics_w = pn.widgets.MultiChoice.from_param(self.param.metrics, label="Metrics",
+        contribution_w = self._w(pn.widgets.Checkbox, "contribution", label="layer contribution (re-init each layer at the end)")
+        advanced = {name: self._generic_widget(name) for name in ADVANCED_FIELDS}
+        self._projection_layers_w = advanced["projection_layers"]
+        self._training_widgets = [epochs_w, lr_w, batch_w, noise_w, contribution_w,
+                                  *(advanced[name] for name in ADVANCED_FIELDS if name in _TRAINING_FIELDS)]
+        metrics_w = self._w(pn.widgets.MultiChoice, "metrics", label="Metrics",
+                          options={METRICS[m].label: m for m in self.param.metrics.objects},
                                                       sizing_mode="stretch_width")
-        unseen_w = pn.widgets.IntInput.from_param(self.param.unseen_per_class, label="Unseen imgs/class", width=120)
-        seen_w = pn.widgets.IntInput.from_param(self.param.seen_per_class, label="Seen imgs/class", width=120)
-        seeds_w = pn.widgets.TextInput.from_param(self.param.seeds, label="Seeds", width=90)
-        device_w = pn.widgets.Select.from_param(self.param.device, label="Device", width=90)
-        projection_w = pn.widgets.Select.from_param(self.param.projection, label="Layout", width=90)
-        name_w = pn.widgets.TextInput.from_param(self.param.run_name, label="Run name (optional)",
+        unseen_w = self._w(pn.widgets.IntInput, "unseen_per_class", label="Unseen imgs/class (empty = all)", width=120)
+        seen_w = self._w(pn.widgets.IntInput, "seen_per_class", label="Seen imgs/class (empty = all)", width=120)
+        seeds_w = self._w(pn.widgets.TextInput, "seeds", label="Seeds", width=90)
+        device_w = self._w(pn.widgets.Select, "device", label="Device", width=90)
+        projection_w = self._w(pn.widgets.Select, "projection", label="Layout", width=90)
+        name_w = self._w(pn.widgets.TextInput, "run_name", label="Run name (optional)",
                                                  sizing_mode="stretch_width")
         self._sections = pn.Accordion(
             ("Data & split", pn.Column(dataset_w, self._path_w, split_w, self._random_row, self._hand_w,
@@ -416,6 +531,7 @@ class ConfigPanel(pn.viewable.Viewer):
             ("Metrics, seeds & device", pn.Column(metrics_w, pn.Row(unseen_w, seen_w),
                                                   pn.Row(seeds_w, device_w, projection_w), name_w,
                                                   sizing_mode="stretch_width")),
+            ("Advanced", pn.Column(*advanced.values(), sizing_mode="stretch_width")),
             active=[0], sizing_mode="stretch_width", toggle=False,
         )
         self._layout = pn.Column(

@@ -26,10 +26,11 @@ import panel as pn
 import param
 
 from lab import events as ev
+from lab.catalogue import METRIC_NAMES
 
 from . import plots
 from ._dispatch import DocDispatcher
-from ._model import STAGE_LABELS, RunModel
+from ._model import STAGE_LABELS, RunModel, verdict_html
 from ._thumbs import ThumbnailSource
 
 __all__ = ["LiveView", "CURVE_SPECS"]
@@ -43,8 +44,7 @@ CURVE_SPECS = (
 )
 """(metric, splits) of the metric-vs-layer plots, in display order."""
 
-_HEATMAP_METRICS = ("nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
-                    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy")
+_HEATMAP_METRICS = METRIC_NAMES         # every metric of lab.catalogue, in its display order
 _PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
                 "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
                 "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
@@ -505,22 +505,7 @@ class LiveView(pn.viewable.Viewer):
             self.status = status
 
     def _refresh_verdict(self) -> None:
-        v = self.model.verdict()
-        if "g" not in v:
-            self._verdict.object = ("<span style='color:#666'>Verdict: waiting for the first unseen-class "
-                                    "NMI of every layer…</span>") if self.status == "running" else ""
-            return
-        g = f"{v['g']:.3f}" + (f" ± {v['g_std']:.3f}" if v.get("g_std") not in (None,) and
-                               math.isfinite(v.get("g_std") or math.nan) else "")
-        text = (f"<b>Best layer for unseen classes now: <span class='ls-best-layer'>{html.escape(v['layer'])}"
-                f"</span></b> (g = {v['metric'].upper()} {g}, epoch {v['epoch']}"
-                f"{'' if v.get('final') else ', so far'})")
-        if "heldout_accuracy" in v and math.isfinite(v["heldout_accuracy"]):
-            text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
-                     f" (epoch {v['accuracy_epoch']})")
-        if v.get("last_layer") and v["last_layer"] != v["layer"] and v.get("last_layer_measured"):
-            text += " &nbsp;— not the last layer: seen accuracy does not say where unseen classes separate."
-        self._verdict.object = text
+        self._verdict.object = verdict_html(self.model.verdict(), running=self.status == "running")
 
     def _status_html(self) -> str:
         m = self.model

@@ -24,8 +24,7 @@ PRESETS = MappingProxyType({
                  "the 5 withheld styles (Dyballa et al. 2024; Gerritz et al. 2024).",
         "split_mode": "paper default",
         "config": MappingProxyType(dict(
-            dataset="glyphs", backbone="resnet18", strategy="full", epochs=3, n_unseen=5,
-            unseen_per_class=60, seen_per_class=30, seeds=(0,), projection="umap",
+            dataset="glyphs", backbone="resnet18", strategy="full", n_unseen=5, seeds=(0,), projection="umap",
         )),
         "view": MappingProxyType({"heatmap_metric": "nmi"}),
     }),
@@ -59,4 +58,5 @@ PRESETS = MappingProxyType({
         "view": MappingProxyType({"heatmap_metric": "nmi"}),
     }),
 })
-"""Preset name -> {"about", "split_mode", "config" (RunConfig fields), "view" (LiveView params)}."""
+"""Preset name -> {"about", "split_mode", "config" (RunConfig fields), "view" (LiveView params)}.
+Fields a preset leaves out take the fresh form's value (``app.config_panel.FORM_DEFAULTS``)."""

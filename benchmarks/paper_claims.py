@@ -51,6 +51,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lab import analysis  # noqa: E402 - torch-free; lab.runs (torch) is imported where used
+
 __all__ = ["main", "Settings", "Row", "VERDICTS", "FAST_VERDICT", "run_claims"]
 
 REPRODUCED, MIXED, NOT_REPRODUCED = "reproduced", "mixed", "not reproduced"
@@ -223,18 +225,15 @@ def _hidden_layers(rec) -> list[str]:
     return [d["name"] for d in rec.meta["layers"] if d["name"] != "pre_logits"]
 
 
-def _load_data(rec):
-    """The run's seen training and held-out partitions, rebuilt with lab.data exactly as the engine does."""
-    import lab
+def _seed_spread(values) -> tuple[float, float]:
+    """(mean, std) over seeds of one value per seed, by lab.analysis (std ddof=1; NaN for one seed)."""
+    import pandas as pd
 
-    cfg = rec.config
-    ds = lab.data.load(cfg.dataset, image_size=cfg.img_size)
-    seen = ds.subset(list(rec.meta["split"]["seen"]))
-    train = seen.partition("train", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
-    heldout = seen.partition("test", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
-    if cfg.seen_per_class is not None:
-        heldout = heldout.sample_per_class(cfg.seen_per_class, seed=cfg.split_seed)
-    return ds, train, heldout
+    from lab import analysis
+
+    frame = pd.DataFrame({"metric": "x", "value": np.asarray(values, dtype=float)})
+    row = analysis.aggregate_seeds(frame, by=("metric",)).iloc[0]
+    return float(row["mean"]), float(row["std"])
 
 
 def _reload(rec, ds, seed: int | None = None):
@@ -264,7 +263,10 @@ def fig2(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
     heldout_nc1 = _seen_metric(rec, "nc1")
     tr = _training_final(rec)
     # The paper plots NC1 on the training images: reload the final weights and measure it there.
-    ds, train, _ = _load_data(rec)
+    from lab.runs import prepare_data
+
+    data = prepare_data(rec.config)                   # the engine's own datasets of this run
+    ds, train = data.dataset, data.train
     bb = _reload(rec, ds)
     feats = lab.features.extract(bb, train, layers=layers, batch_size=256)
     y = np.asarray(train.targets)
@@ -325,6 +327,8 @@ def table3(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
 
     import lab
 
+    from lab.runs import prepare_data
+
     ds = lab.data.load("glyphs")
     pretrain, downstream = list(ds.classes[0::2]), list(ds.classes[1::2])
     common = dict(dataset="glyphs", backbone=settings.t3_backbone, img_size=settings.t3_img_size,
@@ -344,12 +348,11 @@ def table3(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
             lr=settings.t3_ft_lr, layers=(block, "pre_logits"), seeds=settings.t3_seeds, save_weights=True, **common)
         rec = _run(cfg, store, f"table3 {strategy}")
         tr = _training_final(rec)
-        t = _final(rec.training)
-        acc_std = float(t["heldout_accuracy"].astype(float).std(ddof=1)) if len(t) > 1 else float("nan")
+        acc_std = _seed_spread(_final(rec.training)["heldout_accuracy"])[1]
         engine_nc1 = _seen_metric(rec, "nc1")["pre_logits"]
         # NC1 of what the head sees on the held-out images (for SCL: pre-logits + zero-padded pooled block),
         # from each seed's saved weights; the mean over seeds.
-        _, _, heldout = _load_data(rec)
+        heldout = prepare_data(rec.config).heldout     # the engine's own held-out images of this run
         y = np.asarray(heldout.targets)
         recomputed, head_nc1 = [], []
         for seed in settings.t3_seeds:
@@ -445,35 +448,34 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
             seeds=settings.dy_seeds, metrics=("nmi",), projection="none", unseen_per_class=settings.dy_unseen_per_class,
             seen_per_class=None, device="cpu", save_weights=False)
         rec = _run(cfg, store, f"dyballa {backbone}@{size}")
+        # g, its layer and the seed spreads: lab.analysis (complete evaluations only, exact ties and
+        # taps with the final layer's features go to the deeper layer), as everywhere else.
+        layers, aliases = rec.meta["layers"], rec.meta.get("layer_aliases") or {}
         m = rec.metrics
-        m = m[(m["split"] == "unseen") & (m["metric"] == "nmi")]
-        order = [d["name"] for d in rec.meta["layers"]]
-        last_epoch = int(m["epoch"].max())
-        fin = m[m["epoch"] == last_epoch].pivot_table(index="seed", columns="layer", values="value")[order]  # (S, L)
-        mean, std = fin.mean(0), fin.std(0, ddof=1) if len(fin) > 1 else fin.mean(0) * np.nan
-        best = str(mean.idxmax())
-        # Taps that carry the same features as pre_logits (an MLP's last hidden layer; a CNN's last block,
-        # pooled) give the same NMI: count them as "the last layer".
-        same_as_last = [name for name in order if np.allclose(fin[name].to_numpy(), fin["pre_logits"].to_numpy(),
-                                                               rtol=0, atol=1e-9)]
-        best_is_last = best in same_as_last
-        diff = (fin[best] - fin["pre_logits"]).to_numpy()                             # per seed
-        curve = m.groupby(["epoch", "layer"])["value"].mean().unstack()[order]
-        t = rec.training
-        acc_by_epoch = t.groupby("epoch")["heldout_accuracy"].mean()
-        acc_final = t[t["epoch"] == t["epoch"].max()]["heldout_accuracy"].astype(float)
+        order = analysis.layer_order(layers, m)
+        summ = analysis.run_summary(m, rec.training, layers=layers, aliases=aliases)
+        curve = analysis.layer_curve(m, layers=layers, metric="nmi").set_index("layer")      # last complete epoch
+        gen = analysis.generalization(m, layers=layers, aliases=aliases)
+        last_layer, best = order[-1], summ["best_layer"]
+        best_source = max(curve.index[curve["mean"] == summ["g"]], key=order.index)          # the tap g was read at
+        fin = analysis.complete_evaluations(m, order, metric="nmi")
+        fin = fin[fin["epoch"] == summ["epoch"]].pivot_table(index="seed", columns="layer", values="value")
+        gap_mean, gap_std = _seed_spread((fin[best_source] - fin[last_layer]).to_numpy())  # per seed
+        acc_final = _final(rec.training)["heldout_accuracy"]
+        acc_mean, acc_std = _seed_spread(acc_final)
+        acc_by_epoch = rec.training.groupby("epoch")["heldout_accuracy"].mean()
         per_bb[f"{backbone}@{size}"] = {
-            "run_id": rec.run_id, "layers": order, "epoch": last_epoch,
-            "nmi_mean": {k: float(v) for k, v in mean.items()},
-            "nmi_std": {k: float(v) for k, v in std.items()},
-            "g": float(mean[best]), "g_std": float(std[best]), "best_layer": best, "best_is_last": best_is_last,
-            "layers_same_as_last": same_as_last,
-            "last_nmi": float(mean["pre_logits"]), "last_nmi_std": float(std["pre_logits"]),
-            "gap_mean": float(diff.mean()), "gap_std": float(diff.std(ddof=1)) if len(diff) > 1 else float("nan"),
-            "seen_accuracy": float(acc_final.mean()),
-            "seen_accuracy_std": float(acc_final.std(ddof=1)) if len(acc_final) > 1 else float("nan"),
-            "g_by_epoch": {int(e): float(row.max()) for e, row in curve.iterrows()},
-            "best_layer_by_epoch": {int(e): str(row.idxmax()) for e, row in curve.iterrows()},
+            "run_id": rec.run_id, "layers": order, "epoch": summ["epoch"],
+            "nmi_mean": {k: float(v) for k, v in curve["mean"].items()},
+            "nmi_std": {k: float(v) for k, v in curve["std"].items()},
+            "g": summ["g"], "g_std": summ["g_std"] if summ["g_std"] is not None else float("nan"),
+            "best_layer": best, "best_is_last": bool(summ["best_is_final"]),
+            "layers_same_as_last": [name for name in order if name == last_layer or aliases.get(name) == last_layer],
+            "last_nmi": float(curve.loc[last_layer, "mean"]), "last_nmi_std": float(curve.loc[last_layer, "std"]),
+            "gap_mean": gap_mean, "gap_std": gap_std,
+            "seen_accuracy": acc_mean, "seen_accuracy_std": acc_std,
+            "g_by_epoch": {int(r.epoch): float(r.g) for r in gen.itertuples()},
+            "best_layer_by_epoch": {int(r.epoch): str(r.layer) for r in gen.itertuples()},
             "seen_accuracy_by_epoch": {int(e): (None if pd_isna(v) else float(v)) for e, v in acc_by_epoch.items()},
         }
 
@@ -509,15 +511,18 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
             measured=(f"g {_pm(r['g'], r['g_std'])} at {r['best_layer']}; last {_pm(r['last_nmi'], r['last_nmi_std'])}; "
                       f"gap {_pm(r['gap_mean'], r['gap_std'])} over {n_seeds} seed(s)"),
             verdict=_fast_or(settings, verdict, n_seeds < 2),
-            rule=("best layer = argmax of the seed-mean NMI curve at the final epoch; not reproduced if it is pre_logits "
-                  "or a tap with identical features; reproduced if not, and the per-seed gap g − NMI(last) has a mean "
+            rule=("best layer = lab.analysis's argmax of the seed-mean NMI curve at the last complete epoch (ties and taps "
+                  "with the final features go deeper); not reproduced if it is the final representation; reproduced if not, and the per-seed gap g − NMI(last) has a mean "
                   f"above both its std and {_MIN_GAP:g} NMI; mixed otherwise. Fast mode (1 seed): no spread to judge"),
             values={k: r[k] for k in ("g", "g_std", "best_layer", "last_nmi", "gap_mean", "gap_std", "best_is_last")},
         ))
     names = list(per_bb)
     accs = [per_bb[n]["seen_accuracy"] for n in names]
     gs = [per_bb[n]["g"] for n in names]
-    rho = _spearman(accs, gs)
+    import pandas as pd
+
+    ranks = analysis.accuracy_vs_g(pd.DataFrame({"heldout_accuracy": accs, "g": gs}))   # NaN below 3 backbones
+    rho = ranks["spearman"]
     rank_acc = [n for _, n in sorted(zip(accs, names), reverse=True)]
     rank_g = [n for _, n in sorted(zip(gs, names), reverse=True)]
     if not math.isfinite(rho):
@@ -535,9 +540,11 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
         measured=(f"by seen acc: {' > '.join(rank_acc)}; by g: {' > '.join(rank_g)}; Spearman(acc, g) {_f(rho, 2)} "
                   f"over {len(names)} backbones"),
         verdict=_fast_or(settings, verdict, len(names) < 3 or n_seeds < 2),
-        rule=("Spearman(seen held-out accuracy, g) across backbones: = 1 (same ranking) not reproduced, <= 0 reproduced, "
-              "in between mixed (3 backbones: weak evidence either way). Fast mode (2 backbones, 1 seed): inconclusive"),
-        values={"spearman": rho, "rank_by_accuracy": rank_acc, "rank_by_g": rank_g},
+        rule=("Spearman(seen held-out accuracy, g) across backbones (lab.analysis.accuracy_vs_g; undefined below 3): "
+              "= 1 (same ranking) not reproduced, <= 0 reproduced, in between mixed (3 backbones: weak evidence either "
+              "way). Fast mode (2 backbones, 1 seed): inconclusive"),
+        values={"spearman": rho, "spearman_ci": ranks["spearman_ci"], "kendall": ranks["kendall"],
+                "rank_by_accuracy": rank_acc, "rank_by_g": rank_g},
     ))
     return rows, {"split": split.to_dict(), "backbones": per_bb}, lines
 

@@ -30,6 +30,10 @@ import typing
 from pathlib import Path
 from typing import Any, Sequence
 
+import pandas as pd
+
+from lab import analysis
+from lab.catalogue import metric_label
 from lab.config import RunConfig
 from lab.store import RunNotFoundError, RunStore
 
@@ -56,34 +60,6 @@ def _one_line(text: Any) -> str:
 # ----------------------------------------------------------------------------------------------
 # RunConfig fields -> flags
 # ----------------------------------------------------------------------------------------------
-
-def _field_docs(cls: type) -> dict[str, str]:
-    """Descriptions of the numpydoc ``Parameters`` section of ``cls``, by field name."""
-    lines = (inspect.getdoc(cls) or "").splitlines()
-    out: dict[str, str] = {}
-    names: list[str] = []
-    text: list[str] = []
-    inside = False
-    for i, line in enumerate(lines):
-        underline = i + 1 < len(lines) and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"-"}
-        if underline:
-            if inside:
-                break                     # the next section
-            inside = line.strip() == "Parameters"
-            continue
-        if not inside or (line.strip() and set(line.strip()) == {"-"}):
-            continue
-        if line and not line[0].isspace():
-            for n in names:
-                out[n] = " ".join(text)
-            names = [n.strip() for n in line.split(" : ")[0].split(",")]
-            text = []
-        elif line.strip():
-            text.append(line.strip())
-    for n in names:
-        out[n] = " ".join(text)
-    return out
-
 
 def _none_or(convert, name: str):
     def parse(text: str):
@@ -122,7 +98,7 @@ def _flag_spec(hint: Any) -> dict[str, Any]:
 def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
     """(field, flag, argparse kwargs) for every RunConfig field."""
     hints = typing.get_type_hints(RunConfig)
-    docs = _field_docs(RunConfig)
+    docs = RunConfig.field_docs()
     out = []
     for f in dataclasses.fields(RunConfig):
         spec = _flag_spec(hints[f.name])
@@ -222,7 +198,11 @@ def _build_config(args) -> RunConfig:
 
 
 class _Console:
-    """Turns events into a tqdm bar and one summary line per epoch."""
+    """Turns events into a tqdm bar and one summary line per epoch.
+
+    The per-seed best layer of an epoch is :func:`lab.analysis.generalization` over that seed's
+    rows, so it follows the same rules as every other place that names a best layer.
+    """
 
     def __init__(self, progress: bool):
         from tqdm.auto import tqdm
@@ -230,8 +210,10 @@ class _Console:
         self._tqdm = tqdm
         self._progress = progress
         self.bar = None                   # made on the first Progress event
-        self.best: dict[tuple, tuple[str, float]] = {}      # (seed, epoch) -> (layer, value)
+        self.rows: dict[int, list[dict]] = {}        # seed -> its unseen rows of self.metric
         self.metric: str | None = None
+        self.layers: list[str] | None = None
+        self.aliases: dict[str, str] = {}
         self.seeds: list[int] = []
         self.started = False
         self.run_id: str | None = None
@@ -244,12 +226,25 @@ class _Console:
         if self.bar is not None:
             self.bar.close()
 
+    def best(self, seed: int, epoch: int) -> dict | None:
+        """The best layer of one seed's epoch: its row of :func:`lab.analysis.generalization` over
+        that seed's rows, or None (nothing measured, or the epoch did not reach every layer)."""
+        rows = self.rows.get(seed)
+        if not rows or self.metric is None:
+            return None
+        table = analysis.generalization(pd.DataFrame(rows), layers=self.layers, aliases=self.aliases,
+                                        metric=self.metric)
+        table = table[table["epoch"] == epoch]
+        return None if table.empty else table.iloc[0].to_dict()
+
     def handle(self, ev) -> None:
         kind = ev.kind
         self.run_id = self.run_id or getattr(ev, "run_id", None)
+        self.aliases = getattr(ev, "aliases", None) or self.aliases
         if kind == "run_started":
             self.started = True
             self.seeds = list(ev.seeds)
+            self.layers = [layer["name"] if isinstance(layer, dict) else str(layer) for layer in ev.layers] or None
             n = ev.n_images or {}
             sizes = ", ".join(f"{v} {k}" for k, v in n.items())
             self.line(f"run {ev.run_id}: {len(ev.layers)} layers, {len(ev.seen)} seen / {len(ev.unseen)} "
@@ -268,19 +263,17 @@ class _Console:
             self.bar.n = int(ev.done)
             self.bar.refresh()
         elif kind == "layer_metrics" and ev.split == "unseen":
-            metric = self.metric or ("nmi" if "nmi" in ev.values else next(iter(ev.values), None))
-            value = ev.values.get(metric) if metric else None
-            if metric is None or value is None or not math.isfinite(value):
-                return
-            self.metric = metric
-            key = (ev.seed, ev.epoch)
-            if key not in self.best or value > self.best[key][1]:
-                self.best[key] = (ev.layer, float(value))
+            self.metric = self.metric or ("nmi" if "nmi" in ev.values else next(iter(ev.values), None))
+            if self.metric in ev.values:
+                value = ev.values[self.metric]
+                self.rows.setdefault(ev.seed, []).append(
+                    {"seed": ev.seed, "epoch": ev.epoch, "layer": ev.layer, "split": "unseen",
+                     "metric": self.metric, "value": math.nan if value is None else float(value)})
         elif kind == "epoch_finished":
             parts = [f"epoch {ev.epoch}" if len(self.seeds) <= 1 else f"seed {ev.seed} epoch {ev.epoch}"]
-            best = self.best.get((ev.seed, ev.epoch))
+            best = self.best(ev.seed, ev.epoch)
             if best:
-                parts.append(f"best layer {best[0]} (unseen {self.metric} {best[1]:.3f})")
+                parts.append(f"best layer {best['layer']} (unseen {self.metric} {best['g']:.3f})")
             if ev.heldout_accuracy is not None:
                 parts.append(f"seen held-out acc {ev.heldout_accuracy:.3f}")
             if ev.train_loss is not None:
@@ -378,17 +371,17 @@ def _cmd_list(args) -> int:
 
 
 def _layer_table(rec) -> tuple[int | None, Any]:
+    """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at the last epoch stored,
+    one row per layer in the run's layer order."""
     m = rec.metrics
     if m.empty:
         return None, None
     epoch = int(m["epoch"].max())
-    last = m[m["epoch"] == epoch]
-    table = last.pivot_table(index="layer", columns=["split", "metric"], values="value", aggfunc="mean",
-                             sort=False)
-    order = [layer for layer in (rec.meta.get("layers") or []) if isinstance(layer, str)]
-    order = [layer for layer in order if layer in table.index] + [
-        layer for layer in table.index if layer not in order]
-    table = table.loc[order]
+    agg = analysis.aggregate_seeds(m[m["epoch"] == epoch], by=("layer", "split", "metric"))
+    table = agg.pivot_table(index="layer", columns=["split", "metric"], values="mean", aggfunc="first",
+                            sort=False, dropna=False)
+    order = analysis.layer_order(rec.meta.get("layers"), m)
+    table = table.loc[[layer for layer in order if layer in table.index]]
     table.columns = [f"{split}:{metric}" for split, metric in table.columns]
     return epoch, table
 
@@ -409,14 +402,16 @@ def _cmd_show(args) -> int:
     cfg = rec.config.to_dict() if hasattr(rec.config, "to_dict") else rec.config
     for key, value in cfg.items():
         print(f"  {key}: {json.dumps(value)}")
-    s = rec.summary()
+    s = rec.summary()                     # lab.analysis.run_summary
     print("summary:")
     if s.get("g") is not None:
         spread = f" ± {s['g_std']:.3f}" if s.get("g_std") is not None else ""
-        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen NMI {s['g']:.3f}{spread}, "
-              f"{s['n_seeds']} seed{'s' if s['n_seeds'] != 1 else ''})")
+        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen {metric_label('nmi')} "
+              f"{s['g']:.3f}{spread}, {s['n_seeds']} seed{'s' if s['n_seeds'] != 1 else ''})")
+        where = "is" if s.get("best_is_final") else "is not"
+        print(f"  the best layer {where} the final representation ({s['final_layer']})")
     else:
-        print("  no unseen NMI stored yet")
+        print(f"  no complete unseen {metric_label('nmi')} evaluation stored yet")
     if s.get("heldout_accuracy") is not None:
         print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
     epoch, table = _layer_table(rec)

@@ -21,40 +21,42 @@ True
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
+
+from lab import catalogue
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS",
+    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
 ]
 
-STRATEGIES = ("none", "linear", "full", "layer", "scl")
-"""Fine-tuning strategies: evaluate as loaded, linear probe, full fine-tuning, one
-block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
+STRATEGIES = catalogue.STRATEGY_NAMES
+"""Fine-tuning strategies (:data:`lab.catalogue.STRATEGIES`): evaluate as loaded, linear probe,
+full fine-tuning, one block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
 OPTIMIZERS = ("adamw", "sgd")
 PROTOCOLS = ("default", "paper")
 PROJECTIONS = ("umap", "pca", "none")
 POOLINGS = ("auto", "mean", "flatten")
 
-SEPARABILITY_METRICS = (
-    "nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
-)
+SEPARABILITY_METRICS = catalogue.SEPARABILITY_METRICS
 """Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
-COLLAPSE_METRICS = (
-    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy",
-)
+COLLAPSE_METRICS = catalogue.COLLAPSE_METRICS
 """Neural-collapse measures; computed on the seen held-out sample and on the unseen images."""
-DEFAULT_METRICS = (
-    "nmi", "knn_accuracy", "knn_purity",
-    "nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy",
-)
-"""What a run measures by default: lab.metrics' DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE without
-``linear_probe_accuracy``, whose cross-validated logistic regression costs seconds to a minute per
-layer and epoch on a CPU (add it explicitly when wanted)."""
+DEFAULT_METRICS = catalogue.DEFAULT_METRICS
+"""What a run measures by default (:data:`lab.catalogue.DEFAULT_METRICS`)."""
+
+FIELD_CHOICES = MappingProxyType({
+    "pooling": POOLINGS, "strategy": STRATEGIES, "optimizer": OPTIMIZERS, "protocol": PROTOCOLS,
+    "projection": PROJECTIONS, "metrics": catalogue.METRIC_NAMES,
+})
+"""The allowed values of the fields that take a fixed set (``metrics``: of each entry); the
+validation below, the command line's help and the app's form read them here."""
 
 _DEFAULT_EPOCHS = 3
 # The seed papers fine-tune with AdamW at 2e-4; a linear head alone tolerates (and needs) more.
@@ -214,7 +216,8 @@ class RunConfig:
         self._validate()
 
     def _validate(self) -> None:
-        def choice(name, choices):
+        def choice(name, choices=None):
+            choices = FIELD_CHOICES[name] if choices is None else choices
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {_fmt_choices(choices)}. Got {value!r} instead.")
@@ -277,8 +280,8 @@ class RunConfig:
             )
         int_at_least("img_size", 8, optional=True)
         str_list("layers")
-        choice("pooling", POOLINGS)
-        choice("strategy", STRATEGIES)
+        choice("pooling")
+        choice("strategy")
         if self.strategy in ("layer", "scl"):
             if self.block is None:
                 raise ValueError(
@@ -305,7 +308,7 @@ class RunConfig:
             not _is_number(self.weight_decay) or not math.isfinite(self.weight_decay) or self.weight_decay < 0
         ):
             raise ValueError(f"weight_decay must be a number >= 0 or None. Got {self.weight_decay!r} instead.")
-        choice("optimizer", OPTIMIZERS)
+        choice("optimizer")
         boolean("augment")
         if not _is_number(self.label_noise) or not 0.0 <= self.label_noise <= 1.0:
             raise ValueError(f"label_noise must be a fraction between 0.0 and 1.0. Got {self.label_noise!r} instead.")
@@ -322,14 +325,14 @@ class RunConfig:
             )
         if len(self.metrics) == 0:
             raise ValueError("metrics must name at least one metric.")
-        known = SEPARABILITY_METRICS + COLLAPSE_METRICS
+        known = FIELD_CHOICES["metrics"]
         unknown = [m for m in self.metrics if m not in known]
         if unknown:
             raise ValueError(
                 f"metrics: unknown metric {unknown[0]!r}. Allowed: {_fmt_choices(known)}."
             )
         str_list("metrics")
-        choice("protocol", PROTOCOLS)
+        choice("protocol")
         int_at_least("unseen_per_class", 2, optional=True)
         int_at_least("seen_per_class", 2, optional=True)
         if len(self.seeds) == 0:
@@ -343,7 +346,7 @@ class RunConfig:
             raise ValueError(
                 f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'. Got {self.device!r} instead."
             )
-        choice("projection", PROJECTIONS)
+        choice("projection")
         str_list("projection_layers")
         if self.projection_layers is not None and self.layers is not None:
             missing = [p for p in self.projection_layers if p not in self.layers]
@@ -408,6 +411,14 @@ class RunConfig:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Each field's description from the class's numpydoc ``Parameters`` section, on one line.
+
+        The command line's ``--help`` and the app's form both read their help text here.
+        """
+        return _parameter_docs(cls)
+
+    @classmethod
     def _unknown_message(cls, unknown) -> str:
         return (
             f"unknown RunConfig field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}. "
@@ -442,3 +453,31 @@ class RunConfig:
         except json.JSONDecodeError as exc:
             raise ValueError(f"the RunConfig JSON could not be parsed: {exc}.") from exc
         return cls.from_dict(data)
+
+
+def _parameter_docs(cls: type) -> dict[str, str]:
+    """Descriptions of the numpydoc ``Parameters`` section of ``cls``, by name (``a, b : ...`` gives both)."""
+    lines = (inspect.getdoc(cls) or "").splitlines()
+    out: dict[str, str] = {}
+    names: list[str] = []
+    text: list[str] = []
+    inside = False
+    for i, line in enumerate(lines):
+        underline = i + 1 < len(lines) and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"-"}
+        if underline:
+            if inside:
+                break                     # the next section
+            inside = line.strip() == "Parameters"
+            continue
+        if not inside or (line.strip() and set(line.strip()) == {"-"}):
+            continue
+        if line and not line[0].isspace():
+            for n in names:
+                out[n] = " ".join(text)
+            names = [n.strip() for n in line.split(" : ")[0].split(",")]
+            text = []
+        elif line.strip():
+            text.append(line.strip())
+    for n in names:
+        out[n] = " ".join(text)
+    return out

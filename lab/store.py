@@ -57,6 +57,8 @@ from urllib.parse import quote, unquote
 import numpy as np
 import pandas as pd
 
+from lab import analysis
+
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "validate_run_id",
     "resolve_checkpoint", "register_checkpoint_resolver", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
@@ -492,11 +494,12 @@ class RunWriter:
         with self._lock:
             for table in _TABLES:
                 self._compact(table, None)
-            computed = _summary(self.store.load(self.run_id, _check_live=False))
-            fields = {"status": status, "ended": _now(), "message": message,
-                      "summary": {**(summary or {}), **computed, "status": status}}
-            if summary:
-                fields["engine_summary"] = summary
+            record = self.store.load(self.run_id, _check_live=False)
+            # One summary: lab.analysis's numbers; the engine adds only what the tables lack
+            # (timings, trainable_fraction, ...), never its own g or best layer.
+            computed = {**_summary(record), "status": status}
+            extra = {k: v for k, v in (summary or {}).items() if k not in computed}
+            fields = {"status": status, "ended": _now(), "message": message, "summary": {**extra, **computed}}
             self.update_meta(**fields)
             self._finished = True
 
@@ -652,28 +655,11 @@ def _derived_status(meta: dict) -> str:
 
 
 def _summary(record: "RunRecord") -> dict:
-    """Best layer and g at the last evaluated epoch, and the last held-out accuracy."""
-    out: dict[str, Any] = {"status": record.status, "epoch": None, "best_layer": None, "g": None,
-                           "g_std": None, "n_seeds": 0, "heldout_accuracy": None}
-    m = record.metrics
-    nmi = m[(m["split"] == "unseen") & (m["metric"] == "nmi")] if len(m) else m
-    nmi = nmi[np.isfinite(nmi["value"].astype(float))] if len(nmi) else nmi
-    if len(nmi):
-        epoch = int(nmi["epoch"].max())
-        last = nmi[nmi["epoch"] == epoch]
-        agg = last.groupby("layer", sort=False)["value"].agg(["mean", "std"])
-        best = agg["mean"].idxmax()
-        std = agg.loc[best, "std"]
-        out.update(epoch=epoch, best_layer=str(best), g=float(agg.loc[best, "mean"]),
-                   g_std=None if pd.isna(std) else float(std), n_seeds=int(last["seed"].nunique()))
-    t = record.training
-    if len(t) and "heldout_accuracy" in t:
-        t = t[t["heldout_accuracy"].notna()]
-        if len(t):
-            last_epoch = int(t["epoch"].max())
-            out["heldout_accuracy"] = float(t.loc[t["epoch"] == last_epoch, "heldout_accuracy"].mean())
-            out["heldout_epoch"] = last_epoch
-    return out
+    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
+    meta = record.meta
+    out = analysis.run_summary(record.metrics, record.training, layers=meta.get("layers"),
+                               aliases=meta.get("layer_aliases"))
+    return {"status": record.status, **out}
 
 
 class RunRecord:
@@ -802,8 +788,9 @@ class RunRecord:
         return path
 
     def summary(self) -> dict:
-        """Best layer and g (max over layers of the mean-over-seeds unseen NMI) at the last evaluated
-        epoch, the last held-out accuracy, and the status."""
+        """What the run measured (:func:`lab.analysis.run_summary`: g, its best layer and seed spread at
+        the last complete epoch, whether that layer is the final representation, the seen held-out
+        accuracy) and the status."""
         return _summary(self)
 
     def __repr__(self) -> str:

@@ -20,7 +20,11 @@ UNSEEN = ["a", "b", "c"]
 
 
 def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None):
-    """A plausible event sequence of one run, in the engine's order (lab.events docstring)."""
+    """A plausible event sequence of one run, in the engine's order (lab.events docstring).
+
+    Unseen NMI peaks at the second-to-last layer, and each seed's Generalization event says so.
+    """
+    peak = max(len(layers) - 2, 0)
     metrics = metrics or ["nmi", "knn_accuracy", "linear_probe_accuracy", "nc1", "cdnv"]
     cfg = {"dataset": "glyphs", "backbone": "resnet18", "strategy": "full", "epochs": epochs,
            "seeds": list(seeds), "metrics": metrics}
@@ -35,7 +39,8 @@ def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=N
                 return
             yield ev.Progress(run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
             for i, layer in enumerate(layers):
-                unseen = {"nmi": 0.2 + 0.1 * i + 0.05 * epoch + 0.01 * seed, "knn_accuracy": 0.5 + 0.1 * i,
+                nmi = 0.2 + 0.1 * i - 0.15 * (i > peak) + 0.05 * epoch + 0.01 * seed
+                unseen = {"nmi": nmi, "knn_accuracy": 0.5 + 0.1 * i,
                           "linear_probe_accuracy": 0.6, "nc1": 10.0 / (i + 1 + epoch), "cdnv": 1.0 / (i + 1 + epoch)}
                 yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
                                       values={k: v for k, v in unseen.items() if k in metrics})
@@ -50,7 +55,8 @@ def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=N
             yield ev.EpochFinished(run_id, seed=seed, epoch=epoch, train_loss=None if epoch == 0 else 1.0 / epoch,
                                    train_accuracy=None if epoch == 0 else 0.5 + 0.1 * epoch,
                                    heldout_accuracy=0.3 + 0.2 * epoch, seconds=0.5)
-            yield ev.Generalization(run_id, epoch=epoch, g=0.5 + 0.05 * epoch, layer=layers[-2], seed=seed)
+            yield ev.Generalization(run_id, epoch=epoch, g=0.2 + 0.1 * peak + 0.05 * epoch + 0.01 * seed,
+                                    layer=layers[peak], seed=seed)
     yield ev.RunFinished(run_id, seconds=3.0, summary={})
 
 
@@ -118,6 +124,75 @@ def test_eta_comes_from_the_pace_of_training_epochs():
     # half of epoch 1 in 10 s -> 20 s per epoch; 3 evaluations left, half of one done
     assert model.eta_seconds(now=12.0) == pytest.approx(20.0 * 2.5)
     assert 0 < model.fraction_done() < 0.5
+
+
+def test_summary_table_is_lab_analysis_with_ddof_1():
+    from app._model import RunModel
+
+    from lab import analysis
+
+    model = RunModel()
+    for e in synthetic_run(epochs=1, seeds=(0, 1)):
+        model.apply(e)
+    table = model.summary_table()
+    row = table[(table.metric == "nmi") & (table.split == "unseen") & (table.epoch == 1) & (table.layer == "stem")]
+    assert row["std"].item() == pytest.approx(np.std([0.25, 0.26], ddof=1)) and row["n"].item() == 2
+    expected = analysis.aggregate_seeds(model.metrics, by=("metric", "split", "epoch", "layer"))
+    merged = table.merge(expected, on=["metric", "split", "epoch", "layer"], suffixes=("", "_analysis"))
+    assert len(merged) == len(table) == len(expected)
+    assert (merged["mean"] == merged["mean_analysis"]).all() and (merged["n"] == merged["n_analysis"]).all()
+    assert list(table[(table.metric == "nmi") & (table.epoch == 0) & (table.split == "unseen")]["layer"]) == list(LAYERS)
+
+
+def test_verdict_states_only_what_was_measured():
+    from app._model import RunModel, verdict_html
+
+    from lab import analysis
+
+    model = RunModel()
+    for e in synthetic_run(epochs=2, seeds=(0, 1)):
+        model.apply(e)
+    v = model.verdict()
+    expected = analysis.latest_generalization(model.metrics, layers=list(LAYERS))
+    assert (v["layer"], v["g"], v["g_std"], v["epoch"]) == ("block2", expected["g"], expected["g_std"], 2)
+    assert v["g_std"] == pytest.approx(np.std([0.5, 0.51], ddof=1))
+    assert v["is_final"] is False and v["final_layer"] == "pre_logits"
+    assert v["heldout_accuracy"] == pytest.approx(0.7) and v["accuracy_epoch"] == 2
+    text = verdict_html(v)
+    assert "<span class='ls-best-layer'>block2</span>" in text and "g = NMI 0.505 ± 0.007, epoch 2, 2 seeds" in text
+    assert "seen-class held-out accuracy <b>70.0 %</b> (epoch 2)" in text
+    assert text.endswith("the best layer is not the final representation (pre_logits)")
+    # no conclusion about seen accuracy against g from one run
+    assert "seen accuracy does not say" not in text and "not the last layer" not in text
+
+
+def test_verdict_reports_a_tap_with_the_final_features_as_the_final_representation():
+    from app._model import RunModel, verdict_html
+
+    model = RunModel()
+    events = list(synthetic_run(epochs=1))
+    for e in events:
+        if e.kind == "generalization":
+            e.aliases = {"block2": "pre_logits"}         # block2's features are pre_logits' (engine's taps)
+        model.apply(e)
+    v = model.verdict()
+    assert v["layer"] == "pre_logits" and v["is_final"] is True and v["g"] == pytest.approx(0.45)
+    text = verdict_html(v)
+    assert "ls-best-layer'>pre_logits<" in text and "(g = NMI 0.450, epoch 1, 1 seed)" in text
+    assert text.endswith("the best layer is the final representation (pre_logits)")
+
+
+def test_verdict_while_seeds_are_still_running():
+    from app._model import RunModel, verdict_html
+
+    model = RunModel()
+    events = [e for e in synthetic_run(epochs=1, seeds=(0, 1)) if e.kind != "run_finished"]
+    cut = next(i for i, e in enumerate(events) if getattr(e, "seed", None) == 1)
+    for e in events[:cut]:
+        model.apply(e)
+    assert verdict_html({}, running=True).startswith("<span style='color:#666'>Verdict: waiting")
+    text = verdict_html(model.verdict(), running=True)
+    assert "epoch 1, 1 of 2 seeds so far" in text
 
 
 def test_run_failed_becomes_a_visible_message_and_keeps_epochs(live):
@@ -263,6 +338,54 @@ def test_preset_fills_the_config():
     cfg = panel.to_config()
     assert (cfg.dataset, cfg.backbone, cfg.strategy, cfg.n_epochs) == ("digits", "mlp:depth=3,width=64", "full", 2)
     assert cfg.seen is None and cfg.unseen is None and cfg.n_unseen == 3
+
+
+def test_a_fresh_form_is_runconfig_except_the_listed_differences():
+    import dataclasses
+
+    from app.config_panel import FORM_DEFAULTS, ConfigPanel
+
+    import lab
+    from lab.config import RunConfig
+
+    panel = ConfigPanel()
+    cfg, default = panel.to_config(), RunConfig()
+    differing = {f.name for f in dataclasses.fields(RunConfig) if getattr(cfg, f.name) != getattr(default, f.name)}
+    assert differing <= set(FORM_DEFAULTS), differing - set(FORM_DEFAULTS)
+    assert differing == {"name", "seen", "unseen", "unseen_per_class", "seen_per_class"}
+    assert all(entry.reason for entry in FORM_DEFAULTS.values())
+    split = lab.data.Split.paper_default(lab.data.load("glyphs"))
+    assert (cfg.seen, cfg.unseen) == (tuple(split.seen), tuple(split.unseen))
+    assert cfg.name == cfg.replace(name=None).describe()
+    assert (cfg.unseen_per_class, cfg.seen_per_class) == (FORM_DEFAULTS["unseen_per_class"].value,
+                                                          FORM_DEFAULTS["seen_per_class"].value)
+    panel.strategy = "layer"                         # block: held ready, sent only for Layer / SCL FT
+    assert panel.to_config().block == FORM_DEFAULTS["block"].value
+
+
+def test_form_fields_come_from_the_dataclass():
+    import dataclasses
+
+    from app.config_panel import ConfigPanel
+
+    from lab.catalogue import METRICS
+    from lab.config import FIELD_CHOICES, RunConfig
+
+    panel = ConfigPanel()
+    docs = RunConfig.field_docs()
+    assert set(panel.field_names()) == {f.name for f in dataclasses.fields(RunConfig)} - {"name", "seen", "unseen"}
+    for name in panel.field_names():
+        assert panel.param[name].doc == docs[name].replace("``", ""), name
+    assert panel.param.run_name.doc == docs["name"]
+    for name, choices in FIELD_CHOICES.items():
+        assert list(panel.param[name].objects) == list(choices), name
+    # None is None, not 0: an empty optional number sends None
+    panel.param.update(img_size=None, lr=None, epochs=None, unseen_per_class=None)
+    cfg = panel.to_config()
+    assert (cfg.img_size, cfg.lr, cfg.epochs, cfg.unseen_per_class) == (None, None, None, None)
+    assert panel._sections.objects[-1].objects[0].description == docs["heldout_fraction"]
+    metrics_w = panel._sections.objects[3].objects[0]
+    assert metrics_w.options == {METRICS[m].label: m for m in FIELD_CHOICES["metrics"]}
 
 
 def test_default_preset_uses_the_papers_split():
@@ -415,22 +538,15 @@ def test_real_engine_run_feeds_the_live_view(tmp_path):
 
 
 # ------------------------------------------------------------------ RunsPanel
-def _stored_run(store, name="demo"):
-    import lab
-
-    cfg = lab.RunConfig(name=name, dataset="digits", backbone="mlp", epochs=1)
-    writer = store.create(cfg)
-    writer.update_meta(layers=["fc1", "fc2", "pre_logits"])
-    rows = [{"seed": 0, "epoch": e, "layer": layer, "split": "unseen", "metric": "nmi", "value": 0.1 * i + e}
-            for e in (0, 1) for i, layer in enumerate(["fc1", "fc2", "pre_logits"])]
-    writer.append_metrics(rows)
-    writer.append_training({"seed": 0, "epoch": 1, "train_loss": 1.0, "train_accuracy": 0.5,
-                            "heldout_accuracy": 0.5, "heldout_loss": 1.0, "resilience": None, "seconds": 1.0})
-    writer.finish("finished")
-    return writer.run_id
+def _stored_run(make_run, store, name="demo"):
+    return make_run(target=store, name=name, layers=["fc1", "fc2", "pre_logits"], epochs=1,
+                    nmi=lambda seed, epoch, i: 0.1 * i + epoch,
+                    training=lambda seed, epoch: None if epoch == 0 else {
+                        "train_loss": 1.0, "train_accuracy": 0.5, "heldout_accuracy": 0.5, "heldout_loss": 1.0,
+                        "resilience": None, "seconds": 1.0})
 
 
-def test_runs_panel_lists_compares_exports_and_deletes(tmp_path):
+def test_runs_panel_lists_compares_exports_and_deletes(tmp_path, make_run):
     import json
 
     import lab
@@ -438,7 +554,7 @@ def test_runs_panel_lists_compares_exports_and_deletes(tmp_path):
     from app.runs_panel import RunsPanel
 
     store = lab.RunStore(tmp_path / "runs")
-    ids = [_stored_run(store, "first"), _stored_run(store, "second")]
+    ids = [_stored_run(make_run, store, "first"), _stored_run(make_run, store, "second")]
     panel = RunsPanel(store)
     assert set(panel._table.value["run_id"]) == set(ids)
     panel.search = "second"

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -17,35 +15,15 @@ from lab.__main__ import main
 from lab.config import RunConfig
 from lab.store import RunStore
 
-REPO = Path(__file__).resolve().parents[1]
 LAYERS = ["stem", "blocks.0", "pre_logits"]
 
 
-def _cli(*args, cwd=None):
-    """Run ``python -m lab`` in a subprocess (the real entry point, exit code and stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, env=env, timeout=600)
-
-
 @pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
-
-
-@pytest.fixture
-def populated(store):
-    w = store.create(RunConfig(dataset="digits", backbone="mlp", seeds=(0, 1), epochs=1, name="demo"))
-    w.update_meta(layers=LAYERS, device="cpu")
-    for seed in (0, 1):
-        for epoch in (0, 1):
-            for layer, nmi in zip(LAYERS, (0.2, 0.7 + 0.1 * seed, 0.5)):
-                w.append_metrics([
-                    {"seed": seed, "epoch": epoch, "layer": layer, "split": "unseen", "metric": "nmi", "value": nmi},
-                    {"seed": seed, "epoch": epoch, "layer": layer, "split": "seen", "metric": "nc1", "value": 1.5}])
-            w.append_training({"seed": seed, "epoch": epoch, "train_loss": 0.3, "heldout_accuracy": 0.9})
-    w.finish("finished")
-    return store, w.run_id
+def populated(store, make_run):
+    run_id = make_run(layers=LAYERS, seeds=(0, 1), epochs=1, name="demo", meta={"device": "cpu"},
+                      nmi=lambda seed, epoch, i: (0.2, 0.7 + 0.1 * seed, 0.5)[i], seen={"nc1": 1.5},
+                      training=lambda seed, epoch: {"train_loss": 0.3, "heldout_accuracy": 0.9})
+    return store, run_id
 
 
 # ------------------------------------------------------------------------------------- parser
@@ -133,11 +111,11 @@ def test_bad_config_file_contents(tmp_path, store, capsys):
     assert "unknown RunConfig field 'colour'" in capsys.readouterr().err
 
 
-def test_real_entry_point_one_line_errors(store):
-    res = _cli("runs", "show", "../../etc", "--runs-dir", str(store.root))
+def test_real_entry_point_one_line_errors(store, cli):
+    res = cli("runs", "show", "../../etc", "--runs-dir", str(store.root))
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.count("\n") == 1 and "is not valid" in res.stderr
-    res = _cli("run", "--n-unseen", "1", "--runs-dir", str(store.root))
+    res = cli("run", "--n-unseen", "1", "--runs-dir", str(store.root))
     assert res.returncode == 2 and res.stderr.strip() == (
         "python -m lab: error: n_unseen must be an integer >= 2. Got 1 instead.")
 
@@ -176,6 +154,34 @@ def test_runs_show(populated, capsys):
     table = out[out.index("layers at epoch 1"):].splitlines()
     assert "unseen:nmi" in table[1] and "seen:nc1" in table[1]
     assert [line.split()[0] for line in table[3:6]] == LAYERS
+
+
+def test_runs_show_says_whether_the_best_layer_is_the_final_representation(populated, make_run, capsys):
+    store, run_id = populated
+    assert main(["runs", "show", run_id, "--runs-dir", str(store.root)]) == 0
+    assert "the best layer is not the final representation (pre_logits)" in capsys.readouterr().out
+    # blocks.0 has pre_logits' features (meta layer_aliases): reported as pre_logits, the final one
+    other = make_run(layers=LAYERS, nmi=lambda seed, epoch, i: (0.2, 0.7, 0.5)[i],
+                     meta={"layer_aliases": {"blocks.0": "pre_logits"}})
+    assert main(["runs", "show", other, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert "best layer at epoch 1: pre_logits (g = unseen NMI 0.700, 1 seed)" in out
+    assert "the best layer is the final representation (pre_logits)" in out
+
+
+def test_console_best_layer_is_lab_analysis_per_seed(capsys):
+    from lab.__main__ import _Console
+
+    console = _Console(progress=False)
+    w = types.SimpleNamespace(run_id="r")
+    for e in (_started(w), *_epoch(w, 0, 0, nmis=(0.2, 0.8, 0.8))):     # a tie: the deeper layer
+        console.handle(e)
+    console.handle(ev.LayerMetrics("r", seed=0, epoch=1, layer="stem", split="unseen", values={"nmi": 0.95}))
+    console.handle(ev.EpochFinished("r", seed=0, epoch=1, train_loss=0.1, train_accuracy=None,
+                                    heldout_accuracy=None, seconds=1.0))   # epoch 1 reached one layer only
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("epoch 0 | best layer pre_logits (unseen nmi 0.800)")
+    assert out[2] == "epoch 1 | train loss 0.100 | 1.0 s"
 
 
 def test_runs_delete(populated, capsys):
@@ -328,8 +334,8 @@ def test_export_without_the_module(monkeypatch, populated, tmp_path, capsys):
 # --------------------------------------------------------------------------------------- end to end
 
 @pytest.mark.slow
-def test_run_end_to_end(tmp_path):
-    res = _cli("run", "--dataset", "digits", "--backbone", "mlp:depth=2,width=32", "--epochs", "1",
+def test_run_end_to_end(tmp_path, cli):
+    res = cli("run", "--dataset", "digits", "--backbone", "mlp:depth=2,width=32", "--epochs", "1",
                "--n-unseen", "3", "--unseen-per-class", "10", "--seen-per-class", "5", "--projection", "pca",
                "--metrics", "nmi", "nc1", "--device", "cpu", "--batch-size", "32",
                "--runs-dir", str(tmp_path / "runs"))
@@ -346,13 +352,13 @@ def test_run_end_to_end(tmp_path):
     assert set(rec.metrics["metric"]) >= {"nmi", "nc1"}
     assert sorted(rec.training["epoch"]) == [0, 1]
     assert rec.summary()["best_layer"] in set(rec.metrics["layer"])
-    show = _cli("runs", "show", rec.run_id, "--runs-dir", str(tmp_path / "runs"))
+    show = cli("runs", "show", rec.run_id, "--runs-dir", str(tmp_path / "runs"))
     assert show.returncode == 0 and "layers at epoch 1" in show.stdout
 
 
 @pytest.mark.slow
-def test_run_unknown_dataset_exits_2(tmp_path):
-    res = _cli("run", "--dataset", "no-such-dataset", "--backbone", "mlp", "--runs-dir", str(tmp_path / "runs"))
+def test_run_unknown_dataset_exits_2(tmp_path, cli):
+    res = cli("run", "--dataset", "no-such-dataset", "--backbone", "mlp", "--runs-dir", str(tmp_path / "runs"))
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert len(res.stderr.strip().splitlines()) == 1 and "no-such-dataset" in res.stderr
     assert "Traceback" not in res.stderr

@@ -120,3 +120,26 @@ def test_every_strategy_has_a_finetune_implementation():
     from lab.finetune import STRATEGIES as IMPLEMENTED
 
     assert set(STRATEGIES) <= set(IMPLEMENTED)
+
+
+def test_field_docs_describe_every_field_from_the_docstring():
+    docs = RunConfig.field_docs()
+    assert set(docs) == set(RunConfig.field_names())
+    assert all(docs.values())
+    assert docs["seen"] == docs["unseen"] and docs["seen"].startswith("Explicit class split.")
+    assert docs["unseen_per_class"] == "Cap on unseen evaluation images per class (None = all)."
+
+
+def test_names_and_choices_come_from_the_catalogue():
+    from lab import catalogue
+    from lab.config import COLLAPSE_METRICS, FIELD_CHOICES, SEPARABILITY_METRICS
+    from lab.metrics import report
+
+    assert STRATEGIES == catalogue.STRATEGY_NAMES and DEFAULT_METRICS == catalogue.DEFAULT_METRICS
+    assert SEPARABILITY_METRICS == catalogue.SEPARABILITY_METRICS and COLLAPSE_METRICS == catalogue.COLLAPSE_METRICS
+    assert FIELD_CHOICES["metrics"] == report.ALL_METRICS == catalogue.METRIC_NAMES
+    assert set(report.DEFAULT_SEPARABILITY) <= set(SEPARABILITY_METRICS)
+    for name, choices in FIELD_CHOICES.items():
+        if name != "metrics":
+            with pytest.raises(ValueError, match=f"{name} must be one of {', '.join(map(repr, choices))}"):
+                RunConfig(**{name: "no-such-choice"})

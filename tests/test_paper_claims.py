@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "paper_claims.py"
+SCRIPT = Path("benchmarks") / "paper_claims.py"
 
 EXPECTED_KEYS = {"fig2_train", "fig2_heldout", "t3_accuracy", "t3_nc1", "dyballa_accuracy_vs_g",
                  "wang_utilization", "wang_reinit"}
 
 
-def _module():
+@pytest.fixture(scope="session")
+def claims(repo_root):
     """benchmarks/paper_claims.py as a module (registered first: its dataclasses look it up)."""
     name = "_paper_claims_under_test"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPT)
+        spec = importlib.util.spec_from_file_location(name, repo_root / SCRIPT)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -32,12 +32,12 @@ def _module():
 
 
 @pytest.fixture(scope="module")
-def fast_run(tmp_path_factory):
+def fast_run(tmp_path_factory, repo_root):
     """One fast-mode run in a subprocess (its own torch threads and store): (stdout, stderr, json)."""
     tmp = tmp_path_factory.mktemp("claims")
     out_json = tmp / "claims.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--fast", "--json", str(out_json), "--runs-dir", str(tmp / "runs")],
+        [sys.executable, str(repo_root / SCRIPT), "--fast", "--json", str(out_json), "--runs-dir", str(tmp / "runs")],
         capture_output=True, text=True, cwd=str(tmp), timeout=850,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
@@ -45,9 +45,9 @@ def fast_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_fast_mode_reports_every_claim_with_a_measured_value_and_an_allowed_verdict(fast_run):
+def test_fast_mode_reports_every_claim_with_a_measured_value_and_an_allowed_verdict(fast_run, claims):
     stdout, stderr, data = fast_run
-    module = _module()
+    module = claims
     rows = data["rows"]
     keys = {row["key"] for row in rows}
     assert EXPECTED_KEYS <= keys
@@ -95,8 +95,8 @@ def test_fast_mode_numbers_are_consistent(fast_run):
     assert set(wang) == {"0.0", "0.2", "0.5"}
 
 
-def test_table_wraps_cells_and_keeps_every_row():
-    module = _module()
+def test_table_wraps_cells_and_keeps_every_row(claims):
+    module = claims
     rows = [module.Row(key=f"k{i}", source="src", claim="a claim " * 8, paper="p", measured="m 0.5",
                        verdict=module.MIXED, rule="r") for i in range(3)]
     text = module._table(rows)
@@ -106,8 +106,8 @@ def test_table_wraps_cells_and_keeps_every_row():
         assert any(line.startswith(f"| {i} ") for line in text.splitlines())
 
 
-def test_spearman_and_fast_verdicts():
-    module = _module()
+def test_spearman_and_fast_verdicts(claims):
+    module = claims
     assert module._spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     assert module._spearman([1, 2, 3], [1, 1, 1]) != module._spearman([1, 2, 3], [1, 1, 1])   # NaN
     fast, full = module.Settings.fast_preset(), module.Settings.full()
@@ -116,8 +116,17 @@ def test_spearman_and_fast_verdicts():
     assert module._fast_or(full, module.NOT_REPRODUCED, True) == module.NOT_REPRODUCED
 
 
-def test_bad_threads_is_rejected(capsys):
-    module = _module()
+def test_bad_threads_is_rejected(capsys, claims):
+    module = claims
     with pytest.raises(SystemExit):
         module.main(["--threads", "0"])
     assert "--threads must be >= 1" in capsys.readouterr().err
+
+
+def test_seed_spreads_come_from_lab_analysis(claims):
+    import numpy as np
+
+    mean, std = claims._seed_spread([0.6, 0.7, np.nan])
+    assert mean == pytest.approx(0.65) and std == pytest.approx(np.std([0.6, 0.7], ddof=1))
+    assert np.isnan(claims._seed_spread([0.5])[1])                  # one seed: no spread
+    assert not hasattr(claims, "_load_data")                         # lab.runs.prepare_data, not a copy

@@ -18,15 +18,9 @@ import pytest
 from lab import store as store_mod
 from lab.store import RunNotFoundError, RunStore, resolve_checkpoint, validate_run_id
 
-REPO = Path(__file__).resolve().parents[1]
 CONFIG = {"dataset": "digits", "backbone": "mlp", "strategy": "full", "epochs": 2, "seeds": [0, 1],
           "n_unseen": 3}
 LAYERS = ["stem", "blocks.0", "pre_logits"]
-
-
-@pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
 
 
 def _metric_rows(seed, epoch, layer, nmi=0.5):
@@ -301,6 +295,35 @@ def test_finish_and_summary(store):
     assert rec.meta["summary"]["status"] == "finished"        # the final status, not "running"
 
 
+def test_finish_stores_one_summary_and_the_engine_adds_only_what_tables_lack(store):
+    w = store.create(CONFIG)
+    _write_epoch(w, 0, 0, nmis=(0.2, 0.6, 0.4))
+    w.finish("finished", summary={"g": 99.0, "best_layer": "stem", "timings": {"train": 1.5},
+                                  "trainable_fraction": 1.0})
+    meta = store.load(w.run_id).meta
+    assert "engine_summary" not in meta
+    assert meta["summary"]["best_layer"] == "blocks.0" and meta["summary"]["g"] == pytest.approx(0.6)
+    assert meta["summary"]["timings"] == {"train": 1.5} and meta["summary"]["trainable_fraction"] == 1.0
+
+
+def test_summary_is_lab_analysis_with_the_runs_layers_and_aliases(store):
+    from lab import analysis
+
+    w = store.create(CONFIG)
+    w.update_meta(layers=[{"name": layer, "kind": "vector", "dim": 4} for layer in LAYERS],
+                  layer_aliases={"blocks.0": "pre_logits"})
+    for seed in (0, 1):
+        _write_epoch(w, seed, 0, nmis=(0.2, 0.6 + 0.1 * seed, 0.4))
+    w.append_metrics(_metric_rows(0, 1, "stem", nmi=0.99))      # epoch 1 reached one layer only
+    rec = store.load(w.run_id)
+    s = rec.summary()
+    expected = analysis.run_summary(rec.metrics, rec.training, layers=LAYERS, aliases={"blocks.0": "pre_logits"})
+    assert s == {"status": "running", **expected}
+    # the incomplete epoch 1 says nothing; blocks.0 has pre_logits' features, so it is reported as that
+    assert s["epoch"] == 0 and s["best_layer"] == "pre_logits" and s["best_is_final"] is True
+    assert s["g"] == pytest.approx(0.65) and s["g_std"] == pytest.approx(np.std([0.6, 0.7], ddof=1))
+
+
 def test_context_manager_marks_failed(store):
     with pytest.raises(RuntimeError):
         with store.create(CONFIG) as w:
@@ -356,10 +379,10 @@ _KILL_CHILD = textwrap.dedent("""
 """)
 
 
-def test_sigkill_mid_run_leaves_completed_epochs(store):
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def test_sigkill_mid_run_leaves_completed_epochs(store, repo_root):
+    env = {**os.environ, "PYTHONPATH": str(repo_root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(store.root)], stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+                            text=True, env=env, cwd=repo_root)
     try:
         run_id = proc.stdout.readline().strip()
         done = [int(proc.stdout.readline()) for _ in range(3)]       # epochs 0, 1, 2 completed

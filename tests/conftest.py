@@ -1,0 +1,130 @@
+"""Fixtures shared by the test files: tmp run stores, tiny configs, hand-written and real tiny runs,
+the command line in a subprocess.
+
+Hand-written runs (:func:`make_run`) go through the public RunWriter API with chosen values, so
+a test knows the exact answer; :func:`tiny_run` is one real engine run (2 seeds, 1 epoch, an MLP
+on 16 px digits), shared by the whole session because it costs seconds.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = dict(dataset="digits", img_size=16, backbone="mlp:depth=2,width=16", n_unseen=4, unseen_per_class=10,
+            seen_per_class=6, strategy="full", epochs=2, batch_size=128, lr=1e-2, projection="pca",
+            device="cpu", metrics=("nmi", "knn_accuracy", "nc1", "cdnv"))
+"""A run that takes seconds on one CPU thread: layers fc1, fc2, pre_logits."""
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository checkout the tests run from."""
+    return REPO
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty run store in a temporary folder."""
+    from lab.store import RunStore
+
+    return RunStore(tmp_path / "runs")
+
+
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test (small problems gain nothing from threads on shared cores)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """``tiny_config(**changes)``: a :class:`lab.RunConfig` of :data:`TINY` with ``changes``."""
+    from lab.config import RunConfig
+
+    def make(**changes):
+        return RunConfig(**{**TINY, **changes})
+
+    return make
+
+
+@pytest.fixture
+def make_run(store):
+    """``make_run(...)`` writes a finished run by hand through the RunWriter API and returns its id.
+
+    Parameters (keywords)
+    ---------------------
+    layers : layer names, stored in meta["layers"] (input -> output)
+    seeds, epochs : the seeds and the epochs (0..epochs) written
+    nmi : ``nmi(seed, epoch, i)`` -> the unseen NMI of layer ``i``
+    seen : {metric: value} written on the seen split of every layer
+    training : ``training(seed, epoch)`` -> the training row's fields, or None for no row
+    status : the status given to ``finish`` (None leaves the run "running")
+    target : the store written to (default: the ``store`` fixture)
+    meta : extra meta fields
+    **config : RunConfig fields (default a digits MLP)
+    """
+    from lab.config import RunConfig
+
+    def make(*, layers=("stem", "blocks.0", "pre_logits"), seeds=(0,), epochs=1,
+             nmi=lambda seed, epoch, i: 0.1 * i + epoch, seen=None, training=None, status="finished",
+             target=None, meta=None, **config):
+        w = (target or store).create(RunConfig(**{"dataset": "digits", "backbone": "mlp", "seeds": tuple(seeds),
+                                                  "epochs": epochs, **config}))
+        w.update_meta(layers=list(layers), **(meta or {}))
+        for seed in seeds:
+            for epoch in range(epochs + 1):
+                for i, layer in enumerate(layers):
+                    rows = [{"seed": seed, "epoch": epoch, "layer": layer, "split": "unseen", "metric": "nmi",
+                             "value": nmi(seed, epoch, i)}]
+                    rows += [{"seed": seed, "epoch": epoch, "layer": layer, "split": "seen", "metric": metric,
+                              "value": value} for metric, value in (seen or {}).items()]
+                    w.append_metrics(rows)
+                row = training(seed, epoch) if training is not None else None
+                if row is not None:
+                    w.append_training({"seed": seed, "epoch": epoch, **row})
+        if status is not None:
+            w.finish(status)
+        return w.run_id
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, tiny_config):
+    """One real finished engine run, 2 seeds x 1 epoch of :data:`TINY`: (store, run_id, events)."""
+    import torch
+
+    from lab.runs import run
+    from lab.store import RunStore
+
+    store = RunStore(tmp_path_factory.mktemp("tiny_run") / "runs")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        events = list(run(tiny_config(epochs=1, seeds=(0, 1), name="tiny"), store=store))
+    finally:
+        torch.set_num_threads(previous)
+    assert events[-1].kind == "run_finished", events[-1]
+    return store, events[-1].run_id, events
+
+
+@pytest.fixture(scope="session")
+def cli(repo_root):
+    """``cli(*args, cwd=None)``: ``python -m lab`` in a subprocess (the real entry point, exit code, stderr)."""
+    def run_cli(*args, cwd=None):
+        env = {**os.environ, "PYTHONPATH": str(repo_root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True,
+                              cwd=cwd or repo_root, env=env, timeout=600)
+
+    return run_cli
