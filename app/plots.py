@@ -1,9 +1,15 @@
-"""HoloViews element builders for the live and compare views.
+"""HoloViews element builders for the app's views and for notebooks.
 
-Pure functions from small pandas frames to HoloViews elements; the views wrap
-them in ``hv.DynamicMap`` fed by ``Pipe``/``Buffer`` streams. Each builder
-returns the same element structure whatever the data (empty data gives NaN
-curves), so that HoloViews updates the existing Bokeh glyphs in place.
+Pure functions from small pandas frames (or stored runs) to HoloViews elements. The app's
+views wrap them in ``hv.DynamicMap`` fed by ``Pipe``/``Buffer`` streams; each of those
+builders returns the same element structure whatever the data (empty data gives NaN curves),
+so that HoloViews updates the existing Bokeh glyphs in place.
+
+Exported and shipped notebooks draw with the same module (``from app import plots``): the
+figures of stored runs (:func:`layer_curves`, :func:`layer_epoch_heatmap`, :func:`epoch_curves`,
+:func:`projection_plot`, :func:`accuracy_vs_g`) take their numbers from :mod:`lab.tables`,
+that is from :mod:`lab.analysis`; names, labels and log scales come from :mod:`lab.catalogue`.
+Text a user typed (run and class names) reaches a plot only through :func:`plot_text`.
 """
 from __future__ import annotations
 
@@ -14,21 +20,22 @@ import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
+from lab import catalogue, tables
+
 __all__ = [
-    "METRIC_LABELS", "LOG_METRICS", "epoch_keys", "metric_curves", "heatmap", "projection_points",
-    "training_curves", "utilization_bars", "compare_curves", "empty_projection_frame",
+    "METRIC_LABELS", "LOG_METRICS", "metric_label", "plot_text", "plot_title", "epoch_keys", "metric_curves",
+    "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
+    "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
+    "accuracy_vs_g",
 ]
 
-METRIC_LABELS = MappingProxyType({
-    "nmi": "NMI", "knn_accuracy": "kNN accuracy", "knn_purity": "kNN purity",
-    "weighted_knn_accuracy": "weighted kNN", "linear_probe_accuracy": "linear probe",
-    "nc1": "NC1", "cdnv": "CDNV", "numerical_rank": "numerical rank", "nc2_equinorm": "NC2 equinorm",
-    "nc2_equiangularity": "NC2 equiangularity", "ncc_accuracy": "NCC accuracy",
-})
-"""Short human labels of the metric names used by lab."""
+METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
+"""Short human labels of the metric names used by lab (from :mod:`lab.catalogue`)."""
 
-LOG_METRICS = frozenset({"nc1", "cdnv"})
-"""Metrics shown on a log axis (they span orders of magnitude across layers)."""
+LOG_METRICS = frozenset(name for name, info in catalogue.METRICS.items() if info.log_scale)
+"""Metrics shown as log10 (they span orders of magnitude across layers; from :mod:`lab.catalogue`)."""
+
+metric_label = catalogue.metric_label
 
 _SPLIT_RAMPS = MappingProxyType({
     # light -> dark per split; the latest epoch gets the darkest shade
@@ -44,18 +51,22 @@ _CATEGORY_COLORS = (
 )
 
 
-def metric_label(metric: str) -> str:
-    return METRIC_LABELS.get(metric, metric)
-
-
 def plot_text(text) -> str:
     """Text a user supplied (class folder names, run names) for plot data and labels.
 
     In Jupyter, Panel embeds the plot's data in a <script> tag, where a name such as
     ``</script><script>...`` would run; full-width angle brackets read the same and cannot
-    close a tag. (lab.export's notebooks carry their own copy: they must run without app/.)
+    close a tag. Exported notebooks draw with this module too.
     """
     return str(text).replace("<", "\uff1c").replace(">", "\uff1e")
+
+
+def plot_title(text, limit: int = 70) -> str:
+    """A plot title from user text: :func:`plot_text`, shortened to ``limit`` characters, braces doubled
+    (HoloViews formats titles with ``str.format``)."""
+    text = plot_text(text)
+    text = text if len(text) <= limit else text[:limit - 1] + "…"
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _log10(values: np.ndarray, log: bool) -> np.ndarray:
@@ -179,10 +190,11 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
 
 
 def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
-            height: int = 320, width: int = 440) -> hv.HeatMap:
+            height: int = 320, width: int = 440, title: str | None = None, cmap: str = "viridis") -> hv.HeatMap:
     """Layer × epoch heatmap of one metric; cells not yet measured (NaN) stay transparent.
 
-    Collapse metrics that span orders of magnitude are shown as log10.
+    Collapse metrics that span orders of magnitude are shown as log10. ``frame`` has columns
+    epoch, layer, value (the mean over seeds); ``title`` must already be safe (:func:`plot_title`).
     """
     label = metric_label(metric)
     data = frame[["epoch", "layer", "value"]].copy()
@@ -193,8 +205,9 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         data, kdims=["epoch", hv.Dimension("layer", values=list(layers))],
         vdims=[hv.Dimension("value", label=label)],
     ).opts(
-        cmap="viridis", colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)}, framewise=True,
-        title=f"{label} ({split}) · layer × epoch", height=height, width=width, xlabel="epoch", ylabel="layer",
+        cmap=cmap, colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)}, framewise=True,
+        title=title or f"{label} ({split}) · layer × epoch", height=height, width=width,
+        xlabel="epoch", ylabel="layer",
         xticks=_epoch_ticks(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
         default_tools=["reset", "save"],
@@ -310,3 +323,152 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
     return hv.NdOverlay(curves, kdims="run").opts(
         title=title, height=height, width=width, legend_position="bottom", toolbar="above", batched=False,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# figures of stored runs (exported and shipped notebooks): numbers from lab.tables / lab.analysis
+# ---------------------------------------------------------------------------------------------
+
+_NOTEBOOK_FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
+
+
+def _error_bars(mean: np.ndarray, std: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """y, and the distances down and up to mean ∓ std, on the plotted scale (log10 for log metrics)."""
+    spread = np.nan_to_num(std)
+    y = _log10(mean, log)
+    if not log:
+        return y, spread, spread
+    lower = np.where(mean - spread > 0, mean - spread, mean * 0.5)   # log axes cannot reach 0
+    return y, y - _log10(lower, True), _log10(mean + spread, True) - y
+
+
+def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None = None,
+                 labels=None, height: int = 360, width: int = 480) -> hv.Overlay:
+    """Metric vs layer, one curve per run: mean ± std over seeds (error bars) at one epoch.
+
+    Parameters
+    ----------
+    runs : {key: RunRecord} or list of records (see :mod:`lab.tables`)
+    epoch : None = each run's last complete evaluation
+    labels : {key: label}; default :func:`lab.tables.run_labels`
+
+    Runs of one architecture share the x axis by layer name; runs with different layers are
+    placed by relative depth (0 = input, 1 = output), the layer named in the hover.
+    """
+    runs = tables.as_runs(runs)
+    frame = tables.curve_table(runs, metric, split=split, epoch=epoch, labels=labels)
+    log = metric in LOG_METRICS
+    label = ("log10 " if log else "") + metric_label(metric)
+    orders = [tables.run_layers(record) for record in runs.values()]
+    shared = bool(orders) and all(order == orders[0] for order in orders)
+    xdim = hv.Dimension("x", label="layer (input → output)" if shared else "relative depth (input → output)")
+    ydim = hv.Dimension(metric, label=label)
+    hover = [ydim, "layer", "std", "n"]
+    elements = []
+    for i, (_key, rows) in enumerate(frame.groupby("key", sort=False)):
+        color = _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)]
+        name = plot_text(rows["run"].iloc[0])
+        mean, std = rows["mean"].to_numpy(dtype=float), rows["std"].to_numpy(dtype=float)
+        y, down, up = _error_bars(mean, std, log)
+        data = {"x": rows["layer_index" if shared else "depth"].to_numpy(dtype=float), metric: y,
+                "layer": np.array([plot_text(n) for n in rows["layer"]], dtype=object), "std": std,
+                "n": rows["n"].to_numpy(), "down": down, "up": up}
+        elements += [
+            hv.Curve(data, xdim, hover, label=name).opts(color=color, line_width=2, tools=["hover"]),
+            hv.ErrorBars(data, xdim, [ydim, "down", "up"], label=name).opts(color=color),
+            hv.Scatter(data, xdim, hover, label=name).opts(color=color, size=6, tools=["hover"]),
+        ]
+    if not elements:
+        elements = [hv.Curve({"x": [], metric: []}, xdim, ydim)]
+    opts = dict(width=width, height=height, legend_position="bottom", legend_cols=1, xrotation=45 if shared else 0,
+                fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08,
+                title=plot_title(f"{label} ({split}) per layer, mean ± std over seeds"
+                                 if len(frame) else f"no {metric} ({split}) values stored"))
+    if shared:
+        opts["xticks"] = [(i, plot_text(name)) for i, name in enumerate(orders[0])]
+    return hv.Overlay(elements).opts(**opts)
+
+
+def layer_epoch_heatmap(record, metric: str = "nmi", split: str = "unseen", *, label: str | None = None,
+                        cmap: str = "viridis", height: int = 340, width: int = 440) -> hv.HeatMap:
+    """Layer × epoch heatmap of one stored run: the mean over seeds of ``metric`` (log10 for log metrics)."""
+    frame = tables.epoch_table(record, metric, split=split)
+    frame = frame.assign(layer=frame["layer"].map(plot_text)).rename(columns={"mean": "value"})
+    layers = [plot_text(name) for name in tables.run_layers(record)]
+    name = label if label is not None else (record.name or record.run_id)
+    log = "log10 " if metric in LOG_METRICS else ""
+    title = plot_title(f"{name}: {log}{metric_label(metric)} ({split}), mean over seeds")
+    return heatmap(frame, metric=metric, split=split, layers=layers, title=title, cmap=cmap,
+                   height=height, width=width)
+
+
+def epoch_curves(record, metric: str, split: str = "unseen", *, height: int = 360,
+                 width: int = 640) -> hv.Overlay:
+    """Metric vs layer of one stored run, one line per epoch (light to dark), the last bold with ± std."""
+    frame = tables.epoch_table(record, metric, split=split)
+    frame = frame.assign(layer=frame["layer"].map(plot_text), split=split)
+    n_epochs = int(frame["epoch"].max()) if len(frame) else 0
+    band = bool(len(frame)) and int(frame["n"].max()) > 1
+    layers = [plot_text(n) for n in tables.run_layers(record)]
+    return metric_curves(frame, metric=metric, splits=(split,), layers=layers, n_epochs=n_epochs, band=band,
+                         height=height, width=width)
+
+
+def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int | None = None,
+                    method: str | None = None, label: str | None = None,
+                    height: int = 380, width: int = 480) -> hv.Element:
+    """The stored 2-D layout of the unseen images at ``layer``, coloured by class.
+
+    By default the first stored seed, the last epoch with a layout of ``layer``, and UMAP when
+    stored (else the method stored); a run without one gets a text saying so.
+    """
+    name = label if label is not None else (record.name or record.run_id)
+    keys = record.projection_keys()
+    keys = keys[keys["layer"] == layer] if len(keys) else keys
+    for column, wanted in (("method", method), ("seed", seed), ("epoch", epoch)):
+        if wanted is not None and len(keys):
+            keys = keys[keys[column] == wanted]
+    if not len(keys):
+        return hv.Text(0, 0, plot_text(f"no stored layout of layer {layer!r}")).opts(
+            width=width, height=height, title=plot_title(name), xaxis=None, yaxis=None)
+    seed = int(keys["seed"].min())
+    keys = keys[keys["seed"] == seed]
+    epoch = int(keys["epoch"].max())
+    methods = set(keys.loc[keys["epoch"] == epoch, "method"])
+    method = "umap" if "umap" in methods else sorted(methods)[0]
+    coords, classes, indices = record.projection(seed, epoch, layer, method)
+    names = (record.projection_class_names(seed, epoch, layer, method)
+             or (record.meta.get("split") or {}).get("unseen")
+             or [str(i) for i in range(int(classes.max()) + 1 if len(classes) else 0)])
+    names = [plot_text(n) for n in names]
+    frame = pd.DataFrame({"x": coords[:, 0], "y": coords[:, 1], "class": [names[i] for i in classes],
+                          "index": indices, "thumb": ""})
+    title = plot_title(f"{method.upper()} of {layer}, seed {seed}, epoch {epoch}: {name}", 50)
+    return projection_points(frame, classes=names, title=title, height=height, width=width)
+
+
+def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accuracy", y: str = "g",
+                  height: int = 420, width: int = 560) -> hv.Overlay:
+    """Seen accuracy against g: one point per row, the rows of one ``by`` group joined in epoch order.
+
+    ``table`` is :func:`lab.tables.generalization_table` (or any frame with ``by``, ``x``, ``y``);
+    where no row has an ``x`` value, g is drawn against the epoch instead.
+    """
+    if not (len(table) and table[x].notna().any()) and "epoch" in table:
+        x = "epoch"
+    hover = [c for c in ("epoch", "g_std", "g_layer", "best_layer") if c in table and c not in (x, y)]
+    text_cols = [c for c in hover if table[c].dtype == object]
+    xlabel = {"seen_accuracy": "seen accuracy (held-out)", "epoch": "epoch"}.get(x, x)
+    elements = []
+    for i, (group, rows) in enumerate(table.dropna(subset=[x, y]).groupby(by, sort=False)):
+        rows = rows.sort_values("epoch") if "epoch" in rows else rows
+        rows = rows.assign(**{c: rows[c].map(plot_text) for c in text_cols})
+        color, name = _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)], plot_text(group)
+        elements += [hv.Curve(rows, x, [y, *hover], label=name).opts(color=color),
+                     hv.Scatter(rows, x, [y, *hover], label=name).opts(color=color, size=8, tools=["hover"])]
+    if not elements:
+        elements = [hv.Scatter({x: [], y: []}, x, y)]
+    title = "seen accuracy vs unseen generalization" if x == "seen_accuracy" else f"g per {x} (no seen accuracy stored)"
+    return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
+                                     legend_position="bottom", legend_cols=1, show_legend=True, title=title,
+                                     fontsize=_NOTEBOOK_FONTS, padding=0.1)

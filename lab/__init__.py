@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _SUBMODULES = {
     "data", "backbones", "features", "metrics", "finetune", "runs", "events",
     "config", "store", "projection", "export", "device", "analysis", "catalogue",
+    "tables", "progress",
 }
 # public name -> (module, attribute)
 _ATTRS = {

@@ -4,11 +4,12 @@
 
 - opens with a markdown summary of each run (dataset, class split, backbone,
   strategy, seeds, status, best layer and g, when and where it ran, versions);
-- reloads the runs from the :class:`lab.store.RunStore` by id and tabulates and
-  draws them with HoloViews / hvPlot: metric-vs-layer curves (mean ± std over
-  seeds), the layer × epoch heatmap, seen accuracy vs the generalization index g,
-  and the 2-D layout (UMAP, else PCA) of a chosen layer; several runs are
-  overlaid for comparison;
+- reloads the runs from the :class:`lab.store.RunStore` by id, tabulates them with
+  :mod:`lab.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
+  metric-vs-layer curves (mean ± std over seeds), the layer × epoch heatmap, seen
+  accuracy vs the generalization index g, and the 2-D layout (UMAP, else PCA) of a
+  chosen layer; several runs are overlaid for comparison. Its cells only call the
+  library (no ``def`` or ``class``): every number comes from :mod:`lab.analysis`;
 - ends with a cell holding each run's exact :class:`lab.config.RunConfig` as a
   Python literal, which re-runs it with :func:`lab.run` when ``RERUN = True``.
 
@@ -35,65 +36,24 @@ import math
 import os
 import pprint
 import re
-import string
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["to_notebook", "build_notebook", "execute_notebook", "escape_markdown", "py_literal"]
+from lab import analysis, catalogue
+from lab._export_markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
 
-_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
-_MAX_LISTED_CLASSES = 24
+__all__ = ["to_notebook", "build_notebook", "execute_notebook", "notebook_summary", "escape_markdown", "py_literal"]
+
 _PREFERRED_METRICS = ("nmi", "knn_accuracy", "linear_probe_accuracy", "nc1")
-_STATUS_NOTES = {
-    "running": ("⚠️ **still running**: this notebook shows the epochs completed when it was "
-                "exported; execute it again (or export again) to see later epochs."),
-    "interrupted": ("⚠️ **interrupted**: the process stopped before the run finished (it was "
-                    "killed, crashed or lost its machine); every completed epoch is shown, the "
-                    "rest is missing."),
-    "failed": "❌ **failed**: the run stopped with an error; the epochs completed before it are shown.",
-    "cancelled": "⏹ **cancelled**: the run was stopped by the user; the epochs completed before it are shown.",
-    "finished": "✅ finished",
-}
+SUMMARY_TAG = "summary"
+"""Tag of the exported cell whose output is the status table; see :func:`notebook_summary`."""
+_SUMMARY_KEY = "layerscope_summary"
 
 
 # ----------------------------------------------------------------------------------------------
 # escaping: user text is data, never code or markup
 # ----------------------------------------------------------------------------------------------
-
-def escape_markdown(text: Any) -> str:
-    """Return ``text`` as inert Markdown: it renders as the same characters, never as markup.
-
-    HTML-significant characters become entities (no tags, no scripts), every other
-    ASCII punctuation character is backslash-escaped (no emphasis, links, headings,
-    table cells, math), and line breaks, control and bidirectional-override
-    characters become spaces (no new blocks, no spoofed text direction).
-
-    Parameters
-    ----------
-    text : Any
-        Converted with ``str``.
-
-    Returns
-    -------
-    str
-        Safe to place anywhere in a Markdown line (paragraph, heading or table cell),
-        but not inside a code span, where backslashes are literal.
-    """
-    out = []
-    for ch in str(text):
-        if ch in _HTML_ENTITIES:
-            out.append(_HTML_ENTITIES[ch])
-        elif ch in string.punctuation:
-            out.append("\\" + ch)
-        elif ch in _BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            out.append(" ")
-        else:
-            out.append(ch)
-    return "".join(out)
-
 
 def py_literal(value: Any, *, width: int = 96) -> str:
     """Python source that evaluates to ``value``, built from data only.
@@ -160,195 +120,17 @@ def _code(template: str, **slots: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# reading what the summary needs
-# ----------------------------------------------------------------------------------------------
-
-def _as_list(value: Any) -> list:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
-def _layer_names(meta: dict) -> list[str]:
-    return [str(item["name"]) if isinstance(item, dict) else str(item) for item in _as_list(meta.get("layers"))]
-
-
-def _config_dict(record) -> dict:
-    config = record.config
-    if hasattr(config, "to_dict"):
-        return dict(config.to_dict())
-    return dict(getattr(record, "config_dict", None) or config or {})
-
-
-def _fmt_number(value: Any, digits: int = 3) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(number):
-        return "–"
-    return f"{number:.{digits}f}"
-
-
-def _fmt_time(value: Any) -> str:
-    if not value:
-        return "–"
-    try:
-        when = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return escape_markdown(value)
-    return escape_markdown(when.strftime("%Y-%m-%d %H:%M:%S %Z").strip())
-
-
-def _class_list(names: list) -> str:
-    shown = ", ".join(escape_markdown(n) for n in names[:_MAX_LISTED_CLASSES])
-    more = len(names) - _MAX_LISTED_CLASSES
-    return shown + (f", … (+{more} more)" if more > 0 else "")
-
-
-def _epochs_done(record) -> str:
-    training = record.training
-    if not len(training):
-        return "none yet"
-    per_seed = training.groupby("seed")["epoch"].max()
-    done = int(per_seed.min()) if len(per_seed) else 0
-    return f"{done}"
-
-
-def _run_summary_markdown(index: int, record, store_root: Path) -> str:
-    meta = record.meta
-    cfg = _config_dict(record)
-    status = str(record.status)
-    summary = record.summary()
-    name = record.name or record.run_id
-    n_epochs = getattr(record.config, "n_epochs", cfg.get("epochs"))
-    seeds = _as_list(cfg.get("seeds"))
-
-    split = meta.get("split") if isinstance(meta.get("split"), dict) else {}
-    seen = _as_list(split.get("seen") or cfg.get("seen"))
-    unseen = _as_list(split.get("unseen") or cfg.get("unseen"))
-    if seen or unseen:
-        split_text = (f"{len(seen)} seen: {_class_list(seen)}<br>{len(unseen)} unseen: {_class_list(unseen)}")
-    else:
-        split_text = (f"{escape_markdown(cfg.get('n_unseen'))} unseen classes drawn at random "
-                      f"\\(split seed {escape_markdown(cfg.get('split_seed'))}\\)")
-
-    backbone = escape_markdown(cfg.get("backbone"))
-    if cfg.get("pretrained"):
-        backbone += " \\(pretrained\\)"
-    if cfg.get("checkpoint"):
-        backbone += f" from checkpoint {escape_markdown(cfg['checkpoint'])}"
-    if cfg.get("img_size"):
-        backbone += f", {escape_markdown(cfg['img_size'])} px"
-    layers = _layer_names(meta)
-    if layers:
-        backbone += f"; {len(layers)} layers measured, {escape_markdown(layers[0])} … {escape_markdown(layers[-1])}"
-
-    strategy = escape_markdown(cfg.get("strategy"))
-    if cfg.get("block") is not None:
-        strategy += f" \\(block {escape_markdown(cfg['block'])}\\)"
-    details = [f"{escape_markdown(n_epochs)} epoch{'' if n_epochs == 1 else 's'}"]
-    lr = getattr(record.config, "learning_rate", cfg.get("lr"))
-    if lr:
-        details.append(f"lr {escape_markdown(format(lr, 'g'))}")
-    if cfg.get("optimizer") and cfg.get("strategy") != "none":
-        details.append(escape_markdown(cfg["optimizer"]))
-    if cfg.get("label_noise"):
-        details.append(f"label noise {escape_markdown(cfg['label_noise'])}")
-    if cfg.get("contribution"):
-        details.append("layer contribution measured")
-    strategy += " · " + ", ".join(details)
-
-    n_images = meta.get("n_images")
-    dataset = escape_markdown(cfg.get("dataset"))
-    if isinstance(n_images, dict) and n_images:
-        dataset += " \\(" + ", ".join(f"{escape_markdown(k)} {escape_markdown(v)}" for k, v in n_images.items()) + " images\\)"
-
-    if summary.get("g") is not None:
-        best = (f"**{escape_markdown(summary.get('best_layer'))}**, g = {_fmt_number(summary['g'])}"
-                + (f" ± {_fmt_number(summary['g_std'])}" if summary.get("g_std") is not None else "")
-                + f" \\(unseen NMI, epoch {escape_markdown(summary.get('epoch'))}, "
-                  f"{escape_markdown(summary.get('n_seeds'))} seed{'s' if summary.get('n_seeds') != 1 else ''}\\)")
-    else:
-        best = "– \\(no unseen NMI stored yet\\)"
-    seen_acc = _fmt_number(summary.get("heldout_accuracy"))
-    if summary.get("heldout_epoch") is not None:
-        seen_acc += f" \\(held\\-out seen images, epoch {escape_markdown(summary['heldout_epoch'])}\\)"
-
-    note = _STATUS_NOTES.get(status, f"**{escape_markdown(status)}**")
-    status_text = f"**{escape_markdown(status)}**" if status != "finished" else "finished"
-    if status in ("running", "interrupted", "failed", "cancelled"):
-        status_text = note + f" Epochs completed: {_epochs_done(record)} of {escape_markdown(n_epochs)}."
-    if meta.get("message") and status != "finished":
-        status_text += f" Message: {escape_markdown(meta['message'])}"
-
-    ran = f"started {_fmt_time(meta.get('started'))}"
-    if meta.get("ended"):
-        ran += f", ended {_fmt_time(meta.get('ended'))}"
-    elif meta.get("updated"):
-        ran += f", last update {_fmt_time(meta.get('updated'))}"
-    where = []
-    if meta.get("host"):
-        where.append(f"host {escape_markdown(meta['host'])}")
-    if meta.get("device"):
-        where.append(f"device {escape_markdown(meta['device'])}")
-    if meta.get("pid"):
-        where.append(f"pid {escape_markdown(meta['pid'])}")
-    if where:
-        ran += " on " + ", ".join(where)
-
-    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
-    version_text = ", ".join(f"{escape_markdown(k)} {escape_markdown(v)}" for k, v in versions.items()
-                             if v is not None) or "–"
-
-    rows = [
-        ("run id", escape_markdown(record.run_id)),
-        ("status", status_text),
-        ("dataset", dataset),
-        ("class split", split_text),
-        ("backbone", backbone),
-        ("strategy", strategy),
-        ("seeds", escape_markdown(", ".join(map(str, seeds))) or "–"),
-        ("best layer", best),
-        ("seen accuracy", seen_acc),
-        ("ran", ran),
-        ("versions", version_text),
-        ("stored in", escape_markdown(Path(store_root).resolve() / record.run_id)),
-    ]
-    lines = [f"## Run {index}: {escape_markdown(name)}", ""]
-    if status != "finished":
-        lines += [f"> {note}", ""]
-    lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
-    return "\n".join(lines)
-
-
-def _comparison_markdown(records: list) -> str:
-    lines = ["### The runs side by side", "",
-             "| run | dataset | backbone | strategy | status | best layer | g | seen accuracy |",
-             "|---|---|---|---|---|---|---|---|"]
-    for rec in records:
-        cfg, summ = _config_dict(rec), rec.summary()
-        lines.append("| " + " | ".join([
-            escape_markdown(rec.name or rec.run_id), escape_markdown(cfg.get("dataset")),
-            escape_markdown(cfg.get("backbone")), escape_markdown(cfg.get("strategy")),
-            escape_markdown(rec.status), escape_markdown(summ.get("best_layer") or "–"),
-            _fmt_number(summ.get("g")), _fmt_number(summ.get("heldout_accuracy")),
-        ]) + " |")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------------
 # code cells (templates: {{SLOT}} is replaced by a Python literal, nothing else)
 # ----------------------------------------------------------------------------------------------
 
 _SETUP = r'''
-# hvplot.pandas adds DataFrame.hvplot
-import numpy as np, pandas as pd, holoviews as hv, hvplot.pandas  # noqa: E401, F401
+import pandas as pd
+import holoviews as hv
 from IPython.display import display
 
 import lab
+from lab import tables   # the tables below, with every number from lab.analysis
+from app import plots    # the app's plot builders (installed with layerscope; no server needed)
 
 hv.extension("bokeh")
 pd.set_option("display.precision", 4)
@@ -364,73 +146,23 @@ RUN_IDS = {{RUN_IDS}}
 
 store = lab.RunStore(STORE_ROOT)
 runs = {run_id: store.load(run_id) for run_id in RUN_IDS}
-
-# Legend label of each run: its name, or its id when the name is missing or shared.
-names = [run.name or run_id for run_id, run in runs.items()]
-LABELS = {run_id: (name if names.count(name) == 1 else f"{name} ({run_id})")
-          for name, run_id in zip(names, RUN_IDS)}
-COLORS = dict(zip(RUN_IDS, hv.Cycle("Category10").values * 10))
-
-
-def plot_text(text):
-    """Text for plot labels: Bokeh embeds plot data in a <script> tag, so keep '<' and '>' out of it."""
-    return str(text).replace("<", "\uff1c").replace(">", "\uff1e")
-
-
-def plot_title(text, limit=70):
-    """A plot title: shortened, and with braces doubled (HoloViews formats titles with str.format)."""
-    text = plot_text(text)
-    text = text if len(text) <= limit else text[:limit - 1] + "…"
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-PLOT_LABELS = {run_id: plot_text(label) for run_id, label in LABELS.items()}
+LABELS = tables.run_labels(runs)   # each run's name, or "name (id)" where names repeat
+METRIC_NAMES = list(dict.fromkeys(store.compare(RUN_IDS)["metric"]))
 
 for run_id, run in runs.items():
     if run.status != "finished":
         print(f"note: run {LABELS[run_id]!r} is {run.status}: only the epochs it completed are shown")
 
-status = pd.DataFrame([{"run": LABELS[run_id], "run_id": run_id, "status": run.status,
-                        **{k: run.summary().get(k) for k in ("epoch", "best_layer", "g", "heldout_accuracy")}}
-                       for run_id, run in runs.items()])
-status
+# Status, g and its best layer, seen accuracy (RunRecord.summary). The output's metadata carries the
+# exact values for programs that read the executed notebook (lab.export.notebook_summary).
+status = tables.status_table(runs, LABELS)
+display(status, metadata={"layerscope_summary": {run_id: run.summary() for run_id, run in runs.items()}})
 '''
 
 _TABLE = r'''
-metrics = store.compare(RUN_IDS)                 # long: run_id, name, seed, epoch, layer, split, metric, value
-
-
-def layer_order(run):
-    """The run's layers from input to output (as the engine measured them)."""
-    listed = [item["name"] if isinstance(item, dict) else str(item) for item in run.meta.get("layers") or []]
-    stored = list(dict.fromkeys(run.metrics["layer"]))
-    return [name for name in listed if name in stored] + [name for name in stored if name not in listed]
-
-
-LAYERS = {run_id: layer_order(run) for run_id, run in runs.items()}
-FINAL_EPOCH = {run_id: int(run.metrics["epoch"].max()) for run_id, run in runs.items() if len(run.metrics)}
-METRIC_NAMES = list(dict.fromkeys(metrics["metric"]))
-
-# Mean and standard deviation over seeds of every (run, split, metric, epoch, layer).
-agg = (metrics.groupby(["run_id", "split", "metric", "epoch", "layer"], sort=False)["value"]
-       .agg(mean="mean", std="std", n_seeds="count").reset_index())
-
-# Per-layer means over seeds at each run's last epoch, unseen classes.
+# Mean over seeds of every metric at each layer, at each run's last complete evaluation.
 TABLE_SPLIT = "unseen"
-parts = []
-for run_id in RUN_IDS:
-    if run_id not in FINAL_EPOCH:
-        continue
-    last = agg[(agg["run_id"] == run_id) & (agg["split"] == TABLE_SPLIT) & (agg["epoch"] == FINAL_EPOCH[run_id])]
-    wide = last.pivot(index="layer", columns="metric", values="mean")
-    wide = wide.reindex(index=[l for l in LAYERS[run_id] if l in wide.index],
-                        columns=[m for m in METRIC_NAMES if m in wide.columns])
-    wide.columns.name = None
-    wide = wide.reset_index()
-    wide.insert(0, "epoch", FINAL_EPOCH[run_id])
-    wide.insert(0, "run", LABELS[run_id])
-    parts.append(wide)
-table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+table = tables.layer_table(runs, split=TABLE_SPLIT, labels=LABELS)
 table
 '''
 
@@ -440,33 +172,8 @@ CURVE_METRICS = {{CURVE_METRICS}}
 SPLIT = "unseen"
 EPOCH = None
 
-
-def layer_curves(metric, split=SPLIT, epoch=EPOCH):
-    """Mean ± std over seeds of one metric at every layer, one curve per run."""
-    overlays = []
-    for run_id in RUN_IDS:
-        ep = FINAL_EPOCH.get(run_id) if epoch is None else epoch
-        d = agg[(agg["run_id"] == run_id) & (agg["split"] == split) & (agg["metric"] == metric) & (agg["epoch"] == ep)]
-        d = d.set_index("layer").reindex(LAYERS[run_id]).dropna(subset=["mean"]).reset_index()
-        if not len(d):
-            continue
-        d["std"] = d["std"].fillna(0.0)
-        d["layer"] = d["layer"].map(plot_text)
-        label, color = PLOT_LABELS[run_id], COLORS[run_id]
-        overlays += [
-            hv.Curve(d, "layer", ["mean", "std", "n_seeds"], label=label).opts(color=color, tools=["hover"]),
-            hv.ErrorBars(d, "layer", ["mean", "std"], label=label).opts(color=color),
-            hv.Scatter(d, "layer", ["mean", "std"], label=label).opts(color=color, size=6),
-        ]
-    if not overlays:
-        return hv.Curve([]).relabel(f"no {metric} ({split}) values stored")
-    return hv.Overlay(overlays).opts(
-        width=480, height=360, xrotation=45, ylabel=metric, xlabel="layer (input → output)",
-        legend_position="bottom", legend_cols=1,
-        title=plot_title(f"{metric} ({split}) per layer, mean ± std over seeds"))
-
-
-curves = [layer_curves(m) for m in CURVE_METRICS if m in METRIC_NAMES]
+curves = [plots.layer_curves(runs, metric, split=SPLIT, epoch=EPOCH, labels=LABELS)
+          for metric in CURVE_METRICS if metric in METRIC_NAMES]
 if not curves:
     print("no metrics stored yet")
 hv.Layout(curves).opts(shared_axes=False).cols(2) if curves else None
@@ -476,20 +183,8 @@ _HEATMAP = r'''
 HEATMAP_METRIC = "nmi" if "nmi" in METRIC_NAMES else (METRIC_NAMES or [None])[0]
 HEATMAP_SPLIT = "unseen"
 
-
-def layer_epoch_heatmap(run_id, metric=HEATMAP_METRIC, split=HEATMAP_SPLIT):
-    """Mean over seeds of one metric for every (epoch, layer): how training moves it, layer by layer."""
-    d = agg[(agg["run_id"] == run_id) & (agg["split"] == split) & (agg["metric"] == metric)].copy()
-    d["epoch"] = d["epoch"].astype(str)
-    d["layer"] = d["layer"].map(plot_text)
-    heat = hv.HeatMap(d, ["epoch", "layer"], ["mean", "std", "n_seeds"], label=PLOT_LABELS[run_id])
-    heat = heat.redim.values(layer=[plot_text(l) for l in LAYERS[run_id]])
-    return heat.opts(width=440, height=340, colorbar=True, cmap="viridis", tools=["hover"],
-                     title=plot_title(f"{LABELS[run_id]}: {metric} ({split}), mean over seeds"),
-                     xlabel="epoch", ylabel="layer")
-
-
-heatmaps = [layer_epoch_heatmap(run_id) for run_id in RUN_IDS if run_id in FINAL_EPOCH]
+heatmaps = [plots.layer_epoch_heatmap(run, HEATMAP_METRIC, HEATMAP_SPLIT, label=LABELS[run_id])
+            for run_id, run in runs.items() if len(run.metrics)]
 if not heatmaps:
     print("no metrics stored yet")
 hv.Layout(heatmaps).opts(shared_axes=False).cols(2) if heatmaps else None
@@ -498,74 +193,20 @@ hv.Layout(heatmaps).opts(shared_axes=False).cols(2) if heatmaps else None
 _GENERALIZATION = r'''
 # Seen accuracy (held-out images of the seen classes) vs g = max over layers of the mean unseen NMI,
 # epoch by epoch: does better accuracy on the training classes mean better generalization?
-rows = []
-for run_id, run in runs.items():
-    acc = run.training.groupby("epoch")["heldout_accuracy"].mean() if len(run.training) else pd.Series(dtype=float)
-    nmi = agg[(agg["run_id"] == run_id) & (agg["split"] == "unseen") & (agg["metric"] == "nmi")]
-    for epoch, d in nmi.groupby("epoch"):
-        best = d.loc[d["mean"].idxmax()]
-        rows.append({"run": LABELS[run_id], "run_id": run_id, "epoch": int(epoch), "seen_accuracy": acc.get(epoch, np.nan),
-                     "g": best["mean"], "g_std": best["std"], "g_layer": best["layer"]})
-generalization = pd.DataFrame(rows, columns=["run", "run_id", "epoch", "seen_accuracy", "g", "g_std", "g_layer"])
+generalization = tables.generalization_table(runs, LABELS)
 display(generalization.drop(columns="run_id"))
-
-points = generalization.assign(g_layer=generalization["g_layer"].map(plot_text),
-                               run=generalization["run_id"].map(PLOT_LABELS))
-plot = None
-if not len(points):
-    print("no unseen NMI stored yet")
-elif points["seen_accuracy"].notna().any():
-    plot = hv.Overlay([
-        (hv.Curve(d, "seen_accuracy", ["g", "epoch", "g_layer"], label=PLOT_LABELS[run_id]).opts(color=COLORS[run_id])
-         * hv.Scatter(d, "seen_accuracy", ["g", "epoch", "g_layer"], label=PLOT_LABELS[run_id])
-           .opts(color=COLORS[run_id], size=8, tools=["hover"]))
-        for run_id in RUN_IDS
-        for d in [points[points["run_id"] == run_id].dropna(subset=["seen_accuracy"])]
-        if len(d)
-    ])
-    plot = plot.opts(width=560, height=420, xlabel="seen accuracy (held-out)", ylabel="g (best-layer unseen NMI)",
-                     legend_position="bottom", legend_cols=1,
-                     title="seen accuracy vs unseen generalization, per epoch")
-else:
-    plot = points.hvplot.scatter("epoch", "g", by="run", hover_cols=["g_layer"], title="g per epoch (no seen accuracy stored)")
-plot
+plots.accuracy_vs_g(generalization, by="run", x="seen_accuracy", y="g")
 '''
 
 _PROJECTION = r'''
-# The 2-D layout of the unseen images at one layer. Change LAYER (any of LAYERS[...]) and re-run.
+# The 2-D layout of the unseen images at one layer. Change LAYER (any of tables.run_layers(run)) and re-run.
 LAYER = {{LAYER}}
 SEED = None       # None: the first stored seed
 EPOCH_2D = None   # None: the last epoch with a stored layout of LAYER
 METHOD = None     # "umap", "pca" or None (UMAP when stored, else PCA)
 
-
-def projection_plot(run_id, layer=LAYER):
-    run = runs[run_id]
-    keys = run.projection_keys()
-    keys = keys[keys["layer"] == layer]
-    for column, wanted in (("method", METHOD), ("seed", SEED), ("epoch", EPOCH_2D)):
-        if wanted is not None:
-            keys = keys[keys[column] == wanted]
-    if not len(keys):
-        return hv.Text(0, 0, plot_text(f"no stored layout of layer {layer!r}")).opts(
-            width=420, height=360, title=plot_title(LABELS[run_id]), xaxis=None, yaxis=None)
-    seed = int(keys["seed"].min())
-    keys = keys[keys["seed"] == seed]
-    epoch = int(keys["epoch"].max())
-    methods = set(keys.loc[keys["epoch"] == epoch, "method"])
-    method = "umap" if "umap" in methods else sorted(methods)[0]
-    coords, labels, indices = run.projection(seed, epoch, layer, method)
-    names = (run.projection_class_names(seed, epoch, layer, method)
-             or (run.meta.get("split") or {}).get("unseen") or [str(i) for i in range(int(labels.max()) + 1)])
-    points = pd.DataFrame({"x": coords[:, 0], "y": coords[:, 1],
-                           "class": [plot_text(names[i]) for i in labels], "image": indices})
-    return points.hvplot.scatter(
-        "x", "y", c="class", cmap="Category20", hover_cols=["class", "image"], width=480, height=380,
-        xaxis=None, yaxis=None, legend="right",
-        title=plot_title(f"{method.upper()} of {layer}, seed {seed}, epoch {epoch}: {LABELS[run_id]}", 50))
-
-
-hv.Layout([projection_plot(run_id) for run_id in RUN_IDS]).opts(shared_axes=False).cols(2)
+hv.Layout([plots.projection_plot(run, LAYER, seed=SEED, epoch=EPOCH_2D, method=METHOD, label=LABELS[run_id])
+           for run_id, run in runs.items()]).opts(shared_axes=False).cols(2)
 '''
 
 _RERUN = r'''
@@ -598,13 +239,11 @@ if RERUN:
 
 
 def _curve_metrics(records: list) -> list[str]:
-    present: list[str] = []
-    for rec in records:
-        for m in dict.fromkeys(rec.metrics["metric"]) if len(rec.metrics) else []:
-            if m not in present:
-                present.append(m)
+    present = {str(m) for rec in records if len(rec.metrics) for m in rec.metrics["metric"]}
     chosen = [m for m in _PREFERRED_METRICS if m in present]
-    return chosen or present[:4]
+    # otherwise the first four in the catalogue's display order, then any it does not list
+    listed = [m for m in catalogue.METRIC_NAMES if m in present]
+    return chosen or (listed + sorted(present - set(listed)))[:4]
 
 
 def _default_layer(records: list) -> str | None:
@@ -613,7 +252,7 @@ def _default_layer(records: list) -> str | None:
         if best:
             return str(best)
     for rec in records:
-        layers = _layer_names(rec.meta) or (list(dict.fromkeys(rec.metrics["layer"])) if len(rec.metrics) else [])
+        layers = analysis.layer_order(rec.meta.get("layers"), rec.metrics)
         if layers:
             return str(layers[-1])
     return None
@@ -622,7 +261,7 @@ def _default_layer(records: list) -> str | None:
 def _config_literal(records: list) -> str:
     configs = {}
     for rec in records:
-        cfg = _config_dict(rec)
+        cfg = config_dict(rec)
         # JSON round trip: the literal holds exactly what config.json holds (tuples -> lists)
         configs[rec.run_id] = json.loads(json.dumps(cfg, allow_nan=False))
     return py_literal(configs)
@@ -706,16 +345,18 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
                               for r in unfinished)
                   + ". Their completed epochs are shown."]
     cells = [v4.new_markdown_cell("\n".join(intro))]
-    cells += [v4.new_markdown_cell(_run_summary_markdown(i + 1, rec, root)) for i, rec in enumerate(records)]
+    cells += [v4.new_markdown_cell(run_summary_markdown(i + 1, rec, root)) for i, rec in enumerate(records)]
     if len(records) > 1:
-        cells.append(v4.new_markdown_cell(_comparison_markdown(records)))
+        cells.append(v4.new_markdown_cell(comparison_markdown(records)))
 
     layer = _default_layer(records)
     cells += [
-        v4.new_markdown_cell("## Reload the runs\n\nThe notebook needs `lab` importable and the run store "
-                             "at `STORE_ROOT`; nothing is recomputed, every number below is read from the store."),
+        v4.new_markdown_cell("## Reload the runs\n\nThe notebook needs layerscope installed (`lab`, and `app.plots` "
+                             "to draw) and the run store at `STORE_ROOT`; no server. Nothing is re-measured: every "
+                             "number below is read from the store and summarised by `lab.analysis`."),
         v4.new_code_cell(_code(_SETUP)),
-        v4.new_code_cell(_code(_LOAD, STORE_ROOT=py_literal(str(root)), RUN_IDS=py_literal(ids))),
+        v4.new_code_cell(_code(_LOAD, STORE_ROOT=py_literal(str(root)), RUN_IDS=py_literal(ids)),
+                         metadata={"tags": [SUMMARY_TAG]}),
         v4.new_markdown_cell(
             "## Per-layer metrics\n\nMean over seeds of every metric at each layer, at each run's last "
             "evaluated epoch, on the **unseen** classes (NMI, kNN and linear-probe accuracy measure how well "
@@ -754,6 +395,41 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
     }
     nbformat.validate(nb)
     return nb
+
+
+def notebook_summary(nb) -> dict[str, dict]:
+    """What an executed exported notebook showed for each run: :meth:`RunRecord.summary` as the kernel got it.
+
+    The cell tagged ``"summary"`` displays the status table (run, status, epoch, best layer, g, ...)
+    and carries the exact values in that output's metadata (``"layerscope_summary"``); this reads them.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode or path of a ``.ipynb`` file, executed
+
+    Returns
+    -------
+    dict
+        ``{run_id: summary dict}`` with keys epoch, best_layer, g, g_std, n_seeds, heldout_accuracy, ...
+
+    Raises
+    ------
+    ValueError
+        The notebook has no summary cell, or it was not executed.
+    """
+    import nbformat
+
+    if isinstance(nb, (str, os.PathLike)):
+        nb = nbformat.read(str(nb), as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and SUMMARY_TAG in c.metadata.get("tags", [])]
+    if not cells:
+        raise ValueError("the notebook has no cell tagged 'summary'; export it again with lab.export.to_notebook.")
+    for out in cells[0].get("outputs", []):
+        found = out.get("metadata", {}).get(_SUMMARY_KEY)
+        if found is not None:
+            return {str(k): dict(v) for k, v in found.items()}
+    raise ValueError("the notebook's summary cell has no output; execute it first "
+                     "(lab.export.execute_notebook, or to_notebook(..., execute=True)).")
 
 
 def _current_python_kernel_manager():

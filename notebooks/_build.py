@@ -5,10 +5,11 @@ Run from the repository root after editing a notebook's text or code here::
     .venv/bin/python notebooks/_build.py            # writes notebooks/0*.ipynb (no outputs)
     .venv/bin/python notebooks/_build.py --check    # exit 1 if a committed notebook differs
 
-The notebooks import ``lab`` (and the quickstart, the ``app`` component); they never
-define the library. Each has a ``FAST`` switch read from the ``LAB_FAST``
-environment variable that shrinks it to about a minute on a 2-core CPU (the
-notebook tests run them that way); the text says what the full setting shows.
+The notebooks import ``lab`` and draw with ``app.plots``, the app's own plot module (the
+quickstart also shows the ``app`` component); they never define the library: no code cell
+holds a ``def`` or ``class`` (tests/test_export.py checks). Each has a ``FAST`` switch read
+from the ``LAB_FAST`` environment variable that shrinks it to about a minute on a 2-core CPU
+(the notebook tests run them that way); the text says what the full setting shows.
 """
 from __future__ import annotations
 
@@ -32,26 +33,20 @@ FAST = os.environ.get("LAB_FAST", "0") == "1"
 print("FAST mode" if FAST else "full setting")
 '''
 
-# A progress bar over lab.run's event stream; the same loop works for any run.
+# A progress bar over lab.run's event stream (the library's, so every notebook shows the same).
 _RUN_HELPER = '''
-from tqdm.auto import tqdm
+# run_with_progress(cfg) streams lab.run(cfg) with a progress bar and returns the stored run id
+from lab.progress import run_with_progress
+'''
 
+# The plotting module the app draws with, and the tables it draws from (numbers from lab.analysis).
+_PLOTS = '''
+import holoviews as hv
 
-def run_with_progress(cfg, store=None):
-    """Stream ``lab.run(cfg)`` with a progress bar (one step per seed and epoch); return the stored run id."""
-    bar = tqdm(total=len(cfg.seeds) * (cfg.n_epochs + 1), desc=cfg.name or cfg.backbone)
-    run_id = None
-    for event in lab.run(cfg, store=store):
-        if event.kind == "run_started":
-            run_id = event.run_id
-        elif event.kind == "epoch_finished":
-            bar.update(1)
-            bar.set_postfix(seed=event.seed, epoch=event.epoch, seen_acc=event.heldout_accuracy)
-        elif event.kind == "run_failed":
-            bar.close()
-            raise RuntimeError(f"run {run_id} failed: {event.message}")
-    bar.close()
-    return run_id
+from app import plots
+from lab import tables
+
+hv.extension("bokeh")
 '''
 
 
@@ -264,30 +259,18 @@ Each row of the heatmap is a layer (input at the bottom), each column an epoch (
 untrained network). Read it along a column: NC1 falls from the input towards the output.
 Read it along a row: training lowers it, first in the deep layers.
 '''),
+        _code(_PLOTS),
         _code('''
-import holoviews as hv
-import hvplot.pandas  # noqa: F401
-import numpy as np
-
-layers = [item["name"] for item in run.meta["layers"]]
-m = run.metrics
-nc1 = (m[(m["split"] == "seen") & (m["metric"] == "nc1")]
-       .groupby(["epoch", "layer"], sort=False)["value"].mean().reset_index())
-nc1["log10_nc1"] = np.log10(nc1["value"])
-heat = hv.HeatMap(nc1.assign(epoch=nc1["epoch"].astype(str)), ["epoch", "layer"], "log10_nc1")
-heat.redim.values(layer=layers).opts(width=640, height=360, colorbar=True, cmap="viridis_r", tools=["hover"],
-                                     title="log10 NC1 (held-out seen images)")
+layers = tables.run_layers(run)                         # input -> output
+nc1 = tables.epoch_table(run, "nc1", split="seen")     # mean ± std over seeds per (epoch, layer)
+plots.layer_epoch_heatmap(run, "nc1", "seen", cmap="viridis_r", width=640, height=360)
 '''),
         _md('''
 The same numbers as curves, one per epoch: the Figure 2 view. Early epochs are light,
 late ones dark.
 '''),
         _code('''
-epochs = sorted(nc1["epoch"].unique())
-curves = [hv.Curve(nc1[nc1["epoch"] == e], "layer", "log10_nc1", label=f"epoch {e}")
-          .redim.values(layer=layers) for e in epochs]
-hv.Overlay(curves).opts(hv.opts.Curve(width=640, height=360, xrotation=30, color=hv.Palette("Viridis")),
-                        hv.opts.Overlay(legend_position="right", title="log10 NC1 per layer"))
+plots.epoch_curves(run, "nc1", split="seen")
 '''),
         _md('''
 **The claim, checked.** At the final epoch the last layer is more collapsed than the
@@ -295,9 +278,9 @@ first: its mean NC1 (over seeds) is lower. (Before training it is the other way 
 for a random MLP: the collapse is learned.)
 '''),
         _code('''
-final = nc1[nc1["epoch"] == nc1["epoch"].max()].set_index("layer")["value"]
+final = nc1[nc1["epoch"] == nc1["epoch"].max()].set_index("layer")["mean"]
 first, last = layers[0], layers[-1]
-start = nc1[nc1["epoch"] == 0].set_index("layer")["value"]
+start = nc1[nc1["epoch"] == 0].set_index("layer")["mean"]
 print(f"final epoch NC1: {first} {final[first]:.3f}  ->  {last} {final[last]:.3f}")
 print(f"untrained NC1:   {first} {start[first]:.3f}  ->  {last} {start[last]:.3f}")
 assert final[last] < final[first], "expected the last layer to be more collapsed than the first"
@@ -309,9 +292,7 @@ measures follow?
 '''),
         _code('''
 train = run.training[["epoch", "train_loss", "train_accuracy", "heldout_accuracy"]]
-last_epoch = m["epoch"].max()
-table = (m[(m["split"] == "seen") & (m["epoch"] == last_epoch)]
-         .pivot_table(index="layer", columns="metric", values="value", sort=False).reindex(layers))
+table = tables.layer_table([run], split="seen")   # mean over seeds per layer, last epoch
 display(train.tail(5))
 table
 '''),
@@ -378,34 +359,13 @@ runs = {name: store.load(run_id) for name, run_id in run_ids.items()}
 ## Separability of the unseen styles, layer by layer
 
 Mean ± std over seeds at the last epoch. The x axis runs from input to output; the
-layers differ between backbones, so each gets its own panel.
+layers differ between backbones, so each gets its own row, one panel per metric.
 '''),
+        _code(_PLOTS),
         _code('''
-import holoviews as hv
-import hvplot.pandas  # noqa: F401
-import pandas as pd
-
-
-def layer_stats(run, epoch=None):
-    """Mean and std over seeds of every unseen-split metric at each layer (default: last epoch)."""
-    m = run.metrics[run.metrics["split"] == "unseen"]
-    epoch = m["epoch"].max() if epoch is None else epoch
-    layers = [item["name"] for item in run.meta["layers"]]
-    stats = (m[m["epoch"] == epoch].groupby(["metric", "layer"])["value"].agg(["mean", "std"]).reset_index())
-    stats["std"] = stats["std"].fillna(0.0)
-    stats["position"] = stats["layer"].map({name: i for i, name in enumerate(layers)})
-    return stats.sort_values(["metric", "position"])
-
-
-panels = []
-for name, run in runs.items():
-    stats = layer_stats(run)
-    overlay = hv.Overlay([
-        hv.Curve(d, "layer", "mean", label=metric) * hv.ErrorBars(d, "layer", ["mean", "std"])
-        for metric, d in stats.groupby("metric")])
-    panels.append(overlay.opts(title=name, width=520, height=300, xrotation=45, ylabel="unseen separability",
-                               legend_position="right"))
-hv.Layout(panels).opts(shared_axes=False).cols(1)   # each backbone has its own layers
+panels = [plots.layer_curves({name: run}, metric, width=420, height=300)
+          for name, run in runs.items() for metric in base.metrics]
+hv.Layout(panels).opts(shared_axes=False).cols(len(base.metrics))   # each backbone has its own layers
 '''),
         _md('''
 ## g, its layer, and seen accuracy
@@ -415,12 +375,14 @@ accuracy on held-out images of the 15 seen styles. The store's run summary compu
 the cell checks g against the curves above.
 '''),
         _code('''
+import pandas as pd
+
 rows = []
 for name, run in runs.items():
     summary = run.summary()
-    nmi = layer_stats(run).query("metric == 'nmi'").set_index("layer")["mean"]
-    assert abs(summary["g"] - nmi.max()) < 1e-9 and summary["best_layer"] == nmi.idxmax()
-    layers = [item["name"] for item in run.meta["layers"]]
+    nmi = tables.curve_table([run], "nmi").set_index("layer")["mean"]   # the curves above, last epoch
+    assert abs(summary["g"] - nmi.max()) < 1e-9 and abs(nmi[summary["best_layer"]] - nmi.max()) < 1e-9
+    layers = tables.run_layers(run)
     rows.append({"backbone": name, "seen_accuracy": summary["heldout_accuracy"], "g": summary["g"],
                  "g_std": summary["g_std"], "best_layer": summary["best_layer"],
                  "depth_of_best": f"{layers.index(summary['best_layer']) + 1}/{len(layers)}",
@@ -430,8 +392,10 @@ assert len(comparison) == len(BACKBONES) and comparison["g"].between(0, 1).all()
 comparison
 ''', "claim"),
         _code('''
-comparison.hvplot.scatter("seen_accuracy", "g", by="backbone", size=120, hover_cols=["best_layer"],
-                          width=520, height=380, title="seen accuracy vs g: does one predict the other?")
+corr = lab.analysis.accuracy_vs_g(comparison, accuracy="seen_accuracy", n_boot=200)
+print(f"Spearman's rho of seen accuracy and g over {corr['n']} backbones: {corr['spearman']:.2f} "
+      "(NaN below 3 backbones: too few for a statistic)")
+plots.accuracy_vs_g(comparison, by="backbone", x="seen_accuracy", y="g", width=520, height=380)
 '''),
         _md('''
 **Reading it.** If seen accuracy predicted generalization, the points would line up along
@@ -499,17 +463,14 @@ Relative utilization ‖W − W⁰‖ / ‖W⁰‖ of every layer at the last ep
 noise level.
 '''),
         _code('''
-import holoviews as hv
 import hvplot.pandas  # noqa: F401
 import pandas as pd
 
-frames = []
-for noise, run in runs.items():
-    u = run.utilization
-    u = u[u["epoch"] == u["epoch"].max()].groupby("layer", sort=False)[["absolute", "relative"]].mean()
-    order = [item["name"] for item in run.meta["layers"]]
-    frames.append(u.reindex([layer for layer in order if layer in u.index]).reset_index().assign(noise=noise))
-util = pd.concat(frames, ignore_index=True)
+from lab import tables
+
+# per noise level: each layer's distance at the last epoch (mean over seeds), input -> output
+util = pd.concat([tables.utilization_table(run).assign(noise=noise) for noise, run in runs.items()],
+                 ignore_index=True)
 util.hvplot.line("layer", "relative", by="noise", width=600, height=340, rot=30,
                  title="relative distance from initialisation at the last epoch")
 '''),
@@ -537,15 +498,9 @@ trained network untouched) and the held-out accuracy is measured again. A layer 
 reset costs a lot of accuracy is one the network relies on.
 '''),
         _code('''
-rows = []
-for noise, run in runs.items():
-    c = run.contribution
-    delta = c[c["metric"] == "heldout_accuracy_delta"].groupby("layer", sort=False)["value"].mean()
-    order = [item["name"] for item in run.meta["layers"]]
-    for layer in order:
-        if layer in delta.index:
-            rows.append({"noise": noise, "layer": layer, "accuracy_change": delta[layer]})
-contribution = pd.DataFrame(rows)
+contribution = pd.concat([tables.contribution_table(run, "heldout_accuracy_delta").assign(noise=noise)
+                          for noise, run in runs.items()], ignore_index=True)   # mean over seeds per layer
+contribution = contribution.rename(columns={"mean": "accuracy_change"})
 assert len(contribution), "contribution=True should store one row per layer"
 contribution.hvplot.bar(x="layer", y="accuracy_change", by="noise", width=640, height=340, rot=30,
                         title="held-out accuracy change when one layer is reset to its initial weights")

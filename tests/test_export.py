@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lab
-from lab.export import build_notebook, escape_markdown, py_literal, to_notebook
+from lab.export import build_notebook, escape_markdown, notebook_summary, py_literal, to_notebook
 from lab.store import RunNotFoundError, RunStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +142,8 @@ def test_notebook_structure(store, tmp_path):
     assert "digits" in markdown and "g = " in markdown
     assert "a&lt;b&gt;, c\\|d, e\\*f" in markdown           # class names escaped
     code = "\n".join(_sources(nb, "code"))
-    for needle in ("lab.RunStore(STORE_ROOT)", "store.load(run_id)", "hv.ErrorBars", "hv.HeatMap",
+    # the figures come from the app's plot module (tests/test_plots.py: error bars, heatmap, ...)
+    for needle in ("lab.RunStore(STORE_ROOT)", "store.load(run_id)", "plots.layer_curves", "plots.layer_epoch_heatmap",
                    "seen_accuracy", "LAYER = ", "projection_plot", "lab.RunConfig.from_dict", "lab.run(cfg"):
         assert needle in code
     # the last cell holds the exact configs as a literal and re-runs them
@@ -155,6 +156,27 @@ def test_notebook_structure(store, tmp_path):
     assert configs == {rid: store.load(rid).config.to_dict() for rid in (a, b)}
     assert lab.RunConfig.from_dict(configs[a]) == store.load(a).config
     assert ast.literal_eval(assigned["RERUN"]) is False
+
+
+def _defined_names(source: str) -> list[str]:
+    """Functions, classes and lambdas a code cell defines (it should call the library instead)."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    return [getattr(n, "name", "lambda") for n in ast.walk(ast.parse(source)) if isinstance(n, kinds)]
+
+
+def test_notebooks_hold_no_library_code(store):
+    """Exported and shipped notebooks import lab and app.plots; no code cell defines a function or class."""
+    rid = _fake_run(store, "no library code")
+    notebooks = {"exported": build_notebook([rid], store)}
+    notebooks.update({p.name: nbformat.read(p, as_version=4) for p in sorted((REPO / "notebooks").glob("*.ipynb"))})
+    assert len(notebooks) == 5
+    for name, nb in notebooks.items():
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        for source in code:
+            assert not _defined_names(source), f"{name} defines {_defined_names(source)} in a cell:\n{source}"
+        assert any("import lab" in source for source in code), name
+    exported = "\n".join(c.source for c in notebooks["exported"].cells if c.cell_type == "code")
+    assert "from app import plots" in exported and "groupby" not in exported
 
 
 def test_single_run_id_and_errors(store, tmp_path):
@@ -319,6 +341,33 @@ def test_executed_comparison_reproduces_the_stored_values(executed_comparison):
 
 
 @pytest.mark.slow
+def test_notebook_summary_reads_what_the_executed_notebook_showed(executed_comparison, tmp_path):
+    store, ids, nb, _ = executed_comparison
+    shown = notebook_summary(nb)
+    assert set(shown) == set(ids)
+    for rid in ids:
+        assert shown[rid] == store.load(rid).summary()           # exact: the values travel as JSON numbers
+    [table] = _html_tables(_tagged_html(nb, "summary")[0])       # and the same g is in the table people see
+    cols = table[0]
+    for row in table[1:]:
+        rid = row[cols.index("run_id")]
+        assert math.isclose(float(row[cols.index("g")]), shown[rid]["g"], abs_tol=1e-4)
+        assert row[cols.index("best_layer")] == shown[rid]["best_layer"]
+    path = tmp_path / "copy.ipynb"
+    nbformat.write(nb, str(path))
+    assert notebook_summary(path) == shown
+
+
+def test_notebook_summary_needs_an_executed_export(store):
+    nb = build_notebook([_fake_run(store, "not executed")], store)
+    with pytest.raises(ValueError, match="execute it first"):
+        notebook_summary(nb)
+    nb.cells = [c for c in nb.cells if "summary" not in c.metadata.get("tags", [])]
+    with pytest.raises(ValueError, match="no cell tagged 'summary'"):
+        notebook_summary(nb)
+
+
+@pytest.mark.slow
 def test_executed_injection_runs_nothing(executed_comparison):
     store, ids, nb, marker = executed_comparison
     assert not marker.exists(), "the run name was executed as code"
@@ -384,7 +433,7 @@ def test_cli_export(store, tmp_path):
 
 
 def test_lab_export_imports_no_plotting_library():
-    """The plotting code lives in the notebook's cells (strings); lab itself never imports it."""
+    """The notebook's cells import app.plots to draw; lab itself never imports a plotting library."""
     code = ("import sys, lab.export; bad = [m for m in ('panel', 'bokeh', 'holoviews', 'hvplot') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

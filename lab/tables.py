@@ -1,0 +1,237 @@
+"""Tables over stored runs, for people to read: what exported and shipped notebooks show.
+
+Every number comes from :mod:`lab.analysis` (seed aggregation, g and its best layer, layer
+order) or :meth:`lab.store.RunRecord.summary`; this module only picks the rows and lays them
+out, one row per run, layer or epoch. Pure pandas, torch-free, no plotting library: the
+figures are drawn by ``app.plots`` from these tables.
+
+``runs`` is a mapping ``{key: RunRecord}`` (the key is usually the run id; the shipped
+notebooks key by backbone or noise level) or a list of records (keyed by run id).
+
+Examples
+--------
+>>> import lab                                                        # doctest: +SKIP
+>>> from lab import tables                                            # doctest: +SKIP
+>>> store = lab.RunStore("runs")                                      # doctest: +SKIP
+>>> runs = {run_id: store.load(run_id) for run_id in store.ids()}     # doctest: +SKIP
+>>> tables.generalization_table(runs)                                 # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from lab import analysis
+
+__all__ = [
+    "as_runs", "run_labels", "run_layers", "run_generalization", "status_table", "layer_table",
+    "curve_table", "epoch_table", "generalization_table", "utilization_table", "contribution_table",
+]
+
+STATUS_COLUMNS = ["run", "run_id", "status", "epoch", "best_layer", "g", "g_std", "n_seeds", "heldout_accuracy"]
+GENERALIZATION_COLUMNS = ["run", "run_id", "epoch", "seen_accuracy", "g", "g_std", "g_layer"]
+CURVE_COLUMNS = ["key", "run", "layer", "layer_index", "depth", "mean", "std", "n"]
+
+
+def as_runs(runs: Mapping[Any, Any] | Iterable[Any]) -> dict:
+    """``{key: record}`` from a mapping (kept as is) or a list of records (keyed by run id)."""
+    if isinstance(runs, Mapping):
+        return dict(runs)
+    try:
+        return {record.run_id: record for record in runs}
+    except (TypeError, AttributeError):
+        raise ValueError(f"runs must be a dict of lab RunRecords or a list of them. Got {runs!r} instead.") from None
+
+
+def run_labels(runs) -> dict:
+    """Each run's display label: its name (or key when unnamed), with the key appended where names repeat.
+
+    Labels are data (a user typed them): plots pass them through ``plot_text``.
+    """
+    runs = as_runs(runs)
+    names = {key: str(record.name or key) for key, record in runs.items()}
+    counts = pd.Series(list(names.values()), dtype=object).value_counts()
+    return {key: (name if counts[name] == 1 else f"{name} ({key})") for key, name in names.items()}
+
+
+def run_layers(record) -> list[str]:
+    """The run's layers from input to output (:func:`lab.analysis.layer_order` of its meta and metrics)."""
+    return analysis.layer_order(record.meta.get("layers"), record.metrics)
+
+
+def run_generalization(record, **kwargs: Any) -> pd.DataFrame:
+    """:func:`lab.analysis.generalization` of a stored run, with the layers and aliases its meta records."""
+    meta = record.meta
+    return analysis.generalization(record.metrics, layers=meta.get("layers"),
+                                   aliases=meta.get("layer_aliases"), **kwargs)
+
+
+def _labels(runs: dict, labels: Mapping | None) -> dict:
+    return dict(labels) if labels is not None else run_labels(runs)
+
+
+def status_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
+    """One row per run: status and :meth:`RunRecord.summary` (epoch, best layer, g, its spread, seen accuracy).
+
+    Returns
+    -------
+    DataFrame with columns run, run_id, status, epoch, best_layer, g, g_std, n_seeds, heldout_accuracy
+    """
+    runs = as_runs(runs)
+    labels = _labels(runs, labels)
+    rows = []
+    for key, record in runs.items():
+        summary = record.summary()
+        rows.append({"run": labels[key], "run_id": record.run_id, "status": record.status,
+                     **{col: summary.get(col) for col in STATUS_COLUMNS[3:]}})
+    return pd.DataFrame(rows, columns=STATUS_COLUMNS)
+
+
+def _latest_epoch(record, split: str) -> int | None:
+    """The last epoch at which some metric on ``split`` was measured at every layer."""
+    m = record.metrics
+    if not len(m):
+        return None
+    layers = run_layers(record) if record.meta.get("layers") else []     # as analysis.layer_curve judges it
+    epochs = [analysis.complete_evaluations(m, layers, metric=name, split=split)["epoch"].max()
+              for name in dict.fromkeys(m.loc[m["split"] == split, "metric"])]
+    epochs = [int(e) for e in epochs if pd.notna(e)]
+    return max(epochs) if epochs else None
+
+
+def curve_table(runs, metric: str, *, split: str = "unseen", epoch: int | None = None,
+                labels: Mapping | None = None) -> pd.DataFrame:
+    """One metric at every layer of every run, mean ± std over seeds (:func:`lab.analysis.layer_curve`).
+
+    Parameters
+    ----------
+    epoch : None = each run's last complete evaluation
+
+    Returns
+    -------
+    DataFrame with columns key, run (label), layer, layer_index, depth (0 = input, 1 = output), mean, std, n
+    """
+    runs = as_runs(runs)
+    labels = _labels(runs, labels)
+    parts = []
+    for key, record in runs.items():
+        curve = analysis.layer_curve(record.metrics, layers=record.meta.get("layers"), metric=metric,
+                                     split=split, epoch=epoch)
+        if len(curve):
+            parts.append(curve.assign(key=key, run=labels[key]))
+    if not parts:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
+
+
+def layer_table(runs, *, split: str = "unseen", epoch: int | None = None, labels: Mapping | None = None,
+                metrics: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per run and layer, the mean over seeds of every metric at one epoch (default: the run's last).
+
+    Returns
+    -------
+    DataFrame with columns run, epoch, layer, then one column per metric (in the order stored)
+    """
+    runs = as_runs(runs)
+    labels = _labels(runs, labels)
+    parts = []
+    for key, record in runs.items():
+        at = _latest_epoch(record, split) if epoch is None else int(epoch)
+        if at is None:
+            continue
+        m = record.metrics
+        names = list(metrics) if metrics is not None else list(dict.fromkeys(m.loc[m["split"] == split, "metric"]))
+        wide = pd.DataFrame({"layer": run_layers(record)})
+        for name in names:
+            curve = analysis.layer_curve(m, layers=record.meta.get("layers"), metric=name, split=split, epoch=at)
+            wide[name] = wide["layer"].map(dict(zip(curve["layer"], curve["mean"]))).astype(float)
+        wide = wide.dropna(subset=names, how="all") if names else wide.iloc[:0]
+        wide.insert(0, "epoch", at)
+        wide.insert(0, "run", labels[key])
+        parts.append(wide)
+    if not parts:
+        return pd.DataFrame(columns=["run", "epoch", "layer"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def epoch_table(record, metric: str, *, split: str = "unseen") -> pd.DataFrame:
+    """One metric of one run at every (epoch, layer), mean ± std over seeds (:func:`lab.analysis.aggregate_seeds`).
+
+    Returns
+    -------
+    DataFrame with columns epoch, layer, layer_index, mean, std, n, sorted by epoch then layer order
+    """
+    m = record.metrics
+    rows = m[(m["metric"] == metric) & (m["split"] == split)] if len(m) else m
+    agg = analysis.aggregate_seeds(rows, by=("epoch", "layer"))
+    index = {name: i for i, name in enumerate(run_layers(record))}
+    agg["layer_index"] = agg["layer"].map(index).fillna(len(index)).astype(int)
+    cols = ["epoch", "layer", "layer_index", "mean", "std", "n"]
+    return agg.sort_values(["epoch", "layer_index"])[cols].reset_index(drop=True)
+
+
+def generalization_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
+    """Per run and epoch: seen held-out accuracy (mean over seeds) and g with its spread and best layer.
+
+    g, g_std and g_layer are :func:`lab.analysis.generalization` with the run's layers and aliases, so the
+    row at the summary's epoch shows the summary's g and best layer.
+
+    Returns
+    -------
+    DataFrame with columns run, run_id, epoch, seen_accuracy, g, g_std, g_layer
+    """
+    runs = as_runs(runs)
+    labels = _labels(runs, labels)
+    rows = []
+    for key, record in runs.items():
+        training = record.training
+        accuracy = pd.Series(dtype=float)
+        if len(training) and "heldout_accuracy" in training:
+            acc = analysis.aggregate_seeds(training.rename(columns={"heldout_accuracy": "value"}), by=("epoch",))
+            accuracy = acc.set_index("epoch")["mean"]
+        for row in run_generalization(record).itertuples(index=False):
+            rows.append({"run": labels[key], "run_id": record.run_id, "epoch": int(row.epoch),
+                         "seen_accuracy": float(accuracy.get(row.epoch, np.nan)), "g": float(row.g),
+                         "g_std": float(row.g_std), "g_layer": row.layer})
+    return pd.DataFrame(rows, columns=GENERALIZATION_COLUMNS)
+
+
+def utilization_table(record, *, epoch: int | None = None) -> pd.DataFrame:
+    """Distance of every layer's weights from their initial values at one epoch (default: the last),
+    mean over seeds (Wang & Yang).
+
+    Returns
+    -------
+    DataFrame with columns layer, layer_index, absolute, relative, in layer order
+    """
+    u = record.utilization
+    cols = ["layer", "layer_index", "absolute", "relative"]
+    if not len(u):
+        return pd.DataFrame(columns=cols)
+    at = int(u["epoch"].max()) if epoch is None else int(epoch)
+    long = u[u["epoch"] == at].melt(id_vars=["seed", "layer"], value_vars=["absolute", "relative"],
+                                    var_name="metric")
+    wide = analysis.aggregate_seeds(long, by=("layer", "metric")).pivot(index="layer", columns="metric",
+                                                                         values="mean")
+    return _in_layer_order(wide.reset_index(), record)[cols]
+
+
+def contribution_table(record, metric: str = "heldout_accuracy_delta") -> pd.DataFrame:
+    """What re-initialising each layer changed (one contribution metric), mean ± std over seeds.
+
+    Returns
+    -------
+    DataFrame with columns layer, layer_index, mean, std, n, in layer order
+    """
+    c = record.contribution
+    rows = c[c["metric"] == metric] if len(c) else c
+    agg = analysis.aggregate_seeds(rows, by=("layer",))
+    return _in_layer_order(agg, record)[["layer", "layer_index", "mean", "std", "n"]]
+
+
+def _in_layer_order(frame: pd.DataFrame, record) -> pd.DataFrame:
+    index = {name: i for i, name in enumerate(run_layers(record))}
+    frame = frame.assign(layer_index=frame["layer"].map(index).fillna(len(index)).astype(int))
+    return frame.sort_values("layer_index", kind="stable").reset_index(drop=True)

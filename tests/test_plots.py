@@ -1,0 +1,223 @@
+"""app.plots (the figures notebooks and the app share), lab.tables (what they draw) and lab.progress.
+
+The stored values are a known function of (seed, epoch, layer), so every mean and std is checked
+against numpy on the same numbers, not against lab.analysis itself.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (options need a backend, as hv.extension loads in a notebook)
+import numpy as np
+import pandas as pd
+import pytest
+
+import lab
+from app import plots
+from lab import catalogue, tables
+from lab.progress import run_with_progress
+from lab.store import RunStore
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = ["stem", "blocks.0", "blocks.1", "pre_logits"]
+SEEDS = (0, 1, 2)
+EPOCHS = 2
+CLASSES = ["</script><b>x</b>", "{brace}", "plain"]
+
+
+def _value(metric: str, seed: int, epoch: int, i: int) -> float:
+    """NMI peaks at blocks.1 (index 2) at every epoch; NC1 spans decades; seeds differ."""
+    if metric == "nmi":
+        return 0.2 + 0.1 * [0, 1, 3, 2][i] + 0.05 * epoch + 0.01 * seed
+    return 10.0 ** (1 - i) * (1 + 0.1 * seed) / (1 + epoch)
+
+
+def _run(store, name, *, accuracy=True):
+    cfg = lab.RunConfig(name=name, dataset="digits", backbone="mlp", strategy="full", epochs=EPOCHS,
+                        seeds=list(SEEDS), n_unseen=3, projection="pca")
+    w = store.create(cfg)
+    w.update_meta(layers=[{"name": n, "kind": "vector", "dim": 8} for n in LAYERS],
+                  split={"seen": ["s0", "s1"], "unseen": CLASSES})
+    rng = np.random.default_rng(0)
+    for seed in SEEDS:
+        for epoch in range(EPOCHS + 1):
+            w.append_metrics([{"seed": seed, "epoch": epoch, "layer": layer, "split": split, "metric": metric,
+                               "value": _value(metric, seed, epoch, i)}
+                              for i, layer in enumerate(LAYERS) for split in ("unseen", "seen")
+                              for metric in ("nmi", "nc1")])
+            w.append_training({"seed": seed, "epoch": epoch,
+                               "heldout_accuracy": 0.5 + 0.1 * epoch + 0.01 * seed if accuracy else None})
+            w.append_utilization([{"seed": seed, "epoch": epoch, "layer": layer, "absolute": (i + 1) * (epoch + seed),
+                                   "relative": 0.1 * (i + 1)} for i, layer in enumerate(LAYERS)])
+            w.save_projection(seed, epoch, "blocks.1", "pca", rng.normal(size=(6, 2)), np.arange(6) % 3,
+                              np.arange(6), class_names=CLASSES)
+        w.append_contribution([{"seed": seed, "layer": layer, "metric": "heldout_accuracy_delta",
+                                "value": -0.1 * i - 0.01 * seed} for i, layer in enumerate(LAYERS)])
+    w.finish("finished")
+    return store.load(w.run_id)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    store = RunStore(tmp_path_factory.mktemp("plots") / "runs")
+    a = _run(store, "same name")
+    b = _run(store, "same name", accuracy=False)
+    return {a.run_id: a, b.run_id: b}
+
+
+def _reference(metric, split_epoch):
+    """numpy mean and std (ddof=1) over seeds of the stored values at one epoch, per layer."""
+    values = np.array([[_value(metric, s, split_epoch, i) for i in range(len(LAYERS))] for s in SEEDS])
+    return values.mean(axis=0), values.std(axis=0, ddof=1)
+
+
+# ------------------------------------------------------------------------------------- lab.tables
+
+def test_labels_and_status_table(runs):
+    labels = tables.run_labels(runs)
+    assert sorted(labels.values()) == sorted(f"same name ({rid})" for rid in runs)
+    status = tables.status_table(runs)
+    assert list(status.columns) == tables.STATUS_COLUMNS
+    assert status["best_layer"].tolist() == ["blocks.1", "blocks.1"]
+    mean, std = _reference("nmi", EPOCHS)
+    np.testing.assert_allclose(status["g"], mean[2])
+    np.testing.assert_allclose(status["g_std"], std[2])
+    with pytest.raises(ValueError, match="runs must be a dict of lab RunRecords"):
+        tables.run_labels(42)
+
+
+def test_layer_and_curve_tables_match_numpy(runs):
+    table = tables.layer_table(runs)
+    assert list(table.columns[:3]) == ["run", "epoch", "layer"] and set(table.columns[3:]) == {"nmi", "nc1"}
+    assert (table["epoch"] == EPOCHS).all() and table["layer"].tolist() == LAYERS * 2
+    for metric in ("nmi", "nc1"):
+        mean, std = _reference(metric, EPOCHS)
+        np.testing.assert_allclose(table[metric].to_numpy(), np.tile(mean, 2))
+        curve = tables.curve_table(runs, metric, epoch=1)
+        m1, s1 = _reference(metric, 1)
+        np.testing.assert_allclose(curve["mean"], np.tile(m1, 2))
+        np.testing.assert_allclose(curve["std"], np.tile(s1, 2))
+        assert curve["depth"].tolist() == [0, 1 / 3, 2 / 3, 1] * 2 and (curve["n"] == len(SEEDS)).all()
+    seen = tables.layer_table(runs, split="seen", epoch=0)
+    np.testing.assert_allclose(seen["nc1"], np.tile(_reference("nc1", 0)[0], 2))
+
+
+def test_generalization_table_agrees_with_the_summary(runs):
+    gen = tables.generalization_table(runs)
+    assert list(gen.columns) == tables.GENERALIZATION_COLUMNS and len(gen) == 2 * (EPOCHS + 1)
+    for run_id, run in runs.items():
+        rows = gen[gen["run_id"] == run_id].set_index("epoch")
+        for epoch in range(EPOCHS + 1):
+            mean, std = _reference("nmi", epoch)
+            assert rows.loc[epoch, "g_layer"] == "blocks.1"
+            assert rows.loc[epoch, "g"] == pytest.approx(mean[2]) and rows.loc[epoch, "g_std"] == pytest.approx(std[2])
+        summary = run.summary()
+        assert rows.loc[summary["epoch"], "g"] == summary["g"]
+        assert rows.loc[summary["epoch"], "g_layer"] == summary["best_layer"]
+    with_acc = gen[gen["run_id"] == next(iter(runs))].set_index("epoch")["seen_accuracy"]
+    np.testing.assert_allclose(with_acc, [np.mean([0.5 + 0.1 * e + 0.01 * s for s in SEEDS]) for e in range(3)])
+    assert gen[gen["run_id"] == list(runs)[1]]["seen_accuracy"].isna().all()
+
+
+def test_epoch_utilization_and_contribution_tables(runs):
+    run = next(iter(runs.values()))
+    epochs = tables.epoch_table(run, "nc1", split="seen")
+    assert len(epochs) == (EPOCHS + 1) * len(LAYERS) and epochs["layer"].tolist()[:4] == LAYERS
+    np.testing.assert_allclose(epochs[epochs["epoch"] == 1]["mean"], _reference("nc1", 1)[0])
+    util = tables.utilization_table(run)
+    assert util["layer"].tolist() == LAYERS
+    np.testing.assert_allclose(util["absolute"], [(i + 1) * np.mean([EPOCHS + s for s in SEEDS]) for i in range(4)])
+    contrib = tables.contribution_table(run)
+    np.testing.assert_allclose(contrib["mean"], [-0.1 * i - 0.01 for i in range(4)])
+
+
+# --------------------------------------------------------------------------------------- app.plots
+
+def test_labels_and_log_scales_come_from_the_catalogue():
+    assert dict(plots.METRIC_LABELS) == {m.name: m.label for m in catalogue.METRICS.values()}
+    assert plots.LOG_METRICS == {m.name for m in catalogue.METRICS.values() if m.log_scale} == {"nc1", "cdnv"}
+    assert plots.metric_label("nc1") == "NC1" and plots.metric_label("custom") == "custom"
+
+
+def test_plot_title_is_inert_and_short():
+    title = plots.plot_title("</script>{x}" + "a" * 100, 20)
+    assert "<" not in title and ">" not in title and len(title) <= 22
+    assert title.startswith("＜/script＞{{x}}") and title.endswith("…")
+
+
+def test_layer_curves_draw_mean_and_error_bars_per_run(runs):
+    overlay = plots.layer_curves(runs, "nmi", epoch=1)
+    bars = [el for el in overlay if isinstance(el, hv.ErrorBars)]
+    curves = [el for el in overlay if isinstance(el, hv.Curve)]
+    assert len(bars) == len(curves) == 2
+    mean, std = _reference("nmi", 1)
+    for curve, bar in zip(curves, bars):
+        np.testing.assert_allclose(curve.dimension_values("nmi"), mean)
+        np.testing.assert_allclose(bar.dimension_values("up"), std)
+        assert curve.dimension_values("x").tolist() == [0, 1, 2, 3]      # one architecture: by layer
+    assert overlay.opts.get().kwargs["xticks"] == list(enumerate(LAYERS))
+    # log metrics are drawn as log10, the error bars reaching log10(mean ± std)
+    log = plots.layer_curves(runs, "nc1")
+    curve = next(el for el in log if isinstance(el, hv.Curve))
+    bar = next(el for el in log if isinstance(el, hv.ErrorBars))
+    mean, std = _reference("nc1", EPOCHS)
+    np.testing.assert_allclose(curve.dimension_values("nc1"), np.log10(mean))
+    np.testing.assert_allclose(bar.dimension_values("up"), np.log10(mean + std) - np.log10(mean))
+    assert curve.get_dimension("nc1").label == "log10 NC1"
+    empty = plots.layer_curves(runs, "knn_accuracy")
+    assert "no knn_accuracy" in empty.opts.get().kwargs["title"]
+
+
+def test_heatmap_epoch_curves_and_projection(runs):
+    run = next(iter(runs.values()))
+    heat = plots.layer_epoch_heatmap(run, "nc1", "seen", label="a {label}")
+    assert isinstance(heat, hv.HeatMap)
+    values = heat.data.set_index(["epoch", "layer"])["value"]
+    assert values[(1, "blocks.0")] == pytest.approx(np.log10(_reference("nc1", 1)[0][1]))
+    assert heat.opts.get().kwargs["title"].startswith("a {{label}}: log10 NC1 (seen)")
+    lines = plots.epoch_curves(run, "nmi", split="unseen")
+    latest = [el for el in lines if isinstance(el, hv.Curve)][-1]
+    np.testing.assert_allclose(latest.dimension_values("nmi"), _reference("nmi", EPOCHS)[0])
+    points = plots.projection_plot(run, "blocks.1")
+    assert isinstance(points, hv.Points) and len(points) == 6
+    assert set(points.dimension_values("class")) == {plots.plot_text(c) for c in CLASSES}
+    assert not any("<" in c for c in points.dimension_values("class"))
+    missing = plots.projection_plot(run, "stem")
+    assert isinstance(missing, hv.Text) and "no stored layout" in missing.text
+
+
+def test_accuracy_vs_g_falls_back_to_epochs(runs):
+    gen = tables.generalization_table(runs)
+    overlay = plots.accuracy_vs_g(gen)
+    scatters = [el for el in overlay if isinstance(el, hv.Scatter)]
+    assert len(scatters) == 1 and scatters[0].kdims[0].name == "seen_accuracy"   # the run without accuracy drops
+    only_epochs = plots.accuracy_vs_g(gen.assign(seen_accuracy=np.nan))
+    assert [el.kdims[0].name for el in only_epochs if isinstance(el, hv.Scatter)] == ["epoch", "epoch"]
+
+
+# ------------------------------------------------------------------------------------- lab.progress
+
+@pytest.mark.slow
+def test_run_with_progress_returns_the_stored_run_and_raises_on_failure(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    cfg = lab.RunConfig(dataset="digits", backbone="mlp:depth=2,width=16", strategy="linear", epochs=1, seeds=[0],
+                        n_unseen=2, unseen_per_class=10, seen_per_class=5, metrics=["nmi"], projection="none",
+                        save_weights=False, device="cpu")
+    run_id = run_with_progress(cfg, store=store)
+    assert store.load(run_id).status == "finished" and len(store.load(run_id).training) == 2
+    bad = cfg.replace(backbone="no_such_backbone_xyz")
+    with pytest.raises(RuntimeError, match=r"run \S+ failed: .*unknown backbone"):
+        run_with_progress(bad, store=store)
+    failed = run_with_progress(bad.to_dict(), store=store, check=False)
+    assert store.load(failed).status == "failed"
+
+
+def test_tables_and_progress_import_no_plotting_library():
+    code = ("import sys, lab.tables, lab.progress, lab.export; "
+            "bad = [m for m in ('panel', 'bokeh', 'holoviews', 'hvplot', 'app') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
