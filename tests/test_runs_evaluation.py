@@ -91,7 +91,7 @@ def test_resnet_run_reports_its_identical_taps_and_the_deeper_layer(store):
 
 
 def test_per_seed_generalization_is_the_best_nmi_of_that_seed_and_epoch(store):
-    cfg = RunConfig(**{**TINY_RESNET, "strategy": "none", "epochs": None, "lr": None, "seeds": [0, 1],
+    cfg = RunConfig(**{**TINY_RESNET, "strategy": "none", "block": None, "epochs": None, "lr": None, "seeds": [0, 1],
                        "layers": ("layer2.1", "layer3.1", "pre_logits")})
     events = list(run(cfg, store=store))
     assert events[-1].kind == "run_finished", events[-1]

@@ -100,17 +100,17 @@ class Recorder:
             self.writer.heartbeat()
 
     # -- arrays ----------------------------------------------------------------------------------------
+    # Array writes are queued, not timed: the caller's own timing (projection) holds the queueing,
+    # and the writes themselves are waited for, and timed, when the epoch ends.
     def embeddings(self, seed: int, epoch: int, layer: str, X, labels, indices) -> None:
         """Store one layer's unseen embeddings (n, d) on the I/O thread."""
-        with self.timed("store"):
-            self._submit(self.writer.save_embeddings, seed, epoch, layer, X, labels, indices)
+        self._submit(self.writer.save_embeddings, seed, epoch, layer, X, labels, indices)
 
     def projection(self, seed: int, epoch: int, layer: str, method: str, coords, labels, indices,
                    class_names: list[str]) -> None:
         """Store one 2-D layout (n, 2) on the I/O thread."""
-        with self.timed("store"):
-            self._submit(self.writer.save_projection, seed, epoch, layer, method, coords, labels, indices,
-                         class_names=class_names)
+        self._submit(self.writer.save_projection, seed, epoch, layer, method, coords, labels, indices,
+                     class_names=class_names)
 
     def weights(self, seed: int, state_dict: Mapping[str, Any]) -> None:
         """Store a seed's fine-tuned weights (safetensors) now."""
