@@ -27,6 +27,7 @@ _ATTRS = {
     "RunConfig": ("lab.config", "RunConfig"),
     "run": ("lab.runs", "run"),
     "RunStore": ("lab.store", "RunStore"),
+    "Cancelled": ("lab._cancel", "Cancelled"),
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"__version__"})

@@ -5,8 +5,8 @@ sees the same sequence::
 
     RunStarted
       (per seed)  Progress* LayerMetrics* LayerUtilization* ProjectionReady* EpochFinished
-                  ... for epoch 0 (before training), 1, ..., E
-      Aggregate* Generalization*        (per epoch, once every seed has reported it)
+                  Generalization(seed)   ... for epoch 0 (before training), 1, ..., E
+      Aggregate* Generalization(seed=None)   (per epoch, once every seed has reported it)
       LayerContribution*                (when the config asks for it)
     RunFinished | RunFailed | RunCancelled
 
@@ -157,6 +157,9 @@ class Generalization(Event):
     """Generalization index g = max over layers of unseen NMI at one epoch, and its layer.
 
     ``seed`` is None for the across-seed value (max of the mean curve, with its std).
+    Computed by :func:`lab.analysis.generalization`: exact ties go to the deeper layer, and a
+    tap listed in ``aliases`` (``{tap: deeper tap}``, taps whose pooled features equal a deeper
+    tap's, e.g. ResNet's ``layer4.1`` and ``pre_logits``) is reported as that deeper tap.
     """
 
     kind: ClassVar[str] = "generalization"
@@ -166,6 +169,7 @@ class Generalization(Event):
     g_std: float | None = None
     seed: int | None = None
     metric: str = "nmi"
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -32,9 +32,10 @@ from typing import Callable, Iterable
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from lab._cancel import Cancelled
 from lab.backbones import PRE_LOGITS, Backbone, Tap
 
-__all__ = ["extract", "FeatureSet", "Cancelled", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
+__all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
 
 POOLINGS = ("auto", "mean", "flatten")
 FLATTEN_BUDGET_BYTES = 2 * 1024**3
@@ -46,10 +47,6 @@ FLATTEN_BUDGET_BYTES = 2 * 1024**3
 # faulted) afresh every batch while the previous batch's other buffers stayed resident, about
 # twice the memory of one pass.
 _CPU_PASS = 64
-
-
-class Cancelled(Exception):
-    """Raised by :func:`extract` when ``should_stop()`` returned True."""
 
 
 class FeatureSet(dict):
@@ -87,8 +84,12 @@ class _StopForward(Exception):
     """Raised inside the last requested tap's hook to skip the rest of the network."""
 
 
-def _pool(out: torch.Tensor, tap: Tap, pooling: str) -> torch.Tensor:
-    """Pool one tap output to (B, d); keep the reduction in float32 even under autocast."""
+def pool_tap_output(out: torch.Tensor, tap: Tap, pooling: str = "auto") -> torch.Tensor:
+    """Pool one tap's raw output to (B, d): the one pooling of extraction and of SCL fine-tuning.
+
+    See the module docstring for the rules. The reduction stays in float32 even under
+    autocast; it is differentiable (SCL FT feeds the pooled block to the head).
+    """
     if tap.kind == "map":
         if out.dim() != 4:
             raise ValueError(f"tap {tap.name!r} was catalogued as a feature map but produced shape "
@@ -160,7 +161,7 @@ def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_af
 
     def make(tap: Tap):
         def hook(module, args, output):
-            sink.put(tap.name, _pool(output, tap, pooling))
+            sink.put(tap.name, pool_tap_output(output, tap, pooling))
             if tap.name == stop_after:
                 raise _StopForward
         return hook
@@ -269,7 +270,7 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
         ``progress(done, total)`` after every batch, in images (``total`` is None
         when the data's length is unknown).
     should_stop : callable, optional
-        Checked before every batch; when it returns True, :class:`Cancelled` is raised.
+        Checked before every batch; when it returns True, :class:`lab.Cancelled` is raised.
 
     Returns
     -------

@@ -37,14 +37,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from lab._cancel import Cancelled
+from lab.features import pool_tap_output   # the one pooling: SCL's skip sees what extraction measures
+
 __all__ = [
     "Strategy", "STRATEGIES", "register_strategy", "get_strategy", "FineTuner", "prepare",
     "resolve_block", "pool_tap_output", "combine_skip", "corrupt_labels", "reinitialized", "Cancelled",
 ]
-
-
-class Cancelled(Exception):
-    """Raised by :meth:`FineTuner.train_epoch` when ``should_stop()`` turns true."""
 
 
 @dataclass(frozen=True)
@@ -126,22 +125,6 @@ def resolve_block(bb, block: str | int) -> tuple[str, nn.Module]:
             return name, module
     raise ValueError(f"block {block!r} is not a trainable block of {bb.name}; choose one of {', '.join(names)} "
                      f"or an index from {-len(blocks)} to {len(blocks) - 1}.")
-
-
-def pool_tap_output(out: torch.Tensor, tap) -> torch.Tensor:
-    """Pool one tap's raw output to (N, C) the way SCL FT feeds it to the head.
-
-    Maps: adaptive average pool to one value per channel (NCHW or NHWC). Tokens:
-    the class token where the model has one, else the mean over the non-prefix
-    tokens. Vectors: unchanged.
-    """
-    if tap.kind == "map":
-        return out.mean(dim=(1, 2)) if tap.layout == "NHWC" else out.mean(dim=(2, 3))   # (N, C)
-    if tap.kind == "tokens":
-        if tap.cls_token:
-            return out[:, 0]                                                            # (N, D)
-        return out[:, tap.prefix_tokens:].mean(dim=1)                                   # (N, D)
-    return out.flatten(1)
 
 
 class _Classifier(nn.Module):
@@ -283,25 +266,38 @@ class FineTuner:
         self.optimizer.step()
         return float(loss.detach()), int((logits.detach().argmax(1) == y).sum())
 
-    def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None) -> dict:
+    def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,
+                    progress: Callable[[int, int | None], None] | None = None) -> dict:
         """One pass over ``batches`` of (x, y); returns {"loss", "accuracy", "n"} (means over samples).
 
         The whole backbone is in train mode (batch-norm statistics update on this
-        data even in frozen blocks). ``should_stop()`` is checked before every batch
-        and raises :class:`Cancelled`.
+        data even in frozen blocks).
+
+        Parameters
+        ----------
+        batches : iterable of (x (B, C, H, W), y (B,))
+        should_stop : callable, optional
+            Checked before every batch; when it returns True, :class:`lab.Cancelled` is raised.
+        progress : callable, optional
+            ``progress(done, total)`` after every batch, in batches (``total`` is None when
+            ``batches`` has no length). A batch whose step fails is not reported, so the last
+            ``done`` is the index of the failing batch.
         """
         if self.optimizer is None:
             raise ValueError(f"strategy {self.strategy.name!r} does not train.")
+        total = len(batches) if hasattr(batches, "__len__") else None
         self.model.train()
         total_loss, correct, n = 0.0, 0, 0
         try:
-            for x, y in batches:
+            for i, (x, y) in enumerate(batches):
                 if should_stop is not None and should_stop():
-                    raise Cancelled()
+                    raise Cancelled(f"training cancelled after {i} of {total if total is not None else '?'} batches")
                 loss, right = self.train_step(x, y)
                 total_loss += loss * len(y)
                 correct += right
                 n += len(y)
+                if progress is not None:
+                    progress(i + 1, total)
         finally:
             self.model.eval()
         if n == 0:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+import lab
 import lab.backbones
 import lab.features
 from lab import finetune
@@ -246,3 +247,45 @@ def test_scl_on_a_transformer_adds_the_block_class_token():
     with torch.no_grad():
         got = ft.model.features(x)
     torch.testing.assert_close(got, pre + captured["out"][:, 0], rtol=1e-5, atol=1e-5)   # class token, no padding
+
+
+def test_train_epoch_reports_every_batch_and_stops_with_the_one_cancelled():
+    bb = _mlp()
+    ft = prepare(bb, 3, "full", lr=1e-2, seed=0)
+    seen = []
+    stats = ft.train_epoch(_batches(bb, n_batches=3), progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)] and stats["n"] == 24
+    calls = []
+
+    def should_stop():
+        calls.append(1)
+        return len(calls) > 2                           # two batches, then stop
+
+    seen.clear()
+    with pytest.raises(lab.Cancelled, match="training cancelled after 2 of 3 batches"):
+        ft.train_epoch(_batches(bb, n_batches=3), should_stop=should_stop,
+                       progress=lambda done, total: seen.append(done))
+    assert seen == [1, 2] and not ft.model.training     # back in eval mode
+    assert finetune.Cancelled is lab.Cancelled is lab.features.Cancelled
+
+
+def test_train_epoch_progress_stops_before_a_failing_batch():
+    bb = _mlp()
+    ft = prepare(bb, 3, "full", lr=1e-2, seed=0)
+    batches = _batches(bb, n_batches=3)
+    batches[1] = (torch.full_like(batches[1][0], float("nan")), batches[1][1])
+    seen = []
+    with pytest.raises(ValueError, match="training diverged"):
+        ft.train_epoch(batches, progress=lambda done, total: seen.append(done))
+    assert seen == [1]                                   # the last report names the failing batch's index
+
+
+def test_one_pooling_for_extraction_and_the_scl_skip():
+    assert finetune.pool_tap_output is lab.features.pool_tap_output
+    bb = _resnet()
+    tap = bb.tap("layer3.0")
+    out = torch.randn(2, 256, 3, 3, requires_grad=True)                    # (N, C, H, W)
+    pooled = finetune.pool_tap_output(out, tap)
+    torch.testing.assert_close(pooled, out.detach().mean(dim=(2, 3)))
+    pooled.sum().backward()                                                 # differentiable for SCL FT
+    torch.testing.assert_close(out.grad, torch.full_like(out, 1 / 9))

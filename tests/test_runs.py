@@ -223,8 +223,8 @@ def test_a_stored_run_is_a_checkpoint(store, monkeypatch):
     run_id = first[0].run_id
     import lab.backbones
 
-    # the engine itself registers the "run:" resolver (the store registers only when backbones is loaded)
-    monkeypatch.setattr(lab.backbones, "_CHECKPOINT_RESOLVERS", {})
+    # the engine resolves "run:" itself and hands backbones.load a path: no resolver registry needed
+    monkeypatch.setattr(lab.backbones, "_CHECKPOINT_RESOLVERS", {}, raising=False)
     again = _events(_cfg(strategy="none", epochs=None, lr=None, checkpoint=f"run:{run_id}"), store)
     assert again[-1].kind == "run_finished", again[-1]
     before = {e.layer: e.values for e in first if e.kind == "layer_metrics" and e.epoch == 1 and e.split == "unseen"}

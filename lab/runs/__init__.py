@@ -1,0 +1,61 @@
+"""The streaming run engine: ``lab.run(config)`` is a generator of typed events.
+
+Flow of one run (ARCHITECTURE.md, "The flow of one run")::
+
+    RunConfig -> data.load + Split -> backbones.load -> [fine-tune epochs on the seen classes]
+                                                           | after epoch 0 and every epoch
+                                                           v
+            features.extract(unseen), then features.extract(seen held-out): every chosen layer, once
+                                                           |
+                 metrics per layer -> LayerMetrics (as soon as each layer is done) -> consumers
+                                                           |
+                                               RunStore (append, atomic)
+
+The parts, one job each:
+
+==============  =======================================================================
+engine          :func:`run`; the run's lifecycle and its seed/epoch loop
+data            :func:`prepare_data`, :class:`RunData` (the datasets of a config)
+training        one epoch through ``FineTuner.train_epoch`` (progress, cancellation)
+evaluation      one epoch's metrics per layer (unseen, seen held-out), resilience,
+                utilization; the identical-tap check of the first evaluation
+projections     PCA layouts at once, UMAP in the background
+contribution    re-initialise each tap, measure, restore (Wang & Yang)
+results         g, seed aggregates and the summary, from :mod:`lab.analysis`
+recorder        the one writer of a run (store, I/O thread, row buffers, timings)
+worker          :class:`CancelToken`; the thread that streams a long call's progress
+==============  =======================================================================
+
+Event order (see :mod:`lab.events`)::
+
+    RunStarted
+      per seed, for epoch 0 (before training), 1, ..., E:
+        Progress("train")*                      (epochs >= 1, one per batch)
+        Progress("extract")* LayerMetrics(unseen) ProjectionReady(pca)   (per layer)
+        Progress("extract")* LayerMetrics(seen)*                         (per layer)
+        LayerUtilization*  ProjectionReady(umap)*  EpochFinished  Generalization(seed)
+        Aggregate* Generalization(seed=None)    (several seeds: once the last seed reports the epoch)
+      ProjectionReady(umap)*                    (the last epoch's layouts, when ready)
+      LayerContribution*                        (config.contribution)
+    RunFinished | RunFailed | RunCancelled
+
+Identical taps: at the run's first evaluation, taps whose pooled unseen features equal a
+deeper tap's (ResNet's last block and ``pre_logits``) are found; they are stored in the
+run's meta as ``layer_aliases``, carried by every ``Generalization`` event (``aliases``),
+and g's best layer names the deeper tap (:func:`lab.analysis.generalization`).
+
+Cancellation: call ``token.cancel()`` on the :class:`CancelToken` passed as
+``cancel`` (checked before every training and extraction batch and between layers)
+or ``close()`` the generator (takes effect at the next event, i.e. within one
+batch, because the engine yields a Progress event per batch). Either way the run
+is stored with status "cancelled" and everything finished so far stays readable.
+"""
+from __future__ import annotations
+
+from lab._cancel import Cancelled
+from lab.runs.compute import few_threads as _few_threads   # benchmarks/run.py times metrics the same way
+from lab.runs.data import RunData, prepare_data
+from lab.runs.engine import run
+from lab.runs.worker import CancelToken
+
+__all__ = ["run", "CancelToken", "RunData", "prepare_data", "Cancelled"]

@@ -1,0 +1,300 @@
+"""The run's lifecycle and its seed/epoch loop.
+
+:func:`run` validates the config and hands out the generator of :class:`_Engine`. The
+engine resolves the data and the backbone, then for every seed and epoch trains
+(:mod:`lab.runs.training`), evaluates (:mod:`lab.runs.evaluation`, with layouts from
+:mod:`lab.runs.projections`) and reports what :mod:`lab.analysis` makes of the numbers
+(:mod:`lab.runs.results`); contribution (:mod:`lab.runs.contribution`) follows each seed.
+Everything is written through one recorder (:mod:`lab.runs.recorder`). Every way a run
+ends (finished, failed, cancelled, closed by the consumer) is handled in
+:meth:`_Engine.events`.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Generator, Iterator
+
+import numpy as np
+
+from lab._cancel import Cancelled
+from lab.config import RunConfig
+from lab.events import (
+    EpochFinished, Event, RunCancelled, RunFailed, RunFinished, RunStarted,
+)
+from lab.runs.contribution import Contribution
+from lab.runs.context import RunContext, SeedState
+from lab.runs.data import RunData, prepare_data
+from lab.runs.evaluation import Evaluator
+from lab.runs.projections import Projections
+from lab.runs.recorder import open_recorder
+from lab.runs.results import Results
+from lab.runs.training import Trainer
+from lab.runs.worker import CancelToken, Worker
+
+__all__ = ["run"]
+
+
+def run(config: RunConfig | dict, store=None, cancel: CancelToken | None = None) -> Iterator[Event]:
+    """Run ``config`` and stream its events (a generator; see :mod:`lab.runs` for the order).
+
+    Parameters
+    ----------
+    config : RunConfig or dict
+        A dict is validated with :meth:`RunConfig.from_dict` *now* (ValueError on bad input).
+    store : RunStore, None or False
+        Where to persist the run; None opens ``RunStore()`` (``$LAB_RUNS_DIR`` or ``./runs``);
+        False persists nothing (tests, quick looks).
+    cancel : CancelToken, optional
+        Cooperative cancellation from another thread (or the consumer itself).
+
+    Returns
+    -------
+    generator of :mod:`lab.events` events
+        Always ends with exactly one of RunFinished, RunFailed, RunCancelled (unless closed
+        by the consumer, which also stores the run as "cancelled"). Problems with the
+        data, the backbone or the training (bad class names, an unknown model, a
+        diverging loss ...) end the run with ``RunFailed`` instead of raising.
+    """
+    if isinstance(config, dict):
+        config = RunConfig.from_dict(config)
+    if not isinstance(config, RunConfig):
+        raise ValueError(f"config must be a lab.RunConfig or a dict. Got {type(config).__name__} instead.")
+    if cancel is not None and not hasattr(cancel, "cancelled"):
+        raise ValueError(f"cancel must be a lab.runs.CancelToken. Got {type(cancel).__name__} instead.")
+    return _Engine(config, store, cancel).events()
+
+
+class _Engine:
+    """One run. ``events()`` is the generator handed out by :func:`run`."""
+
+    def __init__(self, config: RunConfig, store, cancel: CancelToken | None):
+        self.cfg = config
+        self.store_arg = store
+        self.cancel = cancel or CancelToken()
+        self.ctx: RunContext | None = None
+        self.t0 = time.perf_counter()
+        self.trainable_fraction: float | None = None
+        self.summary: dict = {}
+
+    @property
+    def run_id(self) -> str:
+        return self.ctx.run_id if self.ctx is not None else ""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def events(self) -> Generator[Event, None, None]:
+        try:
+            recorder = open_recorder(self.store_arg, self.cfg)
+            self.ctx = RunContext(self.cfg, recorder, self.cancel, Worker(self.cancel, recorder.run_id),
+                                  Results(recorder.run_id))
+            self.projections = Projections(self.ctx)
+            yield from self._run()
+        except GeneratorExit:
+            self._close("cancelled", "closed by the consumer before the run finished")
+            raise
+        except KeyboardInterrupt:
+            self._close("cancelled", "interrupted (KeyboardInterrupt)")
+            raise
+        except Cancelled:
+            message = "cancelled by the user"
+            self._close("cancelled", message)
+            yield RunCancelled(self.run_id, seconds=time.perf_counter() - self.t0, message=message)
+            return
+        except BaseException as exc:   # noqa: BLE001 - every failure becomes one event
+            message = _failure_message(exc)
+            self._close("failed", message, tb=traceback.format_exc())
+            yield RunFailed(self.run_id, message=message, seconds=time.perf_counter() - self.t0)
+            return
+        finally:
+            if self.ctx is not None:
+                self.projections.close()
+                self.ctx.worker.close()
+        self._close("finished", None)
+        yield RunFinished(self.run_id, seconds=time.perf_counter() - self.t0, summary=self.summary)
+
+    def _close(self, status: str, message: str | None, tb: str | None = None) -> None:
+        """Mark the run in the store with what it measured so far; never raises."""
+        if self.ctx is None:
+            return
+        try:
+            self.summary = self._summary()
+        except Exception:              # noqa: BLE001 - a summary must not mask the run's own outcome
+            self.summary = {"timings": dict(self.ctx.recorder.timings)}
+        self.ctx.recorder.close(status, message=message, summary=self.summary, traceback=tb)
+
+    def _summary(self) -> dict:
+        ctx = self.ctx
+        return ctx.results.summary(epochs=self.cfg.n_epochs, seeds=list(self.cfg.seeds), layers=list(ctx.layers),
+                                   trainable_fraction=self.trainable_fraction,
+                                   timings=dict(ctx.recorder.timings))
+
+    # -- the run -----------------------------------------------------------------------------------
+    def _run(self) -> Generator[Event, None, None]:
+        from lab.device import resolve_device
+
+        cfg, ctx = self.cfg, self.ctx
+        t = time.perf_counter()
+        ctx.device = resolve_device(cfg.device)
+        self._load_data()
+        ctx.check()
+        checkpoint = self._checkpoint()
+        evaluator, trainer = Evaluator(ctx, self.projections), Trainer(ctx, between=self.projections.poll)
+        for si, seed in enumerate(cfg.seeds):
+            state = self._setup_seed(seed, checkpoint)
+            ctx.recorder.timings["load"] += time.perf_counter() - t
+            if si == 0:
+                yield self._run_started(state)
+            last_seed = si == len(cfg.seeds) - 1
+            for epoch in range(cfg.n_epochs + 1):
+                yield from self._epoch(state, epoch, evaluator, trainer, last_seed=last_seed)
+            yield from self.projections.finish()
+            if cfg.save_weights and state.ft.strategy.trains:
+                ctx.recorder.weights(seed, state.bb.model.state_dict())
+            if cfg.contribution:
+                yield from Contribution(ctx).run(state)
+            state.ft.close()
+            t = time.perf_counter()
+
+    def _load_data(self) -> None:
+        """Resolve the datasets, keeping what the run needs, not the whole dataset's images (nor the
+        training images when nothing trains): the engine's peak memory is a performance goal."""
+        import torch
+
+        cfg, ctx = self.cfg, self.ctx
+        data = prepare_data(cfg)
+        ds = data.dataset
+        self.classes, self.in_chans, self.image_size = list(ds.classes), int(ds.in_chans), int(ds.image_size)
+        self.n_images = data.n_images
+        ctx.data = RunData(None, data.split, data.train if cfg.strategy != "none" else None,
+                           data.heldout, data.unseen)
+        del data, ds
+        ctx.unseen_labels = torch.as_tensor(np.asarray(ctx.data.unseen.targets), dtype=torch.long)
+        ctx.heldout_labels = torch.as_tensor(np.asarray(ctx.data.heldout.targets), dtype=torch.long)
+        ctx.unseen_indices = np.arange(len(ctx.data.unseen), dtype=np.int64)
+
+    def _checkpoint(self) -> str | None:
+        """The checkpoint file to load: ``run:ID[/seed]`` is a stored run's fine-tuned weights, looked
+        up in this run's store first, then in the default and the other open stores."""
+        spec = self.cfg.checkpoint
+        if not (isinstance(spec, str) and spec.startswith("run:")):
+            return spec
+        from lab.store import RunNotFoundError, resolve_checkpoint
+
+        root = self.ctx.recorder.root
+        if root is not None:
+            try:
+                return str(resolve_checkpoint(spec, root=root))
+            except RunNotFoundError:
+                pass
+        return str(resolve_checkpoint(spec))
+
+    def _setup_seed(self, seed: int, checkpoint: str | None) -> SeedState:
+        import torch
+
+        import lab.backbones
+        from lab import finetune
+
+        cfg, ctx = self.cfg, self.ctx
+        torch.manual_seed(seed)
+        np.random.seed(seed % (2**32))
+        bb = lab.backbones.load(
+            cfg.backbone, pretrained=cfg.pretrained, checkpoint=checkpoint, num_classes=0,
+            in_chans=self.in_chans, img_size=cfg.img_size or self.image_size, device=ctx.device,
+        )
+        if cfg.layers is None:
+            ctx.layers = list(bb.layers)
+        else:
+            bad = [name for name in cfg.layers if name not in set(bb.layers)]
+            if bad:
+                raise ValueError(f"layers: {bad[0]!r} is not a tap of {cfg.backbone}; valid: {', '.join(bb.layers)}.")
+            ctx.layers = [name for name in bb.layers if name in cfg.layers]      # input -> output order
+        if cfg.projection_layers is not None:
+            bad = [name for name in cfg.projection_layers if name not in bb.layers]
+            if bad:
+                raise ValueError(f"projection_layers: {bad[0]!r} is not a tap of {cfg.backbone}; "
+                                 f"valid: {', '.join(bb.layers)}.")
+        ctx.proj_layers = [] if cfg.projection == "none" else (
+            list(ctx.layers) if cfg.projection_layers is None
+            else [name for name in ctx.layers if name in cfg.projection_layers])
+        ctx.results.layers = list(ctx.layers)
+        ft = finetune.prepare(
+            bb, len(ctx.data.split.seen), cfg.strategy, block=cfg.block, lr=cfg.learning_rate,
+            weight_decay=cfg.decay, optimizer=cfg.optimizer, seed=seed,
+        )
+        self.trainable_fraction = ft.trainable_fraction
+        # Epoch-0 copies only of what can move: modules with trained weights (utilization), or every
+        # tap's module when contribution re-initialises them (their batch-norm statistics move too).
+        weighted, initial_modules = [], {}
+        for name in ctx.layers:
+            module = bb.tap_module(name)
+            if module is None:
+                continue
+            weighted.append(name)
+            if cfg.contribution or any(p.requires_grad for p in module.parameters()):
+                initial_modules[name] = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+        state = SeedState(seed, bb, ft, weighted, initial_modules)
+        if cfg.label_noise > 0:
+            targets = np.asarray(ctx.data.train.targets, dtype=np.int64)
+            state.train_labels, state.corrupted = finetune.corrupt_labels(
+                targets, cfg.label_noise, len(ctx.data.split.seen), seed=seed)
+        return state
+
+    def _run_started(self, state: SeedState) -> RunStarted:
+        cfg, ctx, bb = self.cfg, self.ctx, state.bb
+        layers = [{"name": name, "kind": bb.tap(name).kind, "dim": int(bb.tap(name).dim)} for name in ctx.layers]
+        split = {"seen": list(ctx.data.split.seen), "unseen": list(ctx.data.split.unseen)}
+        ctx.recorder.update_meta(
+            layers=layers, classes=self.classes, split=split, device=str(ctx.device),
+            n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
+            n_trainable=state.ft.n_trainable, n_parameters=state.ft.n_total, epochs=cfg.n_epochs,
+            block=state.ft.block, projection_layers=ctx.proj_layers, describe=cfg.describe(),
+        )
+        return RunStarted(
+            ctx.run_id, config=cfg.to_dict(), layers=layers, classes=self.classes,
+            seen=split["seen"], unseen=split["unseen"], device=str(ctx.device),
+            n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
+        )
+
+    # -- one epoch -----------------------------------------------------------------------------------
+    def _epoch(self, state: SeedState, epoch: int, evaluator: Evaluator, trainer: Trainer, *,
+               last_seed: bool) -> Generator[Event, None, None]:
+        ctx, seed = self.ctx, state.seed
+        rec = ctx.recorder
+        t_epoch, before = time.perf_counter(), dict(rec.timings)
+        train_loss = train_acc = None
+        if epoch > 0:
+            train_loss, train_acc = yield from trainer.epoch(state, epoch)
+        with rec.timed("evaluate"):
+            ev = yield from evaluator.evaluate(state, epoch)
+        seconds = time.perf_counter() - t_epoch
+        if ev.aliases is not None:
+            ctx.results.aliases = ev.aliases
+            rec.update_meta(layer_aliases=ev.aliases)
+        spent = rec.since(before)
+        row = {"seed": seed, "epoch": epoch, "train_loss": train_loss, "train_accuracy": train_acc,
+               "heldout_accuracy": ev.heldout_accuracy, "heldout_loss": ev.heldout_loss,
+               "resilience": ev.resilience, "seconds": seconds,
+               **{f"{key}_seconds": spent[key] for key in ("train", "evaluate", "extract", "metrics", "projection")}}
+        rec.end_epoch(row)
+        ctx.results.add_training(row)
+        yield from self.projections.poll()
+        yield EpochFinished(ctx.run_id, seed=seed, epoch=epoch, train_loss=train_loss, train_accuracy=train_acc,
+                            heldout_accuracy=ev.heldout_accuracy, seconds=seconds,
+                            heldout_loss=ev.heldout_loss, resilience=ev.resilience)
+        gen = ctx.results.seed_generalization(seed, epoch)
+        if gen is not None:
+            yield gen
+        if last_seed and len(self.cfg.seeds) > 1:
+            yield from ctx.results.across_seeds(epoch)
+
+
+def _failure_message(exc: BaseException) -> str:
+    """One paragraph for RunFailed: the message itself for input errors, type + message otherwise."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, (ValueError, FileNotFoundError, KeyError)):
+        return text
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return (f"ran out of memory ({type(exc).__name__}: {text}). Lower batch_size or eval_batch_size, "
+                f"cap unseen_per_class / seen_per_class, measure fewer layers, or use a smaller img_size.")
+    return (f"{type(exc).__name__}: {text}. This looks like a bug in layerscope rather than a problem with the "
+            f"config; the traceback is stored in the run's meta.json.")

@@ -1,0 +1,200 @@
+"""Evaluating one seed's model at one epoch.
+
+1. unseen classes: every chosen layer in one extraction, metrics per layer as soon as ready
+   (and its PCA layout); the run's very first evaluation first extracts the first layer alone
+   (a forward that stops after it costs a few percent of the network) so that a consumer sees
+   a result within seconds. The first evaluation also finds the taps whose features are
+   identical to a deeper tap's; every later one drops the pairs that no longer are (a
+   randomly initialised ResNet's zero-initialised residual branches make whole stages
+   identical until training moves them), so the aliases left hold at every evaluation;
+2. seen held-out images: collapse metrics per layer, and held-out loss/accuracy from the head;
+3. label noise: accuracy on the corrupted training images against their true labels;
+4. utilization: distance of each tap's weights from epoch 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Mapping, Sequence
+
+import numpy as np
+
+from lab.events import Event, LayerMetrics, LayerUtilization
+from lab.runs.compute import compute_metrics
+from lab.runs.context import RunContext, SeedState
+from lab.runs.projections import Projections
+
+__all__ = ["Evaluator", "Evaluation", "find_aliases", "ALIAS_RTOL", "ALIAS_ATOL"]
+
+ALIAS_RTOL, ALIAS_ATOL = 1e-5, 1e-6
+"""Tolerances under which two taps' pooled features count as identical (float32 pooling by
+different kernels, e.g. a mean in a hook against timm's global pool, differs in the last bits)."""
+
+
+@dataclass
+class Evaluation:
+    """What one epoch's evaluation measured besides its events."""
+
+    heldout_accuracy: float | None = None
+    heldout_loss: float | None = None
+    resilience: float | None = None
+    aliases: dict | None = None          # the identical taps, when they changed at this evaluation
+
+
+def find_aliases(features: Mapping, order: Sequence[str], *, rtol: float = ALIAS_RTOL,
+                 atol: float = ALIAS_ATOL) -> dict[str, str]:
+    """Taps whose pooled features equal a deeper tap's.
+
+    Parameters
+    ----------
+    features : {tap: Tensor (N, d)} pooled features of the same images
+    order : the taps, input -> output (only taps in both are compared)
+
+    Returns
+    -------
+    ``{tap: deepest tap with the same features}``; only same-shape features are compared
+    (``torch.allclose`` with ``rtol``, ``atol``), e.g. ResNet's ``{"layer4.1": "pre_logits"}``.
+    """
+    names = [name for name in order if name in features]
+    out: dict[str, str] = {}
+    for i, name in enumerate(names):
+        for deeper in reversed(names[i + 1:]):
+            if _same(features[name], features[deeper], rtol=rtol, atol=atol):
+                out[name] = deeper
+                break
+    return out
+
+
+def _same(a, b, *, rtol: float = ALIAS_RTOL, atol: float = ALIAS_ATOL) -> bool:
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    # a few rows first: different taps almost always differ there already
+    return bool(torch.allclose(a[:8], b[:8], rtol=rtol, atol=atol) and torch.allclose(a, b, rtol=rtol, atol=atol))
+
+
+class Evaluator:
+    """Measures one seed's model at one epoch, streaming LayerMetrics, layouts and utilization."""
+
+    def __init__(self, ctx: RunContext, projections: Projections):
+        self.ctx = ctx
+        self.projections = projections
+        self.first = True
+        self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
+
+    def evaluate(self, state: SeedState, epoch: int) -> Generator[Event, None, Evaluation]:
+        ctx = self.ctx
+        out = Evaluation()
+        first, self.first = self.first, False
+        out.aliases = yield from self._unseen(state, epoch, first=first)
+        out.heldout_loss, out.heldout_accuracy = yield from self._seen(state, epoch)
+        if state.corrupted is not None and len(state.corrupted):
+            out.resilience = yield from self._resilience(state, epoch)
+        for layer, absolute, relative in self._utilization(state, epoch):
+            ctx.recorder.utilization([{"seed": state.seed, "epoch": epoch, "layer": layer,
+                                       "absolute": absolute, "relative": relative}])
+            yield LayerUtilization(ctx.run_id, seed=state.seed, epoch=epoch, layer=layer,
+                                   absolute=absolute, relative=relative)
+        return out
+
+    # -- 1. unseen classes ---------------------------------------------------------------------------
+    def _unseen(self, state: SeedState, epoch: int, *, first: bool) -> Generator[Event, None, dict | None]:
+        ctx, cfg, seed = self.ctx, self.ctx.cfg, state.seed
+        layers = ctx.layers
+        stages = [layers[:1], layers[1:]] if first and len(layers) > 1 else [list(layers)]
+        y = ctx.unseen_labels.to(state.bb.device)
+        kept: dict = {}                       # features of every stage, to check the identical taps
+        previous_proj = None
+        for stage_layers in stages:
+            feats = yield from ctx.extract(state, ctx.data.unseen, stage_layers, stage="extract", epoch=epoch)
+            for layer in stage_layers:
+                ctx.check()
+                X = feats[layer]                                                         # (N, d)
+                with ctx.recorder.timed("metrics"):
+                    vals = compute_metrics(X, y, tuple(cfg.metrics), cfg.protocol, layer)
+                ctx.record_metrics(seed, epoch, layer, "unseen", vals)
+                yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
+                if layer in ctx.proj_layers:
+                    yield self.projections.layer(seed, epoch, layer, X, previous_proj)
+                    previous_proj = layer
+                yield from self.projections.poll()
+            kept.update(feats)
+            del feats
+        return self._check_aliases(kept)
+
+    def _check_aliases(self, feats: Mapping) -> dict | None:
+        """Find the identical taps (first evaluation) or drop those that differ now; the new map
+        when it changed, else None."""
+        if self.aliases is None:
+            self.aliases = find_aliases(feats, self.ctx.layers)
+            return dict(self.aliases)
+        held = {a: b for a, b in self.aliases.items() if a in feats and b in feats and _same(feats[a], feats[b])}
+        if held == self.aliases:
+            return None
+        self.aliases = held
+        return dict(held)
+
+    # -- 2. seen held-out images -----------------------------------------------------------------------
+    def _seen(self, state: SeedState, epoch: int) -> Generator[Event, None, tuple[float | None, float | None]]:
+        ctx, cfg, seed, ft = self.ctx, self.ctx.cfg, state.seed, state.ft
+        seen_metrics = cfg.collapse_metrics
+        extra = []
+        if ft.strategy.trains:
+            extra.append("pre_logits")
+            if ft.strategy.skip and ft.block not in extra:
+                extra.append(ft.block)
+        seen_layers = list(ctx.layers) if seen_metrics else []
+        layers = seen_layers + [name for name in extra if name not in seen_layers]
+        if not layers:
+            return None, None
+        feats = yield from ctx.extract(state, ctx.data.heldout, layers, stage="extract", epoch=epoch)
+        y = ctx.heldout_labels.to(state.bb.device)
+        for layer in seen_layers:
+            ctx.check()
+            with ctx.recorder.timed("metrics"):
+                vals = compute_metrics(feats[layer], y, seen_metrics, cfg.protocol, layer)
+            ctx.record_metrics(seed, epoch, layer, "seen", vals)
+            yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="seen", values=vals)
+        if not ft.strategy.trains:
+            return None, None
+        if ft.strategy.skip and cfg.pooling != "auto":
+            # The head sees the block's spatial mean / class token: re-extract with that pooling.
+            feats = yield from ctx.extract(state, ctx.data.heldout, extra, stage="extract", epoch=epoch,
+                                           pooling="auto")
+        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        del feats
+        return ft.score(logits, y)
+
+    # -- 3. label noise -----------------------------------------------------------------------------------
+    def _resilience(self, state: SeedState, epoch: int) -> Generator[Event, None, float]:
+        import torch
+        from torch.utils.data import Subset
+
+        ctx, ft = self.ctx, state.ft
+        layers = ["pre_logits"] + ([ft.block] if ft.strategy.skip else [])
+        subset = Subset(ctx.data.train, [int(i) for i in state.corrupted])
+        feats = yield from ctx.extract(state, subset, layers, stage="extract", epoch=epoch, pooling="auto")
+        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        clean = torch.as_tensor(np.asarray(ctx.data.train.targets)[state.corrupted], dtype=torch.long)
+        return ft.score(logits, clean)[1]
+
+    # -- 4. utilization ------------------------------------------------------------------------------------
+    def _utilization(self, state: SeedState, epoch: int) -> list[tuple[str, float, float]]:
+        """(layer, ||W - W0||, ||W - W0|| / ||W0||) for every chosen tap that owns weights.
+
+        Computed per tap module against its own epoch-0 state dict, which also covers
+        taps whose weights are a group of modules (the stem). Zero by definition at epoch 0
+        and for strategy "none".
+        """
+        import lab.metrics
+
+        out = []
+        for layer in state.weighted:
+            init = state.initial_modules.get(layer)
+            if epoch == 0 or init is None:          # untouched: frozen, or nothing trained yet
+                out.append((layer, 0.0, 0.0))
+                continue
+            module = state.bb.tap_module(layer)
+            row = lab.metrics.utilization(module, init, {layer: ""}).loc[layer]
+            out.append((layer, float(row["utilization"]), float(row["relative_utilization"])))
+        return out

@@ -1,0 +1,90 @@
+"""2-D layouts of the unseen classes per layer: PCA at once, UMAP in the background.
+
+PCA layouts of every epoch are computed, stored and emitted as soon as a layer is measured
+(aligned with the same layer's previous layout). UMAP layouts are fitted in a background
+thread (:class:`lab.projection.Projector`) and arrive whenever they are ready; fits of an
+older epoch that have not started when a newer epoch is evaluated are dropped, and the last
+epoch's are waited for at the end of each seed.
+"""
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+
+from lab.events import Event, ProjectionReady
+from lab.runs.compute import few_threads
+from lab.runs.context import RunContext
+
+__all__ = ["Projections"]
+
+
+class Projections:
+    """The layouts of one run (and the embeddings behind them)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.projector = None                                   # lab.projection.Projector, started lazily
+        self._previous_pca: dict[tuple[int, str], np.ndarray] = {}
+
+    def _labels(self) -> tuple[np.ndarray, list[str]]:
+        return self.ctx.unseen_labels.numpy(), list(self.ctx.data.split.unseen)
+
+    def layer(self, seed: int, epoch: int, layer: str, X, previous_layer: str | None) -> ProjectionReady:
+        """Store ``X`` (N, d) as float16 embeddings, lay it out by PCA (stored, returned as an event)
+        and queue its UMAP fit when the run asks for one."""
+        import torch
+
+        from lab.projection import pca_layout
+
+        ctx = self.ctx
+        labels, class_names = self._labels()
+        with ctx.recorder.timed("projection"):
+            ctx.recorder.embeddings(seed, epoch, layer, X.detach().to("cpu", torch.float16), labels,
+                                    ctx.unseen_indices)
+            with few_threads(X):
+                pca = pca_layout(X, reference=self._previous_pca.get((seed, layer)))      # (N, 2)
+            self._previous_pca[(seed, layer)] = pca
+            ctx.recorder.projection(seed, epoch, layer, "pca", pca, labels, ctx.unseen_indices,
+                                    class_names=class_names)
+            if ctx.cfg.projection == "umap" and X.shape[0] >= 4:
+                self._submit_umap(seed, epoch, layer, X, previous_layer, pca)
+        return ProjectionReady(ctx.run_id, seed=seed, epoch=epoch, layer=layer, method="pca", coords=pca,
+                               labels=labels, indices=ctx.unseen_indices, class_names=class_names)
+
+    def _submit_umap(self, seed, epoch, layer, X, previous_layer, pca) -> None:
+        from lab.projection import Projector, knn_graph, warm_up
+
+        if self.projector is None:
+            warm_up()
+            self.projector = Projector(seed=0)
+        k = min(self.projector.n_neighbors, X.shape[0] - 1)
+        self.projector.submit(seed, epoch, layer, X, previous_layer=previous_layer, pca=pca, knn=knn_graph(X, k))
+
+    def poll(self) -> list[ProjectionReady]:
+        """The UMAP layouts that finished since the last call (stored, as events)."""
+        if self.projector is None:
+            return []
+        return [self._event(res) for res in self.projector.poll()]
+
+    def finish(self) -> Generator[Event, None, None]:
+        """Wait for the queued UMAP fits (the last epoch's), emitting each as it lands."""
+        if self.projector is None:
+            return
+        while self.projector.pending:
+            self.ctx.check()
+            for res in self.projector.wait(timeout=0.25):
+                yield self._event(res)
+
+    def _event(self, res) -> ProjectionReady:
+        ctx = self.ctx
+        labels, class_names = self._labels()
+        ctx.recorder.projection(res.seed, res.epoch, res.layer, res.method, res.coords, labels,
+                                ctx.unseen_indices, class_names=class_names)
+        return ProjectionReady(ctx.run_id, seed=res.seed, epoch=res.epoch, layer=res.layer, method=res.method,
+                               coords=res.coords, labels=labels, indices=ctx.unseen_indices,
+                               class_names=class_names)
+
+    def close(self) -> None:
+        if self.projector is not None:
+            self.projector.close()

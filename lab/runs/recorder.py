@@ -1,0 +1,196 @@
+"""Recording one run: the store's writer, its I/O thread, the row buffers and the timings.
+
+The engine talks to one :class:`Recorder` and never to the writer itself. ``store=False``
+gets a :class:`NullRecorder`, which keeps the timings and writes nothing.
+
+Rows of an epoch are buffered and written when the epoch closes (:meth:`Recorder.end_epoch`),
+array files (embeddings, layouts) go through a single I/O thread off the critical path,
+and every write of an epoch is waited for before the epoch's training row closes it, so a
+completed epoch on disk is always whole.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import secrets
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+__all__ = ["Recorder", "NullRecorder", "open_recorder", "TIMED"]
+
+TIMED = ("load", "train", "extract", "metrics", "projection", "store", "evaluate")
+"""The engine's timing keys (seconds, summed over the run)."""
+
+
+def open_recorder(store, config) -> "Recorder":
+    """A :class:`Recorder` on a new run in ``store`` (None: ``RunStore()``), or a NullRecorder for False."""
+    if store is False:
+        return NullRecorder()
+    from lab.store import RunStore
+
+    store = store if store is not None else RunStore()
+    if not hasattr(store, "create"):
+        raise ValueError(f"store must be a lab.RunStore, None or False. Got {type(store).__name__} instead.")
+    return Recorder(store.create(config, name=config.name), root=getattr(store, "root", None))
+
+
+class Recorder:
+    """Writes one run through a :class:`lab.store.RunWriter`.
+
+    Attributes
+    ----------
+    run_id : str
+    path : Path or None (the run's folder)
+    root : Path or None (the store's root, to resolve ``run:`` checkpoints there)
+    timings : dict, seconds per :data:`TIMED` key
+    """
+
+    def __init__(self, writer, root: Path | None = None):
+        self.writer = writer
+        self.run_id: str = writer.run_id
+        self.path: Path | None = writer.path
+        self.root = root
+        self.timings: dict[str, float] = dict.fromkeys(TIMED, 0.0)
+        self._metrics: list[dict] = []
+        self._utilization: list[dict] = []
+        self._io: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
+
+    # -- timings ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def timed(self, key: str) -> Iterator[None]:
+        """Add the seconds spent in the block to ``timings[key]``."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[key] += time.perf_counter() - t
+
+    def since(self, before: Mapping[str, float]) -> dict[str, float]:
+        """Seconds per key spent since the snapshot ``before`` (a copy of :attr:`timings`)."""
+        return {key: self.timings[key] - before.get(key, 0.0) for key in TIMED}
+
+    # -- the run's meta ------------------------------------------------------------------------------
+    def update_meta(self, **fields: Any) -> None:
+        """Merge JSON-able ``fields`` into the run's meta (written now)."""
+        self.writer.update_meta(**fields)
+
+    # -- tables ----------------------------------------------------------------------------------------
+    def metrics(self, rows: list[dict]) -> None:
+        """Buffer metric rows ``{seed, epoch, layer, split, metric, value}`` until the epoch ends."""
+        self._metrics.extend(rows)
+
+    def utilization(self, rows: list[dict]) -> None:
+        """Buffer utilization rows ``{seed, epoch, layer, absolute, relative}`` until the epoch ends."""
+        self._utilization.extend(rows)
+
+    def contribution(self, rows: list[dict]) -> None:
+        """Append contribution rows ``{seed, layer, metric, value}`` now."""
+        with self.timed("store"):
+            self.writer.append_contribution(rows)
+
+    def end_epoch(self, training_row: dict) -> None:
+        """Close epoch (seed, epoch): wait for its array files, write its rows, then the training row."""
+        with self.timed("store"):
+            self._sync()
+            self._flush()
+            self.writer.append_training(training_row)
+            self.writer.heartbeat()
+
+    # -- arrays ----------------------------------------------------------------------------------------
+    # Array writes are queued, not timed: the caller's own timing (projection) holds the queueing,
+    # and the writes themselves are waited for, and timed, when the epoch ends.
+    def embeddings(self, seed: int, epoch: int, layer: str, X, labels, indices) -> None:
+        """Store one layer's unseen embeddings (n, d) on the I/O thread."""
+        self._submit(self.writer.save_embeddings, seed, epoch, layer, X, labels, indices)
+
+    def projection(self, seed: int, epoch: int, layer: str, method: str, coords, labels, indices,
+                   class_names: list[str]) -> None:
+        """Store one 2-D layout (n, 2) on the I/O thread."""
+        self._submit(self.writer.save_projection, seed, epoch, layer, method, coords, labels, indices,
+                     class_names=class_names)
+
+    def weights(self, seed: int, state_dict: Mapping[str, Any]) -> None:
+        """Store a seed's fine-tuned weights (safetensors) now."""
+        with self.timed("store"):
+            self.writer.save_weights(seed, state_dict)
+
+    # -- the end -----------------------------------------------------------------------------------
+    def close(self, status: str, message: str | None = None, summary: dict | None = None,
+              traceback: str | None = None) -> None:
+        """Flush what the current epoch has so far and mark the run; never raises."""
+        try:
+            try:
+                self._sync()
+            except Exception:          # noqa: BLE001 - a failed array write must not hide the outcome
+                pass
+            self._flush()
+            if traceback:
+                self.writer.update_meta(traceback=traceback)
+            self.writer.finish(status, message=message, summary=summary or None)
+        except Exception:              # noqa: BLE001 - the store must not mask the run's own outcome
+            pass
+        finally:
+            if self._io is not None:
+                self._io.shutdown(wait=True)
+                self._io = None
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _submit(self, fn, *args, **kwargs) -> None:
+        if self._io is None:
+            self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-store")
+        self._pending.append(self._io.submit(fn, *args, **kwargs))
+
+    def _sync(self) -> None:
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            fut.result()               # re-raises a failed write
+
+    def _flush(self) -> None:
+        if self._metrics:
+            rows, self._metrics = self._metrics, []
+            self.writer.append_metrics(rows)
+        if self._utilization:
+            rows, self._utilization = self._utilization, []
+            self.writer.append_utilization(rows)
+
+
+class NullRecorder(Recorder):
+    """The recorder of ``store=False``: same interface, keeps the timings, writes nothing."""
+
+    def __init__(self) -> None:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.writer = None
+        self.run_id = f"{stamp}-unsaved-{secrets.token_hex(2)}"
+        self.path = None
+        self.root = None
+        self.timings = dict.fromkeys(TIMED, 0.0)
+
+    def update_meta(self, **fields: Any) -> None:
+        pass
+
+    def metrics(self, rows: list[dict]) -> None:
+        pass
+
+    def utilization(self, rows: list[dict]) -> None:
+        pass
+
+    def contribution(self, rows: list[dict]) -> None:
+        pass
+
+    def end_epoch(self, training_row: dict) -> None:
+        pass
+
+    def embeddings(self, seed, epoch, layer, X, labels, indices) -> None:
+        pass
+
+    def projection(self, seed, epoch, layer, method, coords, labels, indices, class_names) -> None:
+        pass
+
+    def weights(self, seed, state_dict) -> None:
+        pass
+
+    def close(self, status, message=None, summary=None, traceback=None) -> None:
+        pass

@@ -1,0 +1,111 @@
+"""The run's numbers as the engine reports them, all from :mod:`lab.analysis`.
+
+:class:`Results` keeps the metric rows (the store's long ``metrics`` table, in memory)
+and the training rows of the run, and turns them into the per-seed and across-seed
+:class:`~lab.events.Generalization` and :class:`~lab.events.Aggregate` events and the run
+summary. It computes nothing itself: the same functions give the store's summary, the
+CLI, the app and exported notebooks their numbers.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lab.events import Aggregate, Event, Generalization
+
+__all__ = ["Results"]
+
+_METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
+
+
+def _none_if_nan(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+class Results:
+    """Metric and training rows of one run, and the events and summary lab.analysis makes of them.
+
+    Attributes
+    ----------
+    layers : the run's chosen taps, input -> output (set once the backbone is loaded)
+    aliases : ``{tap: deeper tap}`` for taps whose pooled features equal a deeper tap's
+    """
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.layers: list[str] = []
+        self.aliases: dict[str, str] = {}
+        self._metrics: dict[int, list[dict]] = {}        # epoch -> rows of every seed
+        self._training: list[dict] = []
+
+    def add_metrics(self, rows: list[dict]) -> None:
+        """Rows ``{seed, epoch, layer, split, metric, value}``."""
+        for row in rows:
+            self._metrics.setdefault(int(row["epoch"]), []).append(row)
+
+    def add_training(self, row: dict) -> None:
+        """One row per completed seed epoch (``heldout_accuracy`` among its keys)."""
+        self._training.append(row)
+
+    def metrics(self, epoch: int | None = None):
+        """The metric rows (of one epoch, or all) as the store's long DataFrame."""
+        import pandas as pd
+
+        if epoch is None:
+            rows = [row for epoch_rows in self._metrics.values() for row in epoch_rows]
+        else:
+            rows = self._metrics.get(int(epoch), [])
+        return pd.DataFrame(rows, columns=_METRIC_COLUMNS)
+
+    def training(self):
+        import pandas as pd
+
+        return pd.DataFrame(self._training)
+
+    # -- events -------------------------------------------------------------------------------------
+    def seed_generalization(self, seed: int, epoch: int) -> Generalization | None:
+        """g of one seed at one epoch (None when unseen NMI was not measured at every layer)."""
+        from lab import analysis
+
+        rows = self.metrics(epoch)
+        gen = analysis.latest_generalization(rows[rows["seed"] == seed], layers=self.layers, aliases=self.aliases)
+        if gen is None:
+            return None
+        return Generalization(self.run_id, epoch=epoch, g=gen["g"], layer=gen["layer"], seed=seed,
+                              aliases=dict(self.aliases))
+
+    def across_seeds(self, epoch: int) -> list[Event]:
+        """Aggregate events (mean, std ddof=1 and seed count per layer and split) and the across-seed
+        Generalization of one epoch; empty when fewer than two seeds reported it."""
+        from lab import analysis
+
+        rows = self.metrics(epoch)
+        if rows["seed"].nunique() < 2:
+            return []
+        agg = analysis.aggregate_seeds(rows)
+        seeds = rows.groupby(["layer", "split"])["seed"].nunique()
+        out: list[Event] = []
+        for split in ("unseen", "seen"):
+            for layer in self.layers:
+                n_seeds = int(seeds.get((layer, split), 0))
+                if n_seeds < 2:
+                    continue
+                part = agg[(agg["layer"] == layer) & (agg["split"] == split)]
+                mean = {str(m): float(v) for m, v in zip(part["metric"], part["mean"])}
+                std = {str(m): float(v) for m, v in zip(part["metric"], part["std"])}
+                out.append(Aggregate(self.run_id, epoch=epoch, layer=layer, split=split, mean=mean, std=std,
+                                     n_seeds=n_seeds))
+        gen = analysis.latest_generalization(rows, layers=self.layers, aliases=self.aliases)
+        if gen is not None:
+            out.append(Generalization(self.run_id, epoch=epoch, g=gen["g"], layer=gen["layer"],
+                                      g_std=_none_if_nan(gen["g_std"]), aliases=dict(self.aliases)))
+        return out
+
+    # -- summary --------------------------------------------------------------------------------------
+    def summary(self, **engine_fields: Any) -> dict:
+        """``lab.analysis.run_summary`` of the run so far, after the engine's own ``engine_fields``
+        (epochs, seeds, layers, trainable_fraction, timings)."""
+        from lab import analysis
+
+        found = analysis.run_summary(self.metrics(), self.training(), layers=self.layers, aliases=self.aliases)
+        return {**engine_fields, **found}

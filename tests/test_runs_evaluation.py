@@ -1,0 +1,110 @@
+"""lab.runs.evaluation and lab.runs.results: identical taps, and the engine's numbers = lab.analysis's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lab import analysis
+from lab.backbones import load
+from lab.config import RunConfig
+from lab.features import extract
+from lab.runs import run
+from lab.runs.evaluation import find_aliases
+from lab.store import RunStore
+
+RESNET_LAYERS = ("layer3.1", "layer4.0", "layer4.1", "pre_logits")
+TINY_RESNET = dict(dataset="digits", img_size=16, backbone="resnet18", n_unseen=4, unseen_per_class=10,
+                   seen_per_class=6, strategy="layer", block="layer4.1", epochs=1, batch_size=256, lr=1e-2,
+                   projection="none", device="cpu", metrics=("nmi",), layers=RESNET_LAYERS)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "runs")
+
+
+def _features(name, **kwargs):
+    torch.manual_seed(0)
+    bb = load(name, device="cpu", **kwargs)
+    x = torch.randn(12, 1, bb.img_size, bb.img_size, generator=torch.Generator().manual_seed(0))  # (N, C, H, W)
+    return bb, extract(bb, x, layers=bb.layers)
+
+
+def test_resnet_last_block_is_its_pre_logits():
+    bb, feats = _features("resnet18", in_chans=1, img_size=32)
+    aliases = find_aliases(feats, bb.layers)
+    assert aliases["layer4.1"] == "pre_logits"
+    # every alias is an exact match (up to float32 pooling) of a deeper tap of the same shape
+    for tap, deeper in aliases.items():
+        assert bb.layers.index(deeper) > bb.layers.index(tap)
+        assert np.allclose(feats[tap].numpy(), feats[deeper].numpy(), rtol=1e-5, atol=1e-6)
+    # and nothing that differs is called an alias: layer3.1 (256 ch) and pre_logits (512 ch) never compare
+    assert "layer3.1" not in aliases or aliases["layer3.1"] != "pre_logits"
+
+
+def test_a_vit_has_no_identical_taps_and_the_mlp_s_last_layer_is_its_pre_logits():
+    bb, feats = _features("vit_tiny_patch16_224", in_chans=1, img_size=32, patch_size=8, depth=4)
+    assert find_aliases(feats, bb.layers) == {}          # pre_logits is normed: not the last block's token
+    bb, feats = _features("mlp:depth=3,width=16", in_chans=1, img_size=16)
+    assert find_aliases(feats, bb.layers) == {"fc3": "pre_logits"}   # the MLP's pre-logits *is* fc3
+
+
+def test_find_aliases_compares_only_same_shapes_and_respects_the_tolerance():
+    a = torch.arange(12.0).reshape(4, 3)
+    feats = {"a": a, "b": a + 1e-3, "c": a.clone(), "d": a.reshape(3, 4)}
+    assert find_aliases(feats, ["a", "b", "c", "d"]) == {"a": "c"}
+    assert find_aliases(feats, ["a", "b", "c"], atol=1e-2) == {"a": "c", "b": "c"}
+
+
+def test_resnet_run_reports_its_identical_taps_and_the_deeper_layer(store):
+    events = list(run(RunConfig(**TINY_RESNET), store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    gens = [e for e in events if e.kind == "generalization"]
+    assert [e.epoch for e in gens] == [0, 1]
+    # timm zero-initialises each block's last batch-norm scale: at epoch 0 a random ResNet's blocks
+    # pass their input on, so layer4.0 is pre_logits too; training layer4.1 ends that, not the
+    # structural identity of the last block and the pooled pre-logits
+    assert gens[0].aliases == {"layer4.0": "pre_logits", "layer4.1": "pre_logits"}
+    assert gens[-1].aliases == {"layer4.1": "pre_logits"}
+    assert all(e.layer != "layer4.1" for e in gens)     # reported as the deeper tap
+    rec = store.load(events[0].run_id)
+    assert rec.meta["layer_aliases"] == {"layer4.1": "pre_logits"}
+    summary = events[-1].summary
+    assert summary["best_layer"] != "layer4.1"
+    # the engine's summary is lab.analysis's summary of the stored tables
+    stored = analysis.run_summary(rec.metrics, rec.training, layers=rec.meta["layers"],
+                                  aliases=rec.meta["layer_aliases"])
+    for key, value in stored.items():
+        assert summary[key] == value, key
+    for key in ("epochs", "seeds", "layers", "trainable_fraction", "timings"):
+        assert key in summary
+    assert summary["layers"] == list(RESNET_LAYERS) and summary["seeds"] == [0]
+
+
+def test_per_seed_generalization_is_the_best_nmi_of_that_seed_and_epoch(store):
+    cfg = RunConfig(**{**TINY_RESNET, "strategy": "none", "block": None, "epochs": None, "lr": None, "seeds": [0, 1],
+                       "layers": ("layer2.1", "layer3.1", "pre_logits")})
+    events = list(run(cfg, store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    for seed in (0, 1):
+        nmi = {e.layer: e.values["nmi"] for e in events if e.kind == "layer_metrics" and e.seed == seed
+               and e.split == "unseen"}
+        gen = next(e for e in events if e.kind == "generalization" and e.seed == seed)
+        best = max(nmi.values())
+        assert gen.g == best and nmi[gen.layer] == best and gen.g_std is None
+    overall = next(e for e in events if e.kind == "generalization" and e.seed is None)
+    per_layer = {layer: [e.values["nmi"] for e in events if e.kind == "layer_metrics" and e.layer == layer
+                         and e.split == "unseen"] for layer in cfg.layers}
+    means = {layer: np.mean(v) for layer, v in per_layer.items()}
+    assert overall.g == pytest.approx(max(means.values()))
+    assert overall.g_std == pytest.approx(np.std(per_layer[overall.layer], ddof=1))
+    assert overall.to_dict()["aliases"] == overall.aliases
