@@ -59,7 +59,13 @@ def _backbone_choices() -> list[str]:
         names = timm.list_models()
     except Exception:
         names = []
-    return list(SEED_ARCHITECTURES) + [n for n in names if n not in SEED_ARCHITECTURES]
+    try:  # zoo models first, then the Hugging Face families; any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
+        from lab.backbones import HF_FAMILIES, zoo_names
+
+        first = list(zoo_names()) + [f"hf:{family}" for family in HF_FAMILIES]
+    except Exception:
+        first = []
+    return first + list(SEED_ARCHITECTURES) + [n for n in names if n not in SEED_ARCHITECTURES and n not in first]
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -93,7 +99,7 @@ class ConfigPanel(pn.viewable.Viewer):
     n_unseen = param.Integer(default=5, bounds=(2, None), doc="Unseen classes of a random split.")
     split_seed = param.Integer(default=0, bounds=(0, None), doc="Seed of the random split and partitions.")
     unseen_classes = param.ListSelector(default=[], objects=[], doc="Unseen classes picked by hand.")
-    backbone = param.String(default="resnet18", doc="timm model name, or 'mlp' / 'mlp:depth=8,width=256'.")
+    backbone = param.String(default="resnet18", doc="timm model name, 'mlp' / 'mlp:depth=8,width=256', a zoo name, or 'hf:FAMILY|ORG/NAME|DIR'.")
     pretrained = param.Boolean(default=False, doc="Load timm's pretrained weights (needs them cached).")
     checkpoint = param.String(default="", doc="Weights file (.safetensors / torch) or 'run:ID' of a stored run.")
     img_size = param.Integer(default=0, bounds=(0, 1024), doc="Resize images to this size; 0 = native.")

@@ -411,16 +411,14 @@ class _Engine:
     def _run(self) -> Generator[Event, None, None]:
         import torch
 
-        import lab.backbones  # noqa: F401 - loaded first, so that the store can register with it
         import lab.store
         from lab.device import resolve_device
 
-        # checkpoint="run:ID[/seed]" loads a stored run's fine-tuned weights.
-        register = getattr(lab.store, "register_checkpoint_resolver", None)
-        if register is not None:
-            register()
-
         cfg = self.cfg
+        # checkpoint="run:ID[/seed]" loads a stored run's fine-tuned weights: the engine holds the store.
+        self.checkpoint = cfg.checkpoint
+        if cfg.checkpoint and cfg.checkpoint.startswith("run:"):
+            self.checkpoint = str(lab.store.resolve_checkpoint(cfg.checkpoint))
         t = time.perf_counter()
         self.device = resolve_device(cfg.device)
         data = prepare_data(cfg)
@@ -468,7 +466,7 @@ class _Engine:
         torch.manual_seed(seed)
         np.random.seed(seed % (2**32))
         bb = lab.backbones.load(
-            cfg.backbone, pretrained=cfg.pretrained, checkpoint=cfg.checkpoint, num_classes=0,
+            cfg.backbone, pretrained=cfg.pretrained, checkpoint=self.checkpoint, num_classes=0,
             in_chans=self.in_chans, img_size=cfg.img_size or self.image_size, device=self.device,
         )
         if cfg.layers is None:
