@@ -185,7 +185,13 @@ def _backbone_choices() -> list[str]:
         names = timm.list_models()
     except Exception:
         names = []
-    return list(SEED_ARCHITECTURES) + [n for n in names if n not in SEED_ARCHITECTURES]
+    try:  # zoo models first, then the Hugging Face families; any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
+        from lab.backbones import HF_FAMILIES, zoo_names
+
+        first = list(zoo_names()) + [f"hf:{family}" for family in HF_FAMILIES]
+    except Exception:
+        first = []
+    return first + list(SEED_ARCHITECTURES) + [n for n in names if n not in SEED_ARCHITECTURES and n not in first]
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -3,7 +3,8 @@
 Every number comes from runs of the engine (``lab.RunConfig`` + ``lab.run``), read back from a
 ``lab.RunStore``; where a claim needs a quantity the engine does not store (NC1 on the
 *training* images, NC1 of the SCL head's input), the stored weights are reloaded with
-``lab.backbones.load(checkpoint="run:ID")`` and measured with ``lab.features`` + ``lab.metrics``.
+``lab.backbones.load(checkpoint=lab.store.resolve_checkpoint("run:ID"))`` and measured with
+``lab.features`` + ``lab.metrics``.
 Each claim ends in one verdict computed from the measured numbers by the rule printed under
 the table: "reproduced", "mixed", "not reproduced", or, with ``--fast``, "inconclusive (fast
 mode)" where the fast settings are too small to judge ("not measured" only when a run failed).
@@ -239,10 +240,11 @@ def _seed_spread(values) -> tuple[float, float]:
 def _reload(rec, ds, seed: int | None = None):
     """The run's trained backbone through checkpoint='run:ID[/seed]' (default: its first seed)."""
     import lab
+    from lab.store import resolve_checkpoint
 
     cfg = rec.config
     spec = f"run:{rec.run_id}" if seed is None else f"run:{rec.run_id}/{seed}"
-    return lab.backbones.load(cfg.backbone, checkpoint=spec, in_chans=ds.in_chans,
+    return lab.backbones.load(cfg.backbone, checkpoint=resolve_checkpoint(spec), in_chans=ds.in_chans,
                               img_size=cfg.img_size or ds.image_size, device="cpu")
 
 
@@ -725,10 +727,6 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     import lab
-    # Imported before the first RunStore: RunStore() registers the "run:ID" checkpoint resolver
-    # only when lab.backbones is already loaded (otherwise checkpoint="run:ID" fails with
-    # "none registered", also inside lab.run; reported to the engine owner).
-    import lab.backbones  # noqa: F401
 
     settings = Settings.fast_preset() if args.fast else Settings.full()
     torch.set_num_threads(args.threads)

@@ -103,7 +103,9 @@ class RunConfig:
     heldout_fraction : float
         Fraction of each seen class held out from training (0 < f < 1).
     backbone : str
-        ``lab.backbones.load`` name, e.g. "resnet18", "mlp", "mlp:depth=8,width=256".
+        ``lab.backbones.load`` name: a timm model ("resnet18"), the teaching MLP ("mlp",
+        "mlp:depth=8,width=256"), an offline zoo model ("zoo:NAME" or its bare name) or a
+        Hugging Face model ("hf:FAMILY" random init, "hf:ORG/NAME" from the local cache, "hf:DIR").
     pretrained : bool
         Load the hub's pretrained weights (needs network or a local cache).
     checkpoint : str or None

@@ -5,6 +5,11 @@
     bb = lab.backbones.load("resnet18", in_chans=1)
     feats = lab.features.extract(bb, ds, layers=bb.layers)   # {layer: Tensor (N, d)}, feats.labels
 
+Images are pixels (uint8, or float in [0, 1] as lab datasets yield them) with 1 or
+``bb.in_chans`` channels; :meth:`Backbone.normalize` turns every batch into the model's
+input (its own mean/std, gray -> RGB where the model takes RGB). ``normalize=False``
+passes batches that are model input already.
+
 Each tap's output is pooled *inside* its forward hook, so only the pooled (N, d)
 results are kept, never the full feature maps of all layers (METRICS.md, "Layer
 features"):
@@ -33,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from lab._cancel import Cancelled
-from lab.backbones import PRE_LOGITS, Backbone, Tap
+from lab.backbones import PRE_LOGITS, Backbone, Tap, first_tensor
 
 __all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
 
@@ -161,7 +166,7 @@ def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_af
 
     def make(tap: Tap):
         def hook(module, args, output):
-            sink.put(tap.name, pool_tap_output(output, tap, pooling))
+            sink.put(tap.name, pool_tap_output(first_tensor(output), tap, pooling))
             if tap.name == stop_after:
                 raise _StopForward
         return hook
@@ -249,15 +254,15 @@ def _resolve_layers(bb: Backbone, layers) -> list[str]:
 
 def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: int = 64,
             progress: Callable[[int, int | None], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> FeatureSet:
+            should_stop: Callable[[], bool] | None = None, normalize: bool = True) -> FeatureSet:
     """Pooled features of several layers, in one forward pass per batch.
 
     Parameters
     ----------
     bb : lab.backbones.Backbone
     data : lab dataset, torch Dataset of (image, label), DataLoader, or Tensor (N, C, H, W)
-        Images must have ``bb.in_chans`` channels. lab datasets are read through
-        their deterministic ``eval_loader``; a torch Dataset is read in order.
+        Pixels (uint8, or float in [0, 1]) with 1 or ``bb.in_chans`` channels. lab datasets
+        are read through their deterministic ``eval_loader``; a torch Dataset is read in order.
     layers : list[str] or str, optional
         Tap names (default: all of ``bb.layers``). Unknown names raise ValueError
         listing the valid ones.
@@ -271,6 +276,9 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
         when the data's length is unknown).
     should_stop : callable, optional
         Checked before every batch; when it returns True, :class:`lab.Cancelled` is raised.
+    normalize : bool
+        Apply ``bb.normalize`` to every batch (default). False: batches are model input
+        already (``bb.in_chans`` channels, normalized).
 
     Returns
     -------
@@ -307,14 +315,14 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
                 of = total if total is not None else "?"
                 raise Cancelled(f"feature extraction cancelled after {done} of {of} images")
             x, y = _split_batch(batch)
-            if x.dim() != 4 or x.shape[1] != bb.in_chans:
+            allowed = ({1, 3, bb.in_chans} if bb.in_chans == 1 else {1, bb.in_chans}) if normalize else {bb.in_chans}
+            if x.dim() != 4 or x.shape[1] not in allowed:
                 chans = x.shape[1] if x.dim() == 4 else "C"
-                raise ValueError(f"{bb.name} expects images (B, {bb.in_chans}, H, W). Got a batch of shape "
-                                 f"{tuple(x.shape)} instead; load the backbone with in_chans={chans} "
-                                 f"or convert the images.")
+                raise ValueError(f"{bb.name} expects images (B, {' or '.join(map(str, sorted(set(allowed))))}, H, W). "
+                                 f"Got a batch of shape {tuple(x.shape)} instead; load the backbone with "
+                                 f"in_chans={chans} or convert the images.")
             x = x.to(device, non_blocking=True)
-            if not x.is_floating_point():
-                x = x.float()
+            x = bb.normalize(x) if normalize else (x if x.is_floating_point() else x.float())
             with autocast:
                 _forward(bb, x, sink, done, want_pre)
             if y is None:

@@ -16,7 +16,9 @@ scl       one block + head, and a skip connection from the block's pooled      L
 
 In every strategy the backbone runs in train mode while training, so batch-norm
 statistics update on the downstream (seen-class) data even where weights are
-frozen, as the neural-collapse transfer paper does for all methods. Frozen
+frozen, as the neural-collapse transfer paper does for all methods. Training batches
+are pixels; :meth:`FineTuner.train_step` applies the backbone's own normalization
+(``bb.normalize``), the same one :func:`lab.features.extract` applies. Frozen
 weights are excluded from the optimizer (``requires_grad=False``), so they stay
 bit-identical. Training is seeded and deterministic on CPU.
 
@@ -39,6 +41,7 @@ from torch.nn import functional as F
 
 from lab._cancel import Cancelled
 from lab.features import pool_tap_output   # the one pooling: SCL's skip sees what extraction measures
+from lab.backbones import first_tensor
 
 __all__ = [
     "Strategy", "STRATEGIES", "register_strategy", "get_strategy", "FineTuner", "prepare",
@@ -150,7 +153,7 @@ class _Classifier(nn.Module):
         return self._skip[0] if self._skip else None
 
     def _capture(self, module, args, output):
-        self._captured = output
+        self._captured = first_tensor(output)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """What the head sees: (N, D) pre-logits, plus the SCL skip when enabled."""
@@ -244,7 +247,9 @@ class FineTuner:
         return [n for n, p in self.model.named_parameters() if p.requires_grad]
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
-        """One optimizer step on a batch; returns (mean loss, number correct).
+        """One optimizer step on a batch of pixels ``x`` (uint8, or float in [0, 1], as lab
+        datasets yield them; the backbone's normalization is applied here) and labels ``y``;
+        returns (mean loss, number correct).
 
         Call with the model in train mode (:meth:`train_epoch` and the run engine do).
         Raises ValueError when the loss is not finite (training diverged).
@@ -252,7 +257,7 @@ class FineTuner:
         if self.optimizer is None:
             raise ValueError(f"strategy {self.strategy.name!r} does not train.")
         device = self.bb.device
-        x = x.to(device, non_blocking=True)
+        x = self.bb.normalize(x.to(device, non_blocking=True))                          # (B, C, H, W) model input
         y = y.to(device, non_blocking=True)
         logits = self.model(x)                                                          # (B, K)
         loss = F.cross_entropy(logits, y)

@@ -61,7 +61,7 @@ from lab import analysis
 
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "validate_run_id",
-    "resolve_checkpoint", "register_checkpoint_resolver", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
+    "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
 ]
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
@@ -821,7 +821,6 @@ class RunStore:
             if resolved in _KNOWN_ROOTS:
                 _KNOWN_ROOTS.remove(resolved)
             _KNOWN_ROOTS.insert(0, resolved)
-        register_checkpoint_resolver()
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
@@ -1016,21 +1015,3 @@ def resolve_checkpoint(spec: str, root: str | os.PathLike | None = None) -> Path
             return RunStore(r).checkpoint_path(spec)
     raise RunNotFoundError(f"no run {run_id!r} for checkpoint {spec!r} in the stores "
                            f"{[str(s) for s in seen]}; set $LAB_RUNS_DIR or open the store first")
-
-
-def register_checkpoint_resolver() -> bool:
-    """Teach :func:`lab.backbones.load` to resolve ``checkpoint="run:ID[/seed]"``.
-
-    Done on import of this module and on every :class:`RunStore` construction, but
-    only once ``lab.backbones`` is imported (importing it here would pull in torch
-    for every ``runs list``). Returns whether the resolver is registered.
-    """
-    backbones = sys.modules.get("lab.backbones")
-    register = getattr(backbones, "register_checkpoint_resolver", None)
-    if register is None:
-        return False
-    register("run", resolve_checkpoint)
-    return True
-
-
-register_checkpoint_resolver()

@@ -5,12 +5,14 @@ import functools
 import os
 import pickle
 import socket
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from lab import backbones
-from lab.backbones import PRE_LOGITS, load, register_checkpoint_resolver
+from lab.backbones import PRE_LOGITS, load
 
 # family -> (timm name, load kwargs, expected number of taps = stem + blocks + pre_logits)
 FAMILIES = {
@@ -106,7 +108,7 @@ def test_family_contract(family):
     assert pre.shape == (3, bb.num_features) == (3, bb.taps[-1].dim)
     from lab.features import extract
 
-    feats = extract(bb, x)
+    feats = extract(bb, x, normalize=False)   # x is model input already
     assert [tuple(v.shape) for v in feats.values()] == [(3, t.dim) for t in bb.taps]
     torch.testing.assert_close(feats[PRE_LOGITS], pre)
     assert _no_hooks(bb.model)
@@ -178,7 +180,7 @@ def test_dummy_forward_failure_is_explained():
 def test_catalogue_falls_back_to_child_modules_without_feature_info():
     bb = load("mlp:depth=3,width=8", in_chans=1, img_size=8, num_classes=2, device="cpu")
     del bb.model.feature_info  # no timm contract: hooks on the top-level children, minus the classifier
-    taps, stem = backbones._build_catalogue(bb.model, bb.input_size, bb.device)
+    taps, stem = backbones._timm.build_catalogue(bb.model, bb.input_size, bb.device)
     assert [t.name for t in taps] == bb.layers == ["fc1", "fc2", "fc3", "pre_logits"]
     assert stem is None and _no_hooks(bb.model)
 
@@ -272,16 +274,15 @@ def test_malicious_pickle_is_refused(tmp_path, writer):
     assert not marker.exists()
 
 
-def test_checkpoint_resolver(tmp_path, monkeypatch):
-    src = load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu")
-    path = tmp_path / "run.pt"
-    torch.save(src.model.state_dict(), path)
-    asked = []
-    monkeypatch.setattr(backbones, "_CHECKPOINT_RESOLVERS", {})
-    register_checkpoint_resolver("run", lambda spec: asked.append(spec) or path)
-    dst = load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu", checkpoint="run:abc123/1")
-    assert asked == ["run:abc123/1"]
-    assert _same_outputs(src, dst, torch.randn(3, 1, 8, 8))
+def test_run_spec_is_not_a_path_and_backbones_never_import_the_store():
+    with pytest.raises(ValueError, match=r"checkpoint 'run:abc123/1' names a stored run, not a file; resolve it "
+                                         r"first with lab.store.resolve_checkpoint\('run:abc123/1'\)"):
+        load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu", checkpoint="run:abc123/1")
+    assert not hasattr(backbones, "register_checkpoint_resolver")
+    code = ("import sys, lab.backbones as b; b.load('mlp:depth=2,width=8', in_chans=1, img_size=8, device='cpu'); "
+            "print('lab.store' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_pretrained_offline_gives_clear_message(tmp_path, monkeypatch):

@@ -70,7 +70,7 @@ def test_glyph_datasets_read_the_shared_cache_without_copies():
     x, y = next(iter(part.eval_loader(len(part))))
     images = part.images                                           # copied out on first access
     assert images.untyped_storage().data_ptr() != cache and images.shape == (21, 1, 64, 64)
-    assert torch.equal(x, images.float() / 127.5 - 1) and torch.equal(y, torch.as_tensor(part.targets))
+    assert torch.equal(x, images.float() / 255) and torch.equal(y, torch.as_tensor(part.targets))
     assert torch.equal(part[3][0], x[3]) and part.in_chans == 1 and part.image_size == 64
     images.zero_()                                                 # its own images: the cache is untouched
     assert part.images.max() == 0 and part.subset(part.classes[:1]).images.max() == 0
@@ -166,7 +166,7 @@ def test_eval_is_deterministic_and_standardised():
     x0, y0 = ds[0]
     assert torch.equal(x0, ds[0][0]) and isinstance(y0, int)
     assert x0.dtype == torch.float32 and x0.shape == (1, 64, 64)
-    assert x0.min() == -1.0 and x0.max() == 1.0            # (x/255 - 0.5)/0.5
+    assert x0.min() == 0.0 and x0.max() == 1.0             # x / 255: the backbone normalizes
     xb, yb = next(iter(ds.eval_loader(8)))
     assert torch.equal(xb, torch.stack([ds[i][0] for i in range(8)]))
     assert yb.dtype == torch.int64 and yb.tolist() == ds.targets[:8].tolist()
@@ -181,8 +181,8 @@ def test_augmentation_only_in_train_loader_and_seeded():
     xb, yb = next(iter(ds.train_loader(16, shuffle=False, seed=5)))
     assert torch.equal(xa, xb) and torch.equal(ya, yb)
     assert not torch.allclose(xa, xe)
-    assert (xa - xe).abs().mean() < 0.5                    # mild: same glyphs, slightly moved
-    assert xa.min() >= -1.0 and xa.max() <= 1.0
+    assert (xa - xe).abs().mean() < 0.25                   # mild: same glyphs, slightly moved
+    assert xa.min() >= 0.0 and xa.max() <= 1.0
     first = [y.tolist() for _, y in ds.train_loader(16, seed=0)]
     assert first == [y.tolist() for _, y in ds.train_loader(16, seed=0)]
     assert sorted(sum(first, [])) == sorted(ds.targets.tolist())

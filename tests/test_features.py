@@ -99,7 +99,8 @@ def test_pooling_matches_timm_forward_intermediates():
     bb = _bb("resnet")
     x = _images(bb, n=4)
     feats = extract(bb, x, layers=["layer2.1", "layer4.1"])
-    inter = bb.model.forward_intermediates(x, indices=[2, 4], intermediates_only=True)  # layer2, layer4 outputs
+    inter = bb.model.forward_intermediates(bb.normalize(x), indices=[2, 4],
+                                           intermediates_only=True)  # layer2, layer4 outputs
     torch.testing.assert_close(feats["layer2.1"], inter[0].mean((2, 3)))
     torch.testing.assert_close(feats["layer4.1"], inter[1].mean((2, 3)))
 
@@ -107,17 +108,19 @@ def test_pooling_matches_timm_forward_intermediates():
     xv = _images(vit, n=4)
     auto = extract(vit, xv, layers=["stem", "blocks.2"])
     mean = extract(vit, xv, layers=["blocks.2"], pooling="mean")
-    spatial, prefix = vit.model.forward_intermediates(xv, indices=[2], return_prefix_tokens=True,
+    spatial, prefix = vit.model.forward_intermediates(vit.normalize(xv), indices=[2], return_prefix_tokens=True,
                                                       intermediates_only=True)[0]  # (N, D, h, w), (N, 1, D)
     torch.testing.assert_close(auto["blocks.2"], prefix[:, 0])  # class token
     torch.testing.assert_close(mean["blocks.2"], spatial.mean((2, 3)))  # mean of patch tokens
-    patches = vit.model.patch_embed(xv) + vit.model.pos_embed[:, 1:]  # (N, 16, D): stem without the class token
+    # (N, 16, D): the stem without the class token
+    patches = vit.model.patch_embed(vit.normalize(xv)) + vit.model.pos_embed[:, 1:]
     torch.testing.assert_close(auto["stem"], patches.mean(1))
 
     swin = _bb("swin")
     xs = _images(swin, n=4)
     sf = extract(swin, xs, layers=["layers.1.blocks.0"])
-    stage1 = swin.model.forward_intermediates(xs, indices=[1], intermediates_only=True)[0]  # (N, C, H, W)
+    stage1 = swin.model.forward_intermediates(swin.normalize(xs), indices=[1],
+                                              intermediates_only=True)[0]  # (N, C, H, W)
     torch.testing.assert_close(sf["layers.1.blocks.0"], stage1.mean((2, 3)))
 
 
@@ -131,7 +134,7 @@ def test_flatten_pooling_and_budget_warning(monkeypatch):
     assert flat["stem"].shape == (3, 24 * 8 * 8)  # (N, C*H*W), H = W = 32 / 4
     assert flat[PRE_LOGITS].shape == (3, bb.num_features)
     # Flattened maps are in NCHW order whatever the layer's layout (Swin is NHWC).
-    stem_out = bb.model.patch_embed(x)  # (N, H, W, C)
+    stem_out = bb.model.patch_embed(bb.normalize(x))  # (N, H, W, C)
     torch.testing.assert_close(flat["stem"], stem_out.permute(0, 3, 1, 2).flatten(1))
     assert stem.layout == "NHWC"
     monkeypatch.setattr(features, "FLATTEN_BUDGET_BYTES", 100)
@@ -190,9 +193,9 @@ def test_errors_leave_no_hooks_and_restore_mode():
     bb = _bb("resnet")
     with pytest.raises(ValueError, match=r"layer 'layer9.0' is not a tap of resnet18; valid: stem, layer1.0, "):
         extract(bb, _images(bb, n=2), layers=["layer9.0"])
-    with pytest.raises(ValueError, match=r"resnet18 expects images \(B, 1, H, W\). "
-                                         r"Got a batch of shape \(2, 3, 32, 32\)"):
-        extract(bb, torch.randn(2, 3, 32, 32))
+    with pytest.raises(ValueError, match=r"resnet18 expects images \(B, 1 or 3, H, W\). "
+                                         r"Got a batch of shape \(2, 2, 32, 32\)"):
+        extract(bb, torch.rand(2, 2, 32, 32))                       # gray and RGB (averaged) are accepted
     with pytest.raises(ValueError, match=r"pooling must be one of auto, mean, flatten. Got 'max' instead."):
         extract(bb, _images(bb, n=2), pooling="max")
     with pytest.raises(ValueError, match=r"an image tensor must have shape \(N, C, H, W\)"):
@@ -222,3 +225,25 @@ def test_feature_set_to_and_repr():
     moved = fs.to("cpu")
     assert torch.equal(moved["fc2"], fs["fc2"]) and torch.equal(moved.labels, fs.labels)
     assert "fc2: (4, 16)" in repr(fs)
+
+
+def test_extract_equals_a_hand_normalized_forward():
+    """A lab dataset's uint8 pixels, normalized by hand with timm's ImageNet statistics (gray: their
+    channel means), give the same features as extract's own normalization."""
+    from timm.data import resolve_data_config
+
+    from lab.data import ImageDataset
+
+    bb = _bb("resnet")
+    gen = torch.Generator().manual_seed(3)
+    pixels = torch.randint(0, 256, (6, 1, 32, 32), dtype=torch.uint8, generator=gen)   # (N, 1, H, W)
+    ds = ImageDataset(pixels, [0, 1, 2, 0, 1, 2], ["a", "b", "c"], name="hand")
+    cfg = resolve_data_config(model=bb.model)
+    mean, std = sum(cfg["mean"]) / 3, sum(cfg["std"]) / 3
+    assert abs(mean - 0.449) < 1e-3 and bb.normalization.source == "timm pretrained_cfg (resnet18)"
+    hand = (pixels.double() / 255 - mean) / std                                         # (N, 1, H, W)
+    with torch.no_grad():
+        expected = bb.model.forward_head(bb.model.forward_features(hand.float()), pre_logits=True)
+    got = extract(bb, ds, layers=[PRE_LOGITS])
+    torch.testing.assert_close(got[PRE_LOGITS], expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(extract(bb, pixels, layers=[PRE_LOGITS])[PRE_LOGITS], expected, rtol=1e-4, atol=1e-5)

@@ -144,7 +144,7 @@ def test_scl_feature_is_padded_pooled_block_plus_pre_logits():
         logits = ft.model(x)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     # The engine computes held-out logits from extracted (pooled) features: same result.
-    feats = lab.features.extract(bb, x, layers=["pre_logits", "layer3.0"])
+    feats = lab.features.extract(bb, x, layers=["pre_logits", "layer3.0"], normalize=False)  # x: model input
     torch.testing.assert_close(ft.logits_from_features(feats["pre_logits"], feats["layer3.0"]), logits,
                                rtol=1e-4, atol=1e-5)
     assert not bb.model.get_submodule("layer3.0")._forward_hooks                # no hook left behind

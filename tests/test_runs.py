@@ -162,6 +162,8 @@ def test_run_validates_a_dict_config_at_call_time(store):
     ({"unseen": ["0", "1", "x"]}, r"class 'x' is not in dataset 'digits'; its classes are '0', '1'"),
     ({"n_unseen": 9}, r"n_unseen=9 leaves fewer than 2 seen classes of the 10 in 'digits'"),
     ({"backbone": "resnet1800"}, r"unknown backbone 'resnet1800'"),
+    ({"strategy": "none", "epochs": None, "lr": None, "checkpoint": "run:nosuchrun"},
+     r"no run 'nosuchrun' for checkpoint 'run:nosuchrun' in the stores"),
     ({"lr": 1e12, "optimizer": "sgd"}, r"epoch 1, batch \d+: training diverged: the loss became nan\. Lower lr"),
 ])
 def test_bad_user_input_ends_in_run_failed_with_a_message(store, changes, message):
@@ -218,13 +220,10 @@ def test_label_noise_reports_resilience_and_contribution_restores(store):
     assert contrib[0].values["unseen_nmi"] - contrib[0].values["unseen_nmi_delta"] == pytest.approx(final["pre_logits"])
 
 
-def test_a_stored_run_is_a_checkpoint(store, monkeypatch):
+def test_a_stored_run_is_a_checkpoint(store):
     first = _events(_cfg(epochs=1), store)
     run_id = first[0].run_id
-    import lab.backbones
-
-    # the engine resolves "run:" itself and hands backbones.load a path: no resolver registry needed
-    monkeypatch.setattr(lab.backbones, "_CHECKPOINT_RESOLVERS", {}, raising=False)
+    # the engine resolves "run:ID" through the store (lab.backbones never imports the store)
     again = _events(_cfg(strategy="none", epochs=None, lr=None, checkpoint=f"run:{run_id}"), store)
     assert again[-1].kind == "run_finished", again[-1]
     before = {e.layer: e.values for e in first if e.kind == "layer_metrics" and e.epoch == 1 and e.split == "unseen"}

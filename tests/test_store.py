@@ -213,9 +213,11 @@ def test_backbones_load_a_stored_run(store):
     bb = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu")
     w = store.create(CONFIG)
     w.save_weights(0, bb.model.state_dict())
-    RunStore(store.root)                        # (re-)registers the resolver now that backbones is loaded
+    with pytest.raises(ValueError, match=r"names a stored run, not a file; resolve it first with "
+                                         r"lab.store.resolve_checkpoint"):
+        backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, checkpoint=f"run:{w.run_id}/0")
     again = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu",
-                           checkpoint=f"run:{w.run_id}/0")
+                           checkpoint=resolve_checkpoint(f"run:{w.run_id}/0"))
     for (k, a), (_, b) in zip(bb.model.state_dict().items(), again.model.state_dict().items()):
         assert (a == b).all(), k
 

@@ -15,8 +15,12 @@ __all__ = ["ImageDataset", "standardize"]
 
 
 def standardize(images: torch.Tensor) -> torch.Tensor:
-    """uint8 images (..., C, H, W) -> float32 in [-1, 1]: ``(x / 255 - 0.5) / 0.5``."""
-    return images.float().div_(127.5).sub_(1.0)
+    """uint8 images (..., C, H, W) -> float32 pixels in [0, 1]: ``x / 255``.
+
+    No mean/std here: the backbone applies the normalization its weights expect
+    (``lab.backbones.Backbone.normalize``, used by extraction and fine-tuning).
+    """
+    return images.float().div_(255.0)
 
 
 def _random_affine(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -69,8 +73,8 @@ class ImageDataset(torch.utils.data.Dataset):
 
     Notes
     -----
-    ``ds[i]`` returns ``(x, y)`` with ``x`` float32 (C, H, W) standardised as
-    ``(x / 255 - 0.5) / 0.5`` and no augmentation. Random augmentation happens only
+    ``ds[i]`` returns ``(x, y)`` with ``x`` float32 (C, H, W) pixels in [0, 1]
+    (``x / 255``; the backbone normalizes them) and no augmentation. Random augmentation happens only
     in :meth:`train_loader`.
 
     The shipped glyphs are read from a per-process cache that is never written:

@@ -1,0 +1,281 @@
+"""The backbone object, its taps, and the traced dummy forward shared by every model source."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from lab.backbones._normalize import Normalization
+
+PRE_LOGITS = "pre_logits"
+STEM = "stem"
+
+
+def first_tensor(output):
+    """The tensor a module returns: itself, or the first element of a tuple/list/ModelOutput
+    (Hugging Face layers return ``(hidden_state, ...)``)."""
+    if torch.is_tensor(output):
+        return output
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (tuple, list)) and output and torch.is_tensor(output[0]):
+        return output[0]
+    return None
+
+
+@dataclass(frozen=True)
+class Tap:
+    """One layer of the catalogue.
+
+    Attributes
+    ----------
+    name : str
+        Tap name (``"stem"``, a block's module name such as ``"layer1.0"``, or ``"pre_logits"``).
+    module_name : str or None
+        Module whose forward output is the tap (None for ``pre_logits``, which is
+        computed from ``forward_head``).
+    kind : {"map", "tokens", "vector"}
+        Output kind: feature map (N, C, H, W) or (N, H, W, C), tokens (N, T, D), vector (N, D).
+    dim : int
+        Width after default pooling (channels C, token width D, or vector width D).
+    layout : str
+        ``"NCHW"`` or ``"NHWC"`` for maps; ``""`` otherwise.
+    prefix_tokens : int
+        Number of prefix (class/register) tokens at the start of a tokens output.
+    cls_token : bool
+        True when token 0 is a class token that pooling should take (ViT blocks).
+    shape : tuple
+        Output shape of one sample at load time (without the batch dimension).
+    """
+
+    name: str
+    module_name: str | None
+    kind: str
+    dim: int
+    layout: str = ""
+    prefix_tokens: int = 0
+    cls_token: bool = False
+    shape: tuple = ()
+
+
+class _ModuleGroup(nn.Module):
+    """Several modules (and loose parameters) of one model seen as one module.
+
+    Shares the model's modules and ``Parameter`` objects (no copies), so its
+    ``state_dict``/``parameters`` reflect and update the model.
+    """
+
+    def __init__(self, modules: dict[str, nn.Module], params: dict[str, nn.Parameter]):
+        super().__init__()
+        for name, module in modules.items():
+            self.add_module(name, module)
+        for name, param in params.items():
+            self.register_parameter(name, param)
+
+
+
+
+def owns_params(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def trace(model: nn.Module, watched: list[str], run: Callable[[], torch.Tensor]):
+    """Run ``run()`` once with hooks on ``watched`` modules; hooks are removed in ``finally``.
+
+    Returns (result, starts, ends, calls, outputs): a logical clock at each module's start and
+    end, the number of calls, and each module's first output tensor (detached).
+    """
+    starts: dict[str, int] = {}
+    ends: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    outputs: dict[str, torch.Tensor] = {}
+    clock = [0]
+    handles = []
+
+    def pre_hook(name):
+        def hook(module, args):
+            clock[0] += 1
+            starts.setdefault(name, clock[0])
+        return hook
+
+    def post_hook(name):
+        def hook(module, args, output):
+            clock[0] += 1
+            ends.setdefault(name, clock[0])
+            calls[name] = calls.get(name, 0) + 1
+            out = first_tensor(output)
+            if out is not None and name not in outputs:
+                outputs[name] = out.detach()
+        return hook
+
+    try:
+        for name in watched:
+            module = model.get_submodule(name)
+            handles.append(module.register_forward_pre_hook(pre_hook(name)))
+            handles.append(module.register_forward_hook(post_hook(name)))
+        with torch.inference_mode():
+            result = run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return result, starts, ends, calls, outputs
+
+
+def dummy_forward(model: nn.Module, watched: list[str], candidates: list[str], input_size, device,
+                  forward: Callable[[torch.Tensor], torch.Tensor] | None = None):
+    """One traced forward of a seeded random (1, C, H, W) input to order the candidate blocks.
+
+    Blocks that do not run exactly once or return no tensor are dropped with a warning.
+    Returns (pre_logits, starts, ends, calls, outputs, blocks in execution order).
+    """
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn((1, *input_size), generator=gen).to(device)  # (1, C, H, W)
+    forward = forward or (lambda t: model.forward_head(model.forward_features(t), pre_logits=True))
+    try:
+        pre_logits, starts, ends, calls, outputs = trace(model, watched, lambda: forward(x))
+    except (RuntimeError, ValueError, AssertionError, TypeError) as exc:
+        raise ValueError(f"{type(model).__name__} failed on a dummy input of shape {(1, *input_size)} "
+                         f"({type(exc).__name__}: {str(exc)[:300]}); check img_size, in_chans and the model "
+                         f"options (e.g. patch_size, window_size).") from exc
+    blocks = []
+    for name in candidates:
+        n_calls = calls.get(name, 0)
+        if n_calls != 1 or name not in outputs:
+            why = ("never runs" if n_calls == 0 else f"runs {n_calls} times per forward" if n_calls > 1
+                   else "does not return a tensor")
+            warnings.warn(f"block {name!r} {why}; it is left out of the layer catalogue.", stacklevel=4)
+            continue
+        blocks.append(name)
+    blocks.sort(key=lambda n: ends[n])
+    if not blocks:
+        raise ValueError(f"found no blocks to tap in {type(model).__name__}; expected timm's feature_info "
+                         f"or child modules with parameters.")
+    return pre_logits, starts, ends, calls, outputs, blocks
+
+
+class Backbone:
+    """A model on a device plus its layer catalogue. Build it with :func:`load`.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The timm model (also for zoo models), :class:`lab._mlp.MLP`, or a Hugging Face
+        model behind timm's interface; in eval mode on ``device``.
+    name : str
+        The name it was loaded by.
+    source : str
+        ``"timm"``, ``"mlp"``, ``"hf"`` or ``"zoo"``.
+    device : torch.device
+    taps : list[Tap]
+        Ordered input -> output; the last is ``pre_logits``.
+    in_chans : int
+        Input channels of the model (images with 1 channel are repeated to it).
+    input_size : tuple[int, int, int]
+        (C, H, W) of the dummy input used to build the catalogue.
+    normalization : Normalization
+        Mean/std (and, for zoo models, size) the model expects; :meth:`normalize` applies it.
+    """
+
+    def __init__(self, model: nn.Module, *, name: str, device: torch.device, taps: list[Tap],
+                 stem_group, in_chans: int, input_size: tuple[int, int, int],
+                 normalization: Normalization, source: str = "timm"):
+        self.model = model
+        self.name = name
+        self.source = source
+        self.normalization = normalization
+        self.device = device
+        self.taps = list(taps)
+        self.in_chans = int(in_chans)
+        self.input_size = tuple(input_size)
+        self._stem_group = stem_group
+        self._by_name = {tap.name: tap for tap in self.taps}
+
+    @property
+    def layers(self) -> list[str]:
+        """Tap names, input -> output; the last is ``"pre_logits"``."""
+        return [tap.name for tap in self.taps]
+
+    @property
+    def num_features(self) -> int:
+        """Width of the pre-logits features (what the classifier sees)."""
+        return self._by_name[PRE_LOGITS].dim
+
+    @property
+    def img_size(self) -> int:
+        """Image side used to build the catalogue (H of ``input_size``)."""
+        return int(self.input_size[1])
+
+    def tap(self, name: str) -> Tap:
+        """The :class:`Tap` called ``name``; ValueError listing valid names otherwise."""
+        try:
+            return self._by_name[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"layer {name!r} is not a tap of {self.name}; valid: {', '.join(self.layers)}") from None
+
+    def tap_module(self, name: str) -> nn.Module | None:
+        """Module whose weights tap ``name`` reflects.
+
+        A block tap gives the block; ``"stem"`` gives the stem's parametrised
+        top-level modules (and top-level parameters such as ViT's ``pos_embed`` and
+        ``cls_token``), grouped in one module that shares the model's parameters;
+        ``"pre_logits"`` gives None (it reflects the whole network).
+        """
+        tap = self.tap(name)
+        if tap.name == PRE_LOGITS:
+            return None
+        if tap.name == STEM and self._stem_group is not None:
+            modules, params = self._stem_group
+            if len(modules) == 1 and not params:
+                return self.model.get_submodule(modules[0])
+            return _ModuleGroup({n: self.model.get_submodule(n) for n in modules},
+                                {n: getattr(self.model, n) for n in params})
+        return self.model.get_submodule(tap.module_name)
+
+    def block_modules(self) -> list[tuple[str, nn.Module]]:
+        """(tap name, module) for every tap that owns weights, input -> output (for Layer FT / SCL FT)."""
+        out = []
+        for tap in self.taps:
+            module = self.tap_module(tap.name)
+            if module is not None:
+                out.append((tap.name, module))
+        return out
+
+    def head_module(self) -> nn.Module:
+        """The classifier module (``model.get_classifier()``); an Identity when num_classes is 0."""
+        return self.model.get_classifier()
+
+    def reset_head(self, num_classes: int) -> nn.Module:
+        """Replace the classifier by a fresh one with ``num_classes`` outputs (0: identity); returns it."""
+        if int(num_classes) < 0:
+            raise ValueError(f"num_classes must be >= 0. Got {num_classes!r} instead.")
+        self.model.reset_classifier(int(num_classes))
+        self.model.to(self.device)
+        return self.head_module()
+
+    def state_dict_cpu(self) -> dict[str, torch.Tensor]:
+        """A detached CPU copy of the model's state_dict (a snapshot, e.g. the initial weights)."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def normalize(self, images: torch.Tensor) -> torch.Tensor:
+        """Pixels (B, C, H, W) (uint8, or float in [0, 1]; C = 1 or ``in_chans``) -> model input
+        (B, in_chans, H, W) float on the images' device, by :attr:`normalization`."""
+        return self.normalization.apply(images)
+
+    @property
+    def info(self) -> dict:
+        """What was loaded and how its input is prepared (JSON-friendly, for a run's meta)."""
+        return {"name": self.name, "source": self.source, "in_chans": self.in_chans,
+                "input_size": list(self.input_size), "normalization": self.normalization.as_dict()}
+
+    def pre_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward_head(forward_features(x), pre_logits=True)`` on model input (already normalized) on the device."""
+        return self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+
+    def __repr__(self) -> str:
+        return (f"Backbone({self.name!r}, device={self.device}, input={self.input_size}, "
+                f"layers={len(self.taps)}: {self.layers[0]} .. {self.layers[-1]})")
+
+
