@@ -248,6 +248,7 @@ class _Engine:
             n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
             n_trainable=state.ft.n_trainable, n_parameters=state.ft.n_total, epochs=cfg.n_epochs,
             block=state.ft.block, projection_layers=ctx.proj_layers, describe=cfg.describe(),
+            backbone=bb.info,             # what was loaded and the input normalization it used
         )
         return RunStarted(
             ctx.run_id, config=cfg.to_dict(), layers=layers, classes=self.classes,

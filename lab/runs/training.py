@@ -54,7 +54,8 @@ def train_loader(ctx: RunContext, state: SeedState, epoch: int):
     seed = state.seed * 100_003 + epoch
     if state.train_labels is None:
         return train.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
-    # The dataset's own loader over a copy whose labels are the (noisy) training labels.
-    view = type(train)(train.images, np.asarray(state.train_labels, dtype=np.int64), train.classes, train.name,
-                       getattr(train, "info", None))
+    # The dataset's own loader over a view whose labels are the (noisy) training labels.
+    view = train.relabel(np.asarray(state.train_labels, dtype=np.int64)) if hasattr(train, "relabel") else \
+        type(train)(train.images, np.asarray(state.train_labels, dtype=np.int64), train.classes, train.name,
+                    getattr(train, "info", None))
     return view.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
