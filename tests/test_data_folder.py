@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 import lab
-from lab.data import ImageDataset, load
+from lab.data import load
 
 
 @pytest.fixture(autouse=True)

@@ -31,11 +31,10 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ._decode import ImageError, decode_chunk, show_path, worker_init
+from ._decode import decode_chunk, show_path, worker_init
 
 __all__ = ["cache_dir", "load_folder", "scan", "MODES"]
 
@@ -43,8 +42,6 @@ CACHE_VERSION = 1          # bump when decoding changes what a cached image hold
 MODES = ("auto", "L", "RGB")
 _SPLITS = {"train": "train", "test": "test", "val": "val", "valid": "val", "validation": "val"}
 _PIL_LIMIT_LOCK = threading.Lock()
-
-Progress = Callable[[int, int], object]
 
 
 # ---------------------------------------------------------------------------------------------- layout
