@@ -17,6 +17,12 @@ from lab.data import ImageDataset, Split, UnsafePickleError, load
 from lab.data import glyphs
 
 
+@pytest.fixture(autouse=True)
+def _image_cache(tmp_path_factory, monkeypatch):
+    """Decoded image folders go to a per-test cache, not the user's."""
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path_factory.mktemp("lab-cache")))
+
+
 def _toy(k: int = 3, n: int = 10) -> ImageDataset:
     """k classes of n images each; pixel (0, 0) holds the image's original index."""
     images = torch.zeros(k * n, 1, 4, 4, dtype=torch.uint8)

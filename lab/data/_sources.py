@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
-import numpy as np
 import torch
 
 from ._cifar import load_cifar
@@ -16,7 +14,8 @@ SPECS = ("glyphs", "glyphs:character", "digits", "folder:PATH", "cifar10:PATH", 
 _DEFAULT_FOLDER_SIZE = 64
 
 
-def load(spec: str, image_size: int | None = None) -> ImageDataset:
+def load(spec: str, image_size: int | None = None, *, progress=None, mode: str = "auto",
+         max_image_pixels: int | None = -1, workers: int | None = None) -> ImageDataset:
     """Load a dataset from disk or from the package; never downloads.
 
     Parameters
@@ -25,12 +24,30 @@ def load(spec: str, image_size: int | None = None) -> ImageDataset:
         ``"glyphs"`` (20 CJK typefaces as calligraphy styles, 64 px),
         ``"glyphs:character"`` (the same images labelled by character),
         ``"digits"`` (scikit-learn's 8x8 digits upsampled to 32 px),
-        ``"folder:PATH"`` (one sub-folder per class; any image format Pillow reads),
+        ``"folder:PATH"`` (one sub-folder per class, or pre-split ``PATH/train/<class>`` +
+        ``PATH/test/<class>`` (or ``val/``); any image format Pillow reads),
         ``"cifar10:PATH"`` / ``"cifar100:PATH"`` (the python-pickle CIFAR files,
         train and test batches together).
     image_size : int, optional
         Resize (bilinear, antialiased) to this many pixels square. Folders default
-        to 64 px.
+        to 64 px: the shorter side is resized and the centre square kept.
+
+    Other Parameters
+    ----------------
+    These apply to ``folder:`` specs, which are decoded once (in parallel) into a cache
+    (``$LAB_CACHE_DIR``, default the user cache folder + ``/layerscope``) and memory-mapped
+    afterwards.
+    progress : None, bool or callable
+        Progress of the first decode: ``callable(done, total)`` is called after every chunk
+        of images (raise from it to cancel); True shows a tqdm bar; False nothing; None
+        (default) a tqdm bar when stderr is a terminal or in Jupyter.
+    mode : {"auto", "L", "RGB"}
+        "auto" keeps one channel when every image is gray, else three; "L"/"RGB" force it.
+    max_image_pixels : int or None
+        Refuse larger images as possible decompression bombs, naming the file; -1 (default):
+        ``PIL.Image.MAX_IMAGE_PIXELS`` at call time; None: no limit.
+    workers : int, optional
+        Decoding processes; default all cores this process may use.
 
     Returns
     -------
@@ -40,14 +57,21 @@ def load(spec: str, image_size: int | None = None) -> ImageDataset:
         raise ValueError(f"spec must be a string such as 'glyphs'; got {type(spec).__name__}.")
     if image_size is not None and (not isinstance(image_size, int) or image_size < 4):
         raise ValueError(f"image_size must be an int >= 4 or None; got {image_size!r}.")
+    if max_image_pixels not in (None, -1) and (not isinstance(max_image_pixels, int) or max_image_pixels < 1):
+        raise ValueError(f"max_image_pixels must be a positive int or None; got {max_image_pixels!r}.")
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
+    if mode != "auto" and kind != "folder":
+        raise ValueError(f"mode={mode!r} applies to 'folder:PATH' datasets only; leave it at 'auto' for {spec!r}.")
     if kind == "glyphs" and arg in ("", "character"):
         ds = _glyphs(by_character=arg == "character")
     elif kind == "digits" and not arg:
         ds = _digits()
     elif kind == "folder" and arg:
-        ds = _folder(arg, image_size or _DEFAULT_FOLDER_SIZE)
+        from ._folder import load_folder
+
+        return load_folder(arg, image_size or _DEFAULT_FOLDER_SIZE, mode=mode, progress=progress,
+                           max_image_pixels=max_image_pixels, workers=workers)
     elif kind in ("cifar10", "cifar100") and arg:
         images, targets, classes, root = load_cifar(kind, arg)
         ds = ImageDataset(images, targets, classes, f"{kind}:{root}", {"path": str(root)})
@@ -93,68 +117,3 @@ def _digits() -> ImageDataset:
     images = x.round_().clamp_(0, 255).to(torch.uint8)
     return ImageDataset(images, d.target, [str(k) for k in range(10)], "digits",
                         {"source": "sklearn.datasets.load_digits"})
-
-
-def _image_files(folder: Path) -> list[Path]:
-    from PIL import Image
-
-    exts = {e.lower() for e, fmt in Image.registered_extensions().items() if fmt in Image.OPEN}
-    return sorted(p for p in folder.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in exts)
-
-
-def _open_image(path: Path):
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            img.load()
-            return img.copy()
-    except (OSError, UnidentifiedImageError) as err:
-        raise ValueError(f"cannot read image {path}: {err}. Remove or fix the file.") from err
-
-
-def _is_gray(img) -> bool:
-    if img.mode in ("1", "L", "LA", "I", "I;16", "F"):
-        return True
-    rgb = np.asarray(img.convert("RGB"))
-    return bool((rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all())
-
-
-def _square(img, size: int):
-    """Resize the shorter side to ``size`` and crop the centre square."""
-    from PIL import Image
-
-    w, h = img.size
-    s = size / min(w, h)
-    img = img.resize((max(size, round(w * s)), max(size, round(h * s))), Image.Resampling.BILINEAR)
-    left, top = (img.size[0] - size) // 2, (img.size[1] - size) // 2
-    return img.crop((left, top, left + size, top + size))
-
-
-def _folder(path: str, size: int) -> ImageDataset:
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise ValueError(f"folder dataset {str(root)!r} is not a directory; expected a folder "
-                         "with one sub-folder of images per class.")
-    subdirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    files = {d.name: _image_files(d) for d in subdirs}
-    empty = [name for name, fs in files.items() if not fs]
-    files = {name: fs for name, fs in files.items() if fs}
-    if not files:
-        raise ValueError(f"no images found in {str(root)!r}: expected one sub-folder per class, "
-                         "each holding image files (PNG, JPEG, ...), e.g. ROOT/cat/1.png.")
-    if empty:
-        warnings.warn(f"ignoring sub-folders without images in {root}: {empty}", stacklevel=3)
-    arrays, targets, gray = [], [], True
-    for k, fs in enumerate(files.values()):
-        for f in fs:
-            img = _open_image(f)
-            gray = gray and _is_gray(img)
-            arrays.append(np.asarray(_square(img.convert("RGB"), size)))   # (size, size, 3)
-            targets.append(k)
-    x = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2)             # (N, 3, H, W)
-    if gray:
-        x = x[:, :1]   # gray images convert to three equal channels
-    return ImageDataset(x.contiguous(), targets, list(files), f"folder:{root.resolve()}",
-                        {"path": str(root.resolve())})

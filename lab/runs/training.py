@@ -55,7 +55,5 @@ def train_loader(ctx: RunContext, state: SeedState, epoch: int):
     if state.train_labels is None:
         return train.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
     # The dataset's own loader over a view whose labels are the (noisy) training labels.
-    view = train.relabel(np.asarray(state.train_labels, dtype=np.int64)) if hasattr(train, "relabel") else \
-        type(train)(train.images, np.asarray(state.train_labels, dtype=np.int64), train.classes, train.name,
-                    getattr(train, "info", None))
+    view = train.relabel(np.asarray(state.train_labels, dtype=np.int64))      # no copy of the images
     return view.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
