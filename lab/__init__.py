@@ -19,13 +19,14 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "data", "backbones", "features", "metrics", "finetune", "runs", "events",
-    "config", "store", "projection", "export", "device", "analysis", "catalogue",
+    "config", "store", "projection", "export", "device", "analysis", "catalogue", "study", "archive",
 }
 # public name -> (module, attribute)
 _ATTRS = {
     "RunConfig": ("lab.config", "RunConfig"),
     "run": ("lab.runs", "run"),
     "RunStore": ("lab.store", "RunStore"),
+    "Study": ("lab.study", "Study"),
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"__version__"})
