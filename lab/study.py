@@ -53,7 +53,7 @@ class Cell:
         return _cell_key(self.values)
 
     def label(self) -> str:
-        return ", ".join(f"{k}={_short(v)}" for k, v in self.values.items()) or "(base)"
+        return group_label(self.values, list(self.values)) if self.values else "(base)"
 
 
 @dataclass
@@ -72,7 +72,15 @@ def _cell_key(values: Mapping) -> str:
     return json.dumps(values, sort_keys=True, default=list)
 
 
+def _fields(axis: str, value: Any) -> dict:
+    """The RunConfig fields one axis value sets: ``{axis: value}``, or the value itself when it is a
+    mapping (a variant that sets several fields together, e.g. ``{strategy: layer, block: fc4}``)."""
+    return dict(value) if isinstance(value, Mapping) else {axis: value}
+
+
 def _short(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_short(v)}" for k, v in value.items())
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 40 else text[:39] + "…"
 
@@ -87,7 +95,9 @@ class Study:
     base : dict or RunConfig
         Fields shared by every cell.
     axes : dict of field -> list
-        The grid; its Cartesian product, in the order given (the last axis varies fastest).
+        The grid; its Cartesian product, in the order given (the last axis varies fastest). A value
+        that is a mapping sets several fields at once (``strategy: [{strategy: full},
+        {strategy: layer, block: fc4}]``).
     retries : int
         How many times a cell whose worker died is run again before it counts as failed.
     """
@@ -146,7 +156,7 @@ class Study:
         if self._cells is not None:
             return self._cells
         names = set(RunConfig.field_names())
-        for field in [*self.base, *self.axes]:
+        for field in self.base:
             if field not in names:
                 raise ValueError(f"study {self.name!r}: {field!r} is not a RunConfig field; "
                                  f"{RunConfig._unknown_message([field])}")
@@ -154,22 +164,26 @@ class Study:
             if not isinstance(values, list) or not values:
                 raise ValueError(f"study {self.name!r}: axis {axis!r} must be a non-empty list of values. "
                                  f"Got {values!r} instead.")
-        try:
-            RunConfig.from_dict(self.base)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"study {self.name!r}: base config is not valid: {exc}") from None
+            for i, value in enumerate(values):
+                fields = _fields(axis, value)
+                bad = [f for f in fields if f not in names]
+                if bad:
+                    raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} sets {bad[0]!r}, which is "
+                                     f"not a RunConfig field; {RunConfig._unknown_message(bad)}")
+        first = {k: v for axis, values in self.axes.items() for k, v in _fields(axis, values[0]).items()}
         for axis, values in self.axes.items():
             for i, value in enumerate(values):
                 try:
-                    RunConfig.from_dict({**self.base, axis: value})
+                    RunConfig.from_dict({**self.base, **first, **_fields(axis, value)})
                 except (ValueError, TypeError) as exc:
                     raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} ({_short(value)}) is not "
                                      f"valid: {exc}") from None
         cells = []
         for index, combo in enumerate(itertools.product(*self.axes.values())):
             values = dict(zip(self.axes, combo))
+            fields = {k: v for axis, value in values.items() for k, v in _fields(axis, value).items()}
             try:
-                config = RunConfig.from_dict({**self.base, **values})
+                config = RunConfig.from_dict({**self.base, **fields})
             except (ValueError, TypeError) as exc:
                 label = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
                 raise ValueError(f"study {self.name!r}: cell {index + 1} ({label}) is not valid: {exc}") from None
@@ -286,7 +300,9 @@ REPEAT_AXES = ("seeds",)
 
 def group_label(values: Mapping, axes: list[str]) -> str:
     """The label of a cell's condition: its axis values except the repeat axes."""
-    return ", ".join(f"{k}={_short(values[k])}" for k in axes if k in values) or "all runs"
+    parts = [_short(values[k]) if isinstance(values[k], Mapping) else f"{k}={_short(values[k])}"
+             for k in axes if k in values]
+    return ", ".join(parts) or "all runs"
 
 
 def figures(study: Study, store=None) -> dict:

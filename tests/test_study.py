@@ -26,10 +26,12 @@ def _runs(store):
 def test_bad_axis_value_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match=r"axis 'label_noise' value #2 \(1.5\) is not valid"):
         Study("bad", BASE, {"label_noise": [0.0, 1.5]})
-    with pytest.raises(ValueError, match="'widthh' is not a RunConfig field"):
+    with pytest.raises(ValueError, match="sets 'widthh', which is not a RunConfig field"):
         Study("bad", BASE, {"widthh": [1]})
     with pytest.raises(ValueError, match="axis 'backbone' must be a non-empty list"):
         Study("bad", BASE, {"backbone": []})
+    with pytest.raises(ValueError, match=r"axis 'strategy' value #2 \(strategy=linear, block=fc2\) is not valid: block"):
+        Study("bad", BASE, {"strategy": [{"strategy": "layer", "block": "fc2"}, {"strategy": "linear", "block": "fc2"}]})
     assert not (tmp_path / "runs").exists()
 
 
