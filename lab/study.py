@@ -170,6 +170,11 @@ class Study:
                 if bad:
                     raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} sets {bad[0]!r}, which is "
                                      f"not a RunConfig field; {RunConfig._unknown_message(bad)}")
+        if not self.axes:
+            try:
+                RunConfig.from_dict(self.base)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"study {self.name!r}: base config is not valid: {exc}") from None
         first = {k: v for axis, values in self.axes.items() for k, v in _fields(axis, values[0]).items()}
         for axis, values in self.axes.items():
             for i, value in enumerate(values):
