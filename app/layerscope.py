@@ -12,6 +12,7 @@ from .config_panel import ConfigPanel
 from .live import LiveView
 from .runner import RunControl
 from .runs_panel import RunsPanel
+from .studies_panel import StudiesPanel
 
 __all__ = ["LayerScope"]
 
@@ -41,7 +42,7 @@ class LayerScope(pn.viewable.Viewer):
         The run store (default ``lab.RunStore()``: ``$LAB_RUNS_DIR`` or ``./runs``).
     """
 
-    active_tab = param.Integer(default=0, doc="0: Run & watch, 1: Compare & export, 2: About.")
+    active_tab = param.Integer(default=0, doc="0: Run & watch, 1: Compare & export, 2: Studies, 3: About.")
 
     def __init__(self, store=None, **params):
         super().__init__(**params)
@@ -53,12 +54,14 @@ class LayerScope(pn.viewable.Viewer):
         self.config = ConfigPanel(store=store)
         self.live = LiveView()
         self.runs = RunsPanel(store)
+        self.studies = StudiesPanel(store)
         self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)
         self.config.param.watch(self._apply_view, "view")
         self._apply_view()
         self._tabs = pn.Tabs(
             ("Run & watch", pn.Column(self.live, sizing_mode="stretch_width")),
             ("Compare & export", self.runs),
+            ("Studies", self.studies),
             ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
             dynamic=False, sizing_mode="stretch_width",
         )

@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 _SUBMODULES = {
     "data", "backbones", "features", "metrics", "finetune", "runs", "events",
     "config", "store", "projection", "export", "device", "analysis", "catalogue",
-    "tables", "progress",
+    "tables", "progress", "study", "archive",
 }
 # public name -> (module, attribute)
 _ATTRS = {
@@ -28,6 +28,7 @@ _ATTRS = {
     "run": ("lab.runs", "run"),
     "RunStore": ("lab.store", "RunStore"),
     "Cancelled": ("lab._cancel", "Cancelled"),
+    "Study": ("lab.study", "Study"),
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"__version__"})

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from lab import analysis
+from lab._cli_study import add_archive_parsers, add_study_parser
 from lab.catalogue import metric_label
 from lab.config import RunConfig
 from lab.store import RunNotFoundError, RunStore
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         fields.add_argument(flag, dest=name, default=argparse.SUPPRESS, **spec)
     run.set_defaults(func=_cmd_run)
 
-    runs = sub.add_parser("runs", parents=[common], help="list, show or delete stored runs",
+    runs = sub.add_parser("runs", parents=[common], help="list, show, delete, pack or unpack stored runs",
                           description="Stored runs.")
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
     p = runs_sub.add_parser("list", parents=[common], help="table of the stored runs, newest first")
@@ -150,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--force", action="store_true", help="delete even if the run is still running")
     p.set_defaults(func=_cmd_delete)
-    runs.set_defaults(func=lambda args: _missing(runs, "an action: list, show or delete"))
+    add_archive_parsers(runs_sub, common)
+    runs.set_defaults(func=lambda args: _missing(runs, "an action: list, show, delete, pack or unpack"))
 
     exp = sub.add_parser("export", parents=[common], help="write stored runs into a Jupyter notebook",
                          description="Write a notebook that reloads and re-plots the given runs.")
@@ -159,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
     exp.set_defaults(func=_cmd_export)
 
-    parser.set_defaults(func=lambda args: _missing(parser, "a command: run, runs or export"))
+    add_study_parser(sub, common, _Parser)
+    parser.set_defaults(func=lambda args: _missing(parser, "a command: run, runs, export or study"))
     return parser
 
 
@@ -471,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or EXIT_OK)
-    except (_UsageError, RunNotFoundError, ValueError) as exc:
+    except (_UsageError, RunNotFoundError, ValueError, FileNotFoundError) as exc:
         if getattr(args, "traceback", False):
             raise
         print(f"{parser.prog}: error: {_message(exc)}", file=sys.stderr)

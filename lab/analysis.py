@@ -42,6 +42,7 @@ import pandas as pd
 __all__ = [
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
     "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
+    "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
 ]
 
 _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final"]
@@ -278,3 +279,124 @@ def accuracy_vs_g(table: pd.DataFrame, *, accuracy: str = "heldout_accuracy", g:
         if len(values):
             out[f"{key}_ci"] = (float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
     return out
+
+
+# ---------------------------------------------------------------------------------------------- studies
+# Many runs at once (Dyballa et al., Gerritz et al., Wang & Yang): runs of one group (e.g. one
+# backbone, different seeds) are pooled as seeds of one curve.
+
+
+def _higher_is_better(metric: str) -> bool:
+    from lab.catalogue import METRICS
+
+    info = METRICS.get(metric)
+    return bool(info is None or info.higher_is_better)
+
+
+def pool_runs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate several runs' long tables, renumbering seeds so that each run's seeds stay apart.
+
+    Runs of a study cell differ by their ``seeds`` axis; pooled, every (run, seed) is one seed of
+    the group's curve.
+    """
+    parts = []
+    offset = 0
+    for frame in frames:
+        if frame is None or len(frame) == 0:
+            continue
+        seeds = {s: i + offset for i, s in enumerate(sorted(frame["seed"].unique()))} if "seed" in frame else {}
+        part = frame.copy()
+        if seeds:
+            part["seed"] = part["seed"].map(seeds)
+            offset += len(seeds)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
+                 metric: str = "nmi", split: str = "unseen", aliases: Mapping[str, Mapping] | None = None
+                 ) -> pd.DataFrame:
+    """Per group (e.g. backbone), the metric at every layer over its pooled runs' seeds, at the
+    last complete epoch, with relative depth and the group's best layer marked (Dyballa et al. fig. 2).
+
+    Returns
+    -------
+    DataFrame: group, layer, layer_index, depth, mean, std, n, best
+    """
+    out = []
+    for group, frames in groups.items():
+        pooled = pool_runs(frames)
+        if pooled.empty:
+            continue
+        curve = layer_curve(pooled, layers=layers.get(group), metric=metric, split=split)
+        if curve.empty:
+            continue
+        gen = latest_generalization(pooled, layers=layers.get(group), aliases=(aliases or {}).get(group),
+                                    metric=metric, split=split)
+        curve.insert(0, "group", group)
+        # g is a maximum: only a higher-is-better metric has a "best" layer in this sense
+        curve["best"] = (curve["layer"] == (gen["layer"] if gen else None)) & _higher_is_better(metric)
+        out.append(curve)
+    cols = ["group", "layer", "layer_index", "depth", "mean", "std", "n", "best"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+
+
+def group_generalization(groups: Mapping[str, Sequence[pd.DataFrame]],
+                         trainings: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
+                         aliases: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """Per group: g over its pooled runs (with its layer and seed spread) and the seen held-out
+    accuracy over its runs (mean, std ddof=1) — the points of Gerritz et al.'s accuracy-vs-g plot.
+
+    Returns
+    -------
+    DataFrame: group, g, g_std, layer, is_final, n_seeds, heldout_accuracy, heldout_std, n_runs
+    """
+    rows = []
+    for group, frames in groups.items():
+        gen = latest_generalization(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
+        accs = [heldout_accuracy(t)[0] for t in trainings.get(group, [])]
+        accs = np.array([a for a in accs if a is not None], dtype=float)
+        rows.append({"group": group, "g": gen["g"] if gen else np.nan, "g_std": gen["g_std"] if gen else None,
+                     "layer": gen["layer"] if gen else None, "is_final": gen["is_final"] if gen else None,
+                     "n_seeds": gen["n_seeds"] if gen else 0,
+                     "heldout_accuracy": float(accs.mean()) if len(accs) else np.nan,
+                     "heldout_std": float(accs.std(ddof=1)) if len(accs) > 1 else np.nan, "n_runs": len(frames)})
+    return pd.DataFrame(rows, columns=["group", "g", "g_std", "layer", "is_final", "n_seeds", "heldout_accuracy",
+                                       "heldout_std", "n_runs"])
+
+
+def run_scalars(training: pd.DataFrame | None, utilization: pd.DataFrame | None = None,
+                contribution: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One run's per-layer and whole-run quantities of Wang & Yang, at its last epoch, mean over seeds.
+
+    Returns
+    -------
+    long DataFrame: layer ("" for whole-run values), quantity, value. Quantities: utilization
+    (relative ‖W−W⁰‖/‖W⁰‖), contribution (change of seen held-out accuracy when the layer is reset
+    to W⁰), generalization_gap (train accuracy − seen held-out accuracy), resilience (accuracy on
+    the corrupted training images against their true labels).
+    """
+    rows = []
+    if utilization is not None and len(utilization):
+        last = utilization[utilization["epoch"] == utilization["epoch"].max()]
+        for layer, value in last.groupby("layer", sort=False)["relative"].mean().items():
+            rows.append({"layer": layer, "quantity": "utilization", "value": float(value)})
+    if contribution is not None and len(contribution):
+        delta = contribution[contribution["metric"] == "heldout_accuracy_delta"]
+        for layer, value in delta.groupby("layer", sort=False)["value"].mean().items():
+            rows.append({"layer": layer, "quantity": "contribution", "value": float(value)})
+    if training is not None and len(training):
+        last = training[training["epoch"] == training["epoch"].max()]
+        if {"train_accuracy", "heldout_accuracy"} <= set(last):
+            gap = (last["train_accuracy"] - last["heldout_accuracy"]).astype(float).mean()
+            rows.append({"layer": "", "quantity": "generalization_gap", "value": float(gap)})
+        if "resilience" in last and last["resilience"].notna().any():
+            rows.append({"layer": "", "quantity": "resilience", "value": float(last["resilience"].mean())})
+    return pd.DataFrame(rows, columns=["layer", "quantity", "value"])
+
+
+def grid_summary(values: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """Mean, std (ddof=1) and n over repeats (runs) of ``value`` per study cell of ``axes``, layer
+    and quantity — the cells of Wang & Yang's width x label-noise heatmaps."""
+    keys = [*axes, *[c for c in ("quantity", "layer") if c in values]]
+    return aggregate_seeds(values, by=keys)

@@ -1,0 +1,197 @@
+"""The Studies tab: pick a study spec, run it on a local Dask cluster, watch its cells and figures fill in.
+
+The study runs in a worker thread (:meth:`lab.study.Study.run`); its events reach the page through a
+:class:`~app._dispatch.DocDispatcher`, so no widget is touched off the session's thread. Figures are
+re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import holoviews as hv
+import panel as pn
+import param
+
+from ._dispatch import DocDispatcher
+from .study_plots import accuracy_vs_g, collapse_curves, grid_heatmap, layer_depth_curves, rank_text
+
+__all__ = ["StudiesPanel", "shipped_specs"]
+
+_log = logging.getLogger(__name__)
+_QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
+
+
+def shipped_specs() -> dict[str, Path]:
+    """The study specs shipped in ``studies/`` next to the package, plus those in the folders of
+    ``$LAB_STUDIES_DIR`` (os.pathsep-separated), by file name."""
+    folders = [Path(__file__).resolve().parent.parent / "studies"]
+    folders += [Path(p) for p in os.environ.get("LAB_STUDIES_DIR", "").split(os.pathsep) if p]
+    specs = {}
+    for folder in folders:
+        if folder.is_dir():
+            specs.update({p.name: p for p in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])})
+    return specs
+
+
+class StudiesPanel(pn.viewable.Viewer):
+    """One per session: a spec picker, Run / Stop, the cells' status and the study's figures."""
+
+    spec = param.Selector(default=None, objects=[], doc="The study spec to run or show.")
+    workers = param.Integer(default=None, bounds=(1, 64), allow_None=True,
+                            doc="Worker processes of the local cluster (default: one per core).")
+    running = param.Boolean(default=False, doc="A study of this session is running.")
+    quantity = param.Selector(default="utilization", objects=list(_QUANTITIES),
+                              doc="Quantity of the condition heatmap (Wang & Yang).")
+    layer = param.Selector(default=None, objects=[None], allow_None=True, doc="Layer of the condition heatmap.")
+
+    def __init__(self, store, **params):
+        super().__init__(**params)
+        self.store = store
+        self._specs = shipped_specs()
+        self.param.spec.objects = list(self._specs)
+        if self._specs and self.spec is None:
+            self.spec = next(iter(self._specs))
+        self._cancel: threading.Event | None = None
+        self._figs: dict = {}
+        self._lines: dict[int, str] = {}
+        self._dispatcher = DocDispatcher(self._apply, doc=None)
+        self.run_button = pn.widgets.Button(name="Run study", button_type="primary", width=140)
+        self.stop_button = pn.widgets.Button(name="Stop", button_type="warning", width=90, disabled=True)
+        self.run_button.on_click(lambda _e: self.start())
+        self.stop_button.on_click(lambda _e: self.stop())
+        self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width", visible=False)
+        self.running_lines = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.table = pn.widgets.Tabulator(pn.widgets.Tabulator().value, disabled=True, show_index=False,
+                                          sizing_mode="stretch_width", height=260)
+        self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.plots = {name: pn.pane.HoloViews(hv.Overlay(), sizing_mode="stretch_width", min_height=330)
+                      for name in ("layers", "accuracy", "grid", "nc1")}
+        self.param.watch(lambda _e: self.refresh(), "spec")
+        self.param.watch(lambda _e: self._draw_grid(), ["quantity", "layer"])
+        self.refresh()
+
+    # -- the spec and the store ------------------------------------------------------------------
+    def study(self):
+        from lab.study import Study
+
+        if self.spec is None:
+            raise ValueError("no study spec found in studies/; add a YAML spec there")
+        return Study.from_file(self._specs[self.spec])
+
+    def refresh(self) -> None:
+        """Re-read the cells' status and the figures from the store."""
+        try:
+            study = self.study()
+        except (ValueError, FileNotFoundError) as exc:
+            self.message.object = f"**Cannot read the spec:** {exc}"
+            return
+        from lab.study import figures
+
+        self._show(study.status(self.store), figures(study, self.store))
+        self.message.object = (f"**{study.name}** — {len(study.cells())} runs "
+                               f"({' × '.join(f'{k} [{len(v)}]' for k, v in study.axes.items())}). "
+                               f"{study.description}")
+
+    def _show(self, status, figs) -> None:
+        self.table.value = status
+        self._figs = figs
+        self.plots["layers"].object = layer_depth_curves(figs)
+        self.plots["accuracy"].object = accuracy_vs_g(figs)
+        self.plots["nc1"].object = collapse_curves(figs)
+        self.ranks.object = rank_text(figs.get("ranks") or {})
+        grid = figs.get("grid")
+        layers = sorted({str(x) for x in grid["layer"]} - {""}) if grid is not None and "layer" in grid else []
+        self.param.layer.objects = [None, *layers]
+        self._draw_grid()
+
+    def _draw_grid(self) -> None:
+        if self._figs:
+            needs_layer = self.quantity in ("utilization", "contribution")
+            self.plots["grid"].object = grid_heatmap(self._figs, self.quantity, self.layer if needs_layer else "")
+
+    # -- running ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.running:
+            return
+        try:
+            study = self.study()
+        except (ValueError, FileNotFoundError) as exc:
+            self.message.object = f"**Cannot start:** {exc}"
+            return
+        self._dispatcher = DocDispatcher(self._apply, doc=pn.state.curdoc, min_interval=0.5)
+        self._cancel = threading.Event()
+        self._lines = {}
+        self._labels = {c.index: c.label() for c in study.cells()}
+        self.running = True
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.progress.visible, self.progress.value, self.progress.max = True, 0, len(study.cells())
+        threading.Thread(target=self._work, args=(study, self._cancel, self._dispatcher), daemon=True,
+                         name="lab-study").start()
+
+    def stop(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+            self.message.object = "Stopping: the local cluster shuts down; finished runs stay in the store."
+
+    def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher) -> None:
+        from lab.study import figures
+
+        def on_event(msg: dict) -> None:
+            if msg.get("kind") in ("cell_done", "cell_failed"):
+                dispatcher.push({"kind": "figures", "status": study.status(self.store),
+                                 "figs": figures(study, self.store)})
+            dispatcher.push(msg, urgent=msg.get("kind") != "progress")
+
+        try:
+            result = study.run(store=self.store, workers=self.workers, cancel=cancel, on_event=on_event)
+            text = ("Stopped." if result.cancelled else
+                    f"Finished: {len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs "
+                    f"({len(result.skipped)} from before), {len(result.failed)} failed, {result.seconds:.0f} s.")
+        except Exception as exc:          # noqa: BLE001 - shown on the page, never raised into Tornado
+            _log.exception("study failed")
+            text = f"**The study stopped:** {type(exc).__name__}: {exc}"
+        dispatcher.push({"kind": "done", "text": text}, urgent=True)
+
+    def _apply(self, items: list) -> None:
+        for msg in items:
+            kind, cell = msg.get("kind"), msg.get("cell")
+            if kind == "study_started":
+                self.progress.value = msg.get("skipped", 0)
+                self.message.object = (f"Running {msg.get('todo', 0)} run(s) on {msg.get('workers', '?')} local "
+                                       f"worker(s); {msg.get('skipped', 0)} finished before.")
+            elif kind == "progress" and cell is not None:
+                epoch = f"epoch {msg['epoch']} " if msg.get("epoch") is not None else ""
+                self._lines[cell] = f"{epoch}{msg['stage']} {msg['done']}/{msg['total']}"
+            elif kind in ("cell_done", "cell_failed"):
+                self._lines.pop(cell, None)
+                self.progress.value = min(self.progress.max, self.progress.value + 1)
+            elif kind == "figures":
+                self._show(msg["status"], msg["figs"])
+            elif kind == "done":
+                self.running = False
+                self.run_button.disabled, self.stop_button.disabled = False, True
+                self.progress.visible = False
+                self._lines = {}
+                self.message.object = msg["text"]
+        labels = getattr(self, "_labels", {})
+        self.running_lines.object = "\n".join(f"- cell {c + 1} ({labels.get(c, '')}): {text}"
+                                              for c, text in sorted(self._lines.items()))
+
+    def __panel__(self):
+        controls = pn.Row(pn.widgets.Select.from_param(self.param.spec, name="Study spec", width=260),
+                          pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100),
+                          self.run_button, self.stop_button, sizing_mode="stretch_width")
+        grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200),
+                               pn.widgets.Select.from_param(self.param.layer, name="Layer", width=200))
+        return pn.Column(
+            controls, self.message, self.progress, self.running_lines, self.table,
+            pn.Row(self.plots["layers"], self.plots["accuracy"], sizing_mode="stretch_width"),
+            self.ranks,
+            pn.Row(pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width"), self.plots["nc1"],
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width",
+        )

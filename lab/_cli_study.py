@@ -1,0 +1,224 @@
+"""``python -m lab study run|show`` and ``python -m lab runs pack|unpack``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+
+__all__ = ["add_study_parser", "add_archive_parsers"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+_SPECS_FOLDER = ".studies"           # inside the run store: the spec of every study run there
+
+
+def add_study_parser(sub, common, parser_class) -> None:
+    study = sub.add_parser("study", parents=[common], help="run or show a grid of runs (a study) on Dask",
+                           description="Studies: a base RunConfig and axes over its fields, run as a grid.")
+    study_sub = study.add_subparsers(dest="study_command", metavar="ACTION", parser_class=parser_class)
+    p = study_sub.add_parser("run", parents=[common], help="run every unfinished cell of a study spec")
+    p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (see studies/)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a local cluster)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local cluster: worker processes (default: cores / threads-per-worker)")
+    p.add_argument("--threads-per-worker", type=int, default=None, metavar="T",
+                   help="torch threads of each run (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_study_run)
+    p = study_sub.add_parser("show", parents=[common], help="every cell of a study with its status, and its figures")
+    p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
+    p.set_defaults(func=_cmd_study_show)
+    study.set_defaults(func=lambda args: _missing(study, "an action: run or show"))
+
+
+def add_archive_parsers(runs_sub, common) -> None:
+    p = runs_sub.add_parser("pack", parents=[common], help="pack stored runs into one archive file")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
+    p.set_defaults(func=_cmd_pack)
+    p = runs_sub.add_parser("unpack", parents=[common], help="import the runs of an archive into the store")
+    p.add_argument("archive", metavar="FILE")
+    p.set_defaults(func=_cmd_unpack)
+
+
+def _missing(parser, what: str) -> int:
+    print(f"{parser.prog}: error: give {what} (see --help)", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _store(args):
+    from lab.store import RunStore
+
+    return RunStore(getattr(args, "runs_dir", None))
+
+
+# ---------------------------------------------------------------------------------------------- archives
+
+
+def _cmd_pack(args) -> int:
+    from lab.archive import pack
+
+    path = pack(_store(args), args.run_ids, args.output)
+    print(f"packed {len(args.run_ids)} run(s) into {path}")
+    return EXIT_OK
+
+
+def _cmd_unpack(args) -> int:
+    from lab.archive import unpack
+
+    store = _store(args)
+    imported = unpack(store, args.archive)
+    print(f"imported {len(imported)} run(s) into {store.root}" + (": " + ", ".join(imported) if imported else
+                                                                   " (all were already there)"))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- study run
+
+
+class _StudyConsole:
+    """An overall bar of cells plus one bar per running run, fed by the workers' events."""
+
+    def __init__(self, total: int, progress: bool):
+        from tqdm.auto import tqdm
+
+        self._tqdm, self._disable = tqdm, None if progress else True
+        self._lock = threading.Lock()
+        self.overall = tqdm(total=total, desc="study", unit="run", position=0, disable=self._disable,
+                            file=sys.stderr, dynamic_ncols=True)
+        self.bars: dict[int, object] = {}
+        self.labels: dict[int, str] = {}
+
+    def handle(self, msg: dict) -> None:
+        with self._lock:
+            kind, cell = msg.get("kind"), msg.get("cell")
+            if kind == "study_started":
+                self.overall.update(msg.get("skipped", 0))
+                where = f", dashboard {msg['dashboard']}" if msg.get("dashboard") else ""
+                self._write(f"{msg.get('todo', 0)} run(s) to do, {msg.get('skipped', 0)} already finished"
+                            + (f"; {msg['workers']} worker(s) x {msg['threads']} thread(s)" if "workers" in msg else "")
+                            + where)
+            elif kind == "progress" and cell is not None:
+                bar = self.bars.get(cell)
+                if bar is None:
+                    bar = self._tqdm(total=max(int(msg["total"]), 1), position=len(self.bars) + 1, leave=False,
+                                     disable=self._disable, file=sys.stderr, dynamic_ncols=True, unit="step")
+                    self.bars[cell] = bar
+                if bar.total != max(int(msg["total"]), 1):
+                    bar.reset(total=max(int(msg["total"]), 1))
+                epoch = f" epoch {msg['epoch']}" if msg.get("epoch") is not None else ""
+                bar.set_description(f"{self.labels.get(cell, f'cell {cell + 1}')}:{epoch} {msg['stage']}")
+                bar.n = int(msg["done"])
+                bar.refresh()
+            elif kind in ("cell_done", "cell_failed"):
+                bar = self.bars.pop(cell, None)
+                if bar is not None:
+                    bar.close()
+                self.overall.update(1)
+                label = self.labels.get(cell, f"cell {cell + 1}")
+                if kind == "cell_done":
+                    extra = f": {msg['message']}" if msg.get("status") != "finished" and msg.get("message") else ""
+                    self._write(f"{label}: {msg.get('status')} (run {msg.get('run_id')}){extra}")
+                else:
+                    self._write(f"{label}: failed on the cluster: {msg.get('message')}")
+
+    def _write(self, text: str) -> None:
+        self._tqdm.write(text, file=sys.stdout)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.overall.close()
+
+
+def _save_spec(store, study) -> None:
+    from lab.store import _write_json
+
+    _write_json(store.root / _SPECS_FOLDER / f"{study.name}.json", study.to_dict())
+
+
+def _cmd_study_run(args) -> int:
+    from lab.study import Study
+
+    study = Study.from_file(args.spec)             # ValueError/FileNotFoundError: exit 2, one line
+    store = _store(args)
+    store.root.mkdir(parents=True, exist_ok=True)
+    _save_spec(store, study)
+    cells = study.cells()
+    console = _StudyConsole(len(cells), progress=not args.no_progress)
+    console.labels = {c.index: f"cell {c.index + 1} ({c.label()})" for c in cells}
+    print(f"study {study.name!r}: {len(cells)} run(s) into {store.root}")
+    try:
+        result = study.run(args.scheduler, store=store, workers=args.workers,
+                           threads_per_worker=args.threads_per_worker, on_event=console.handle)
+    except KeyboardInterrupt:
+        console.close()
+        print("cancelled: the runs already imported stay in the store; run the study again to resume",
+              file=sys.stderr)
+        return EXIT_CANCELLED
+    finally:
+        console.close()
+    if result.cancelled:
+        print("cancelled: the runs already imported stay in the store; run the study again to resume",
+              file=sys.stderr)
+        return EXIT_CANCELLED
+    done = len(result.run_ids) - len(result.failed)
+    print(f"study {study.name!r}: {done} of {len(cells)} finished ({len(result.skipped)} from before), "
+          f"{len(result.failed)} failed, {result.seconds:.1f} s. `python -m lab study show {study.name}` "
+          f"lists the cells.")
+    return EXIT_OK if not result.failed else EXIT_FAILED
+
+
+# ---------------------------------------------------------------------------------------------- study show
+
+
+def _find_study(name: str, store):
+    from lab.study import Study
+
+    path = Path(name)
+    if path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file():
+        return Study.from_file(path)
+    saved = store.root / _SPECS_FOLDER / f"{name}.json"
+    if saved.is_file():
+        return Study.from_dict(json.loads(saved.read_text(encoding="utf-8")), where=str(saved))
+    known = sorted(p.stem for p in (store.root / _SPECS_FOLDER).glob("*.json")) if (store.root / _SPECS_FOLDER).is_dir() else []
+    raise ValueError(f"no study {name!r} in the store {store.root}; studies run there: "
+                     f"{', '.join(known) or 'none'} (or give a spec file)")
+
+
+def _cmd_study_show(args) -> int:
+    import pandas as pd
+
+    from lab.study import figures
+
+    store = _store(args)
+    study = _find_study(args.name, store)
+    status = study.status(store)
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200,
+                           "display.float_format", "{:.3f}".format):
+        print(f"study {study.name!r}: {len(status)} cells, "
+              + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
+        print(status.drop(columns=["g_std"]).to_string(index=False))
+        figs = figures(study, store)
+        if not figs["generalization"].empty:
+            print("\ng per condition (max over layers of unseen NMI, mean over seeds) and seen accuracy:")
+            print(figs["generalization"].to_string(index=False))
+            r = figs["ranks"]
+            if r["n"] >= 3:
+                print(f"seen accuracy vs g over {r['n']} conditions: Spearman {r['spearman']:.3f} "
+                      f"(95% bootstrap {r['spearman_ci'][0]:.3f} to {r['spearman_ci'][1]:.3f}), Kendall "
+                      f"{r['kendall']:.3f} ({r['kendall_ci'][0]:.3f} to {r['kendall_ci'][1]:.3f})")
+            else:
+                print(f"seen accuracy vs g: {r['n']} condition(s), too few for a rank correlation")
+        if not figs["layers"].empty:
+            print("\nunseen NMI per layer (mean over seeds) against relative depth; * = best layer:")
+            table = figs["layers"].assign(layer=lambda d: d["layer"] + d["best"].map({True: " *", False: ""}))
+            print(table.drop(columns=["best", "layer_index"]).to_string(index=False))
+        grid = figs["grid"]
+        if len(grid) and figs["axes"]:
+            print("\nper condition, mean over repeats (Wang & Yang): utilization and contribution per layer, "
+                  "generalization gap and resilience per run:")
+            print(grid.to_string(index=False))
+    return EXIT_OK

@@ -1,0 +1,149 @@
+"""Run archives: whole run folders packed into one file, and imported atomically.
+
+Studies ship finished runs from Dask workers back to the client this way (the workers need
+not share the client's filesystem), and ``python -m lab runs pack|unpack`` uses the same
+format for sharing runs.
+
+Format: a gzip-compressed tar holding ``layerscope-archive.json`` (format version and run
+ids) and one top-level folder per run, exactly as the store lays it out.
+
+Importing is atomic per run: the folder is extracted under a hidden staging name inside
+the store (Python's ``data`` extraction filter refuses links, devices and paths that leave
+the folder) and renamed into place once whole, so a reader never sees half a run and an
+interrupted import leaves nothing behind but a hidden ``.tmp-*`` folder.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Iterable
+
+from lab.store import RunStore, validate_run_id
+
+__all__ = ["pack", "unpack", "pack_bytes", "unpack_bytes", "ArchiveError"]
+
+_MANIFEST = "layerscope-archive.json"
+_FORMAT = 1
+
+
+class ArchiveError(ValueError):
+    """The file is not a layerscope run archive, or holds something unsafe."""
+
+
+def _runs_to_tar(store: RunStore, run_ids: Iterable[str], fileobj) -> list[str]:
+    ids = [validate_run_id(r, store.root) for r in run_ids]
+    if not ids:
+        raise ValueError("give at least one run id to pack; `python -m lab runs list` shows them")
+    for run_id in ids:
+        rec = store.load(run_id)              # RunNotFoundError names the store
+        if rec.status == "running":
+            raise ValueError(f"run {run_id!r} is still running; pack it once it has finished or been cancelled")
+    with tarfile.open(fileobj=fileobj, mode="w:gz") as tar:
+        manifest = json.dumps({"format": _FORMAT, "runs": ids}).encode()
+        info = tarfile.TarInfo(_MANIFEST)
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        for run_id in ids:
+            # skip the store's hidden temporary files (a write in flight)
+            tar.add(store.path(run_id), arcname=run_id,
+                    filter=lambda t: None if Path(t.name).name.startswith(".tmp-") else t)
+    return ids
+
+
+def pack(store: RunStore, run_ids: Iterable[str], path: str | os.PathLike) -> Path:
+    """Write the given runs into one archive file at ``path`` (written atomically)."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}.{secrets.token_hex(4)}")
+    try:
+        with open(tmp, "wb") as f:
+            _runs_to_tar(store, run_ids, f)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def pack_bytes(store: RunStore, run_ids: Iterable[str]) -> bytes:
+    """The archive of the given runs as bytes (what a study worker sends back)."""
+    buf = io.BytesIO()
+    _runs_to_tar(store, run_ids, buf)
+    return buf.getvalue()
+
+
+def _read_manifest(tar: tarfile.TarFile, where: str) -> list[str]:
+    try:
+        member = tar.getmember(_MANIFEST)
+        manifest = json.loads(tar.extractfile(member).read())
+    except (KeyError, AttributeError, ValueError) as exc:
+        raise ArchiveError(f"{where} is not a layerscope run archive (no {_MANIFEST}); "
+                           f"make one with `python -m lab runs pack RUN_ID... -o FILE`") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT or not isinstance(manifest.get("runs"), list):
+        raise ArchiveError(f"{where} has an unknown archive format {manifest!r:.80}; it was written by "
+                           f"another version of layerscope")
+    return [validate_run_id(r) for r in manifest["runs"]]
+
+
+def _import(store: RunStore, tar: tarfile.TarFile, where: str) -> list[str]:
+    ids = _read_manifest(tar, where)
+    names = set(ids)
+    for member in tar.getmembers():
+        top = member.name.split("/", 1)[0]
+        if member.name != _MANIFEST and top not in names:
+            raise ArchiveError(f"{where} holds {member.name!r}, which belongs to no run of its manifest")
+    store.root.mkdir(parents=True, exist_ok=True)
+    imported = []
+    for run_id in ids:
+        target = store.root / run_id
+        if target.exists():
+            continue                          # already imported (a retried study cell, a second unpack)
+        staging = store.root / f".tmp-import-{secrets.token_hex(6)}"
+        staging.mkdir()
+        try:
+            members = [m for m in tar.getmembers() if m.name == run_id or m.name.startswith(run_id + "/")]
+            try:
+                tar.extractall(staging, members=members, filter="data")
+            except tarfile.FilterError as exc:
+                raise ArchiveError(f"{where} holds an unsafe entry ({exc}); nothing of run {run_id!r} "
+                                   f"was imported") from exc
+            if not (staging / run_id / "meta.json").is_file():
+                raise ArchiveError(f"run {run_id!r} in {where} has no meta.json; it was not imported")
+            try:
+                os.rename(staging / run_id, target)
+            except OSError:
+                if not target.exists():
+                    raise
+                continue                      # another process imported it meanwhile
+            imported.append(run_id)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return imported
+
+
+def unpack(store: RunStore, path: str | os.PathLike) -> list[str]:
+    """Import every run of the archive at ``path`` that the store lacks; returns their ids."""
+    path = Path(path)
+    try:
+        tar = tarfile.open(path, mode="r:*")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no archive at {path}; check the path") from None
+    except tarfile.TarError as exc:
+        raise ArchiveError(f"{path} is not a layerscope run archive ({exc}); make one with "
+                           f"`python -m lab runs pack RUN_ID... -o FILE`") from exc
+    with tar:
+        return _import(store, tar, str(path))
+
+
+def unpack_bytes(store: RunStore, data: bytes) -> list[str]:
+    """Import the runs of an archive held in memory (see :func:`pack_bytes`)."""
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except tarfile.TarError as exc:
+        raise ArchiveError(f"the archive sent back is damaged ({exc})") from exc
+    with tar:
+        return _import(store, tar, "the archive")
