@@ -1,21 +1,34 @@
-# Two entry points: `make app` serves the app on the embedded defaults,
-# `make test` runs the whole suite. Both build a project-local .venv first.
+# Entry points: `make app` serves the app on the embedded defaults, `make lab` opens
+# JupyterLab on the notebooks, `make test` runs the whole suite. Each builds a
+# project-local .venv first (pinned by constraints.txt).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --no-cache-dir --disable-pip-version-check
 STAMP  := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.installed-lab
 
-.PHONY: app test test-fast system-deps bench clean
+.PHONY: app lab test test-fast system-deps bench clean
 
+# The test extra includes the lab and sinks extras (their tests run in the suite).
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
+$(LAB_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade "pip>=24"
+	$(PIP) install -c constraints.txt -e '.[lab]'
+	touch $(LAB_STAMP)
+
 app: $(STAMP)
-	$(VENV)/bin/panel serve app --port $${PORT:-5006}
+	$(VENV)/bin/panel serve app --address 127.0.0.1 --port $${PORT:-5006}
+
+# JupyterLab on notebooks/, reachable from this machine only (use an SSH tunnel from elsewhere).
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port $${LAB_PORT:-8888} --ServerApp.root_dir=notebooks
 
 # Browser tests need Debian's Chromium; the glyph build test needs one CJK font.
 # Installed only when we are root and they are missing (CI, fresh dev boxes).

@@ -3,10 +3,10 @@
 Serve it with ``panel serve app`` (http://localhost:5006/app), or use the
 components inline in JupyterLab::
 
-    import panel as pn
+    import app
     from app import LayerScope
-    pn.extension("tabulator", notifications=True)
-    LayerScope()
+    app.extension()                      # offline: JS and CSS from the installed packages
+    LayerScope()                         # or pn.ipywidget(LayerScope()) (VS Code, Colab, Voilà)
 
 Submodules load lazily so that Bokeh's directory-app loader (which executes
 this file at server start) does not import the whole app twice.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["LayerScope", "ConfigPanel", "LiveView", "RunControl", "RunsPanel"]
+__all__ = ["LayerScope", "ConfigPanel", "LiveView", "RunControl", "RunsPanel", "extension"]
 
 _EXPORTS = {
     "LayerScope": "app.layerscope",
@@ -23,6 +23,7 @@ _EXPORTS = {
     "LiveView": "app.live",
     "RunControl": "app.runner",
     "RunsPanel": "app.runs_panel",
+    "extension": "app.resources",
 }
 
 

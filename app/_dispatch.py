@@ -12,13 +12,24 @@ a pause of at least twice its duration (batched events) or of ``gap`` seconds
 when it reads the browser's messages: a click on Stop is handled within one
 flush even while plots are being redrawn on a busy 2-core machine.
 
-Without a server session (tests, a notebook) items are applied at once, in
+In a notebook kernel there is no server session, but there is the kernel's
+event loop: it runs in the kernel's main thread, which also executes cells and
+handles the browser's comm messages. Items from a worker thread are then
+flushed on that loop (``loop.call_soon_threadsafe``), never applied in the
+worker: Panel, Bokeh and jupyter_bokeh objects are not thread-safe, and the
+ipywidgets route iterates the document's models while sending. Items pushed
+from the loop's own thread outside a flush (a cell feeding a view in a
+``for`` loop) are applied at once, so a busy cell still shows them.
+
+Without a session or a loop (tests, scripts) items are applied at once, in
 the caller's thread, under a lock.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
+import sys
 import threading
 import time
 from typing import Callable
@@ -26,9 +37,21 @@ from typing import Callable
 import panel as pn
 from panel.io.state import set_curdoc
 
-__all__ = ["DocDispatcher"]
+__all__ = ["DocDispatcher", "kernel_loop"]
 
 _log = logging.getLogger(__name__)
+
+
+def kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop of this IPython kernel when called on its thread, else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class DocDispatcher:
@@ -43,11 +66,20 @@ class DocDispatcher:
         inside a session callback). None: apply synchronously.
     min_interval : float
         Minimum seconds between two batched flushes (events in between are batched).
+    loop : asyncio event loop, None or "auto"
+        Flush on this loop when ``doc`` has no server session (a notebook kernel).
+        "auto": the kernel's loop when made on its thread inside IPython, else None.
     """
 
-    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25):
+    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25, loop="auto"):
         self._apply = apply
         self._doc = doc
+        if doc is not None and getattr(doc, "session_context", None) is not None:
+            loop = None                 # a served session: its document schedules the flushes
+        elif loop == "auto":
+            loop = kernel_loop()
+        self._loop = loop
+        self._loop_thread = threading.get_ident() if loop is not None else None
         self._min_interval = min_interval
         self._interval = min_interval
         self._queue: collections.deque = collections.deque()
@@ -61,6 +93,9 @@ class DocDispatcher:
 
     @property
     def has_session(self) -> bool:
+        """True when items are flushed later on a session or kernel loop (not applied in the caller)."""
+        if self._loop is not None:
+            return not self._loop.is_closed()
         doc = self._doc
         return doc is not None and getattr(doc, "session_context", None) is not None
 
@@ -73,6 +108,10 @@ class DocDispatcher:
         if not self.has_session:
             with self._sync_lock:
                 self._apply([item])
+            return
+        if self._loop is not None and threading.get_ident() == self._loop_thread and not self._flushing:
+            self._queue.append(item)    # the loop's own thread, outside a flush: show it now, in order
+            self._flush()
             return
         self._queue.append(item)
         with self._guard:
@@ -94,8 +133,12 @@ class DocDispatcher:
             return                      # an earlier flush is already on its way
         self._scheduled, self._scheduled_at = True, due
         try:
-            self._doc.add_timeout_callback(self._flush, int(delay * 1000))
-        except Exception:  # the session is gone (tab closed): nobody to show it to
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.call_later, delay, self._flush)
+            else:
+                self._doc.add_timeout_callback(self._flush, int(delay * 1000))
+        except Exception:  # the session is gone (tab closed, kernel stopping): nobody to show it to
+            self._scheduled = False
             _log.debug("dropping update for a closed session", exc_info=True)
 
     def _flush(self) -> None:
@@ -110,7 +153,9 @@ class DocDispatcher:
         while self._queue:
             batch.append(self._queue.popleft())
         try:
-            if batch:
+            if batch and self._doc is None:
+                self._apply(batch)
+            elif batch:
                 with set_curdoc(self._doc):
                     with pn.io.hold(self._doc):
                         self._apply(batch)

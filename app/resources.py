@@ -10,17 +10,26 @@ thread-safe and cheap to hold:
 - :func:`warm_up` — compile umap's numba kernels once, in the background, when
   the server starts (``app/app_hooks.py``), so the first UMAP of the first run
   is not delayed by JIT compilation.
+- :func:`extension` — the notebook set-up (JupyterLab, VS Code, Colab, Voilà):
+  Panel's extension with every JavaScript and CSS file taken from the installed
+  packages, never from a CDN (see :func:`offline_stylesheets`).
 
 :func:`shared` returns the process-wide :class:`Resources` instance.
 """
 from __future__ import annotations
 
+import base64
 import collections
+import functools
 import logging
+import mimetypes
+import re
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["DeviceLocks", "DatasetCache", "Resources", "shared", "warm_up"]
+__all__ = ["DeviceLocks", "DatasetCache", "Resources", "shared", "warm_up", "extension", "offline_stylesheets",
+           "local_stylesheet_url"]
 
 _log = logging.getLogger(__name__)
 
@@ -153,3 +162,124 @@ def shared() -> Resources:
 def warm_up(background: bool = True) -> None:
     """Start the process-wide umap warm-up (idempotent)."""
     _SHARED.warm_up(background=background)
+
+
+# ---------------------------------------------------------------------- notebooks, offline
+# Panel inlines its JavaScript with ``inline=True``, but the CSS of its components stays
+# ``ImportedStyleSheet(url="https://cdn.holoviz.org/panel/<version>/dist/...")`` for
+# every model made after the first render (and for all of them on the ipywidgets route).
+# Without a network that leaves widgets unstyled. The files are in the installed panel
+# package: we send them as ``data:`` URLs instead, with the fonts and images they
+# reference inlined too (a ``data:`` stylesheet cannot resolve relative URLs).
+
+_CSS_URL = re.compile(r"""url\(\s*(['"]?)([^'")]+)\1\s*\)""")
+_INLINED_ASSETS = {".woff2", ".woff", ".svg", ".png", ".gif", ".jpg", ".jpeg"}   # not .ttf/.eot: browsers pick woff2
+_OFFLINE = {"on": False}
+_OFFLINE_GUARD = threading.Lock()
+
+
+def _dist_file(url: str) -> Path | None:
+    """The installed file a Panel resource URL points at (CDN or server-relative), None if none."""
+    from panel.io.resources import CDN_DIST, DIST_DIR, LOCAL_DIST
+
+    path = url.split("?")[0].split("#")[0]
+    for prefix in (CDN_DIST, LOCAL_DIST, "/" + LOCAL_DIST, "./" + LOCAL_DIST):
+        if path.startswith(prefix):
+            candidate = (Path(DIST_DIR) / path[len(prefix):]).resolve()
+            if candidate.is_file() and Path(DIST_DIR).resolve() in candidate.parents:
+                return candidate
+    return None
+
+
+def _data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+@functools.lru_cache(maxsize=256)
+def _css_data_url(path: Path) -> str:
+    css = path.read_text(encoding="utf-8")
+
+    def inline(match: re.Match) -> str:
+        ref = match.group(2).strip()
+        if ref.startswith(("data:", "#", "http:", "https:")):
+            return match.group(0)
+        target = (path.parent / ref.split("?")[0].split("#")[0]).resolve()
+        if target.suffix.lower() not in _INLINED_ASSETS or not target.is_file():
+            return match.group(0)
+        mime = {".woff2": "font/woff2", ".woff": "font/woff", ".svg": "image/svg+xml"}.get(
+            target.suffix.lower()) or mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return f'url("{_data_url(target.read_bytes(), mime)}")'
+
+    return _data_url(_CSS_URL.sub(inline, css).encode("utf-8"), "text/css")
+
+
+def local_stylesheet_url(url: str) -> str | None:
+    """A ``data:`` URL with the content of the Panel stylesheet ``url`` from the installed package.
+
+    Returns None when ``url`` is not one of Panel's own files (it is then left alone).
+    """
+    if not isinstance(url, str) or url.startswith("data:"):
+        return None
+    path = _dist_file(url)
+    return _css_data_url(path) if path is not None and path.suffix == ".css" else None
+
+
+def offline_stylesheets(enable: bool = True) -> None:
+    """From now on, send Panel's stylesheets to the browser as ``data:`` URLs, never CDN links (idempotent).
+
+    Hooks the serialization of ``bokeh.models.ImportedStyleSheet``: every document
+    message (first render, later patches, the ipywidgets route) goes through it.
+    ``enable=False`` removes the hook.
+    """
+    from bokeh.models import ImportedStyleSheet
+
+    with _OFFLINE_GUARD:
+        if not enable:
+            if _OFFLINE["on"]:
+                del ImportedStyleSheet.to_serializable      # back to the inherited Model method
+                _OFFLINE["on"] = False
+            return
+        if _OFFLINE["on"]:
+            return
+        original = ImportedStyleSheet.to_serializable
+
+        def to_serializable(self, serializer):
+            rep = original(self, serializer)
+            attributes = rep.get("attributes") or {}
+            local = local_stylesheet_url(attributes.get("url"))
+            if local is not None:
+                attributes["url"] = local
+            return rep
+
+        ImportedStyleSheet.to_serializable = to_serializable
+        _OFFLINE["on"] = True
+
+
+def extension(*extensions: str, comms: str | None = None, **params) -> None:
+    """Set up a notebook for layerscope: ``pn.extension`` with every resource from the installed packages.
+
+    Call it once, before showing ``LayerScope()`` or a ``LiveView``::
+
+        import app
+        app.extension()                     # JupyterLab, classic notebook
+        app.extension(comms="ipywidgets")   # VS Code, Colab, Voilà: everything renders as an ipywidget
+
+    Parameters
+    ----------
+    *extensions : str
+        More Panel extensions to load ("tabulator" is always loaded).
+    comms : str, optional
+        Panel's comms ("default", "ipywidgets", "vscode", "colab"); None keeps Panel's choice.
+    **params
+        Passed to ``pn.extension`` (``inline`` is always True).
+    """
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (Panel then loads HoloViews' bokeh backend, inline too)
+    import panel as pn
+
+    offline_stylesheets()
+    hv.extension.inline = True      # a later hv.extension (e.g. `import hvplot.pandas`) must not fetch a CDN
+    params["inline"] = True
+    if comms is not None:
+        params["comms"] = comms
+    pn.extension("tabulator", *[e for e in extensions if e != "tabulator"], **params)

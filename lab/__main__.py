@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         fields.add_argument(flag, dest=name, default=argparse.SUPPRESS, **spec)
     run.set_defaults(func=_cmd_run)
 
-    runs = sub.add_parser("runs", parents=[common], help="list, show, delete, pack or unpack stored runs",
+    runs = sub.add_parser("runs", parents=[common], help="list, show, delete, pack, unpack or export stored runs",
                           description="Stored runs.")
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser)
     p = runs_sub.add_parser("list", parents=[common], help="table of the stored runs, newest first")
@@ -151,8 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--force", action="store_true", help="delete even if the run is still running")
     p.set_defaults(func=_cmd_delete)
+    p = runs_sub.add_parser("to-tensorboard", parents=[common], help="write runs as TensorBoard event files",
+                            description="Per-layer metrics, training curves and the unseen-class embeddings "
+                                        "(projector, with labels and image sprites); then tensorboard --logdir DIR.")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("logdir", metavar="DIR", help="folder of the event files (one sub-folder per run)")
+    p.set_defaults(func=_cmd_to_tensorboard)
+    p = runs_sub.add_parser("to-mlflow", parents=[common], help="log runs to MLflow (needs mlflow)",
+                            description="Params, metrics per epoch and layer, and the run folder as artefacts.")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--tracking-uri", metavar="URI", default=None,
+                   help="MLflow tracking URI, e.g. file:///path/mlruns (default: $MLFLOW_TRACKING_URI)")
+    p.set_defaults(func=_cmd_to_mlflow)
     add_archive_parsers(runs_sub, common)
-    runs.set_defaults(func=lambda args: _missing(runs, "an action: list, show, delete, pack or unpack"))
+    runs.set_defaults(func=lambda args: _missing(
+        runs, "an action: list, show, delete, pack, unpack, to-tensorboard or to-mlflow"))
 
     exp = sub.add_parser("export", parents=[common], help="write stored runs into a Jupyter notebook",
                          description="Write a notebook that reloads and re-plots the given runs.")
@@ -428,6 +441,33 @@ def _cmd_delete(args) -> int:
     store = _store(args)
     store.delete(args.run_id, force=args.force)
     print(f"deleted run {args.run_id} from {store.root.resolve()}")
+    return EXIT_OK
+
+
+def _cmd_to_tensorboard(args) -> int:
+    from lab.sinks import to_tensorboard
+
+    try:
+        folders = to_tensorboard(_store(args), args.run_ids, args.logdir)
+    except ModuleNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for folder in folders:
+        print(f"wrote {folder}")
+    print(f"view them with: tensorboard --logdir {args.logdir}")
+    return EXIT_OK
+
+
+def _cmd_to_mlflow(args) -> int:
+    from lab.sinks import to_mlflow
+
+    try:
+        ids = to_mlflow(_store(args), args.run_ids, tracking_uri=args.tracking_uri)
+    except ModuleNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for run_id, mlflow_id in zip(args.run_ids, ids):
+        print(f"logged run {run_id} as MLflow run {mlflow_id}")
     return EXIT_OK
 
 

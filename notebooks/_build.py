@@ -74,7 +74,8 @@ Which layer of a vision backbone separates classes it was never trained on, and 
 collapsed are its features? This notebook walks the library once: load the embedded
 glyph dataset, split its classes into *seen* and *unseen*, load a backbone, extract
 every layer's features of the unseen images, tabulate the per-layer metrics, draw a
-UMAP, stream a short fine-tuning run, and open the app's component inline.
+UMAP, stream a short fine-tuning run, and open the app's component inline and as an
+ipywidget.
 
 Everything runs offline on a CPU. With `FAST` on (environment variable `LAB_FAST=1`) the
 samples are tiny and the run uses a small MLP; in the full setting the same cells run
@@ -140,8 +141,11 @@ report
 UMAP's ~15 s of one-time compilation.)
 '''),
         _code('''
-import hvplot.pandas  # noqa: F401
-import pandas as pd
+import app  # the repository's Panel app (importable after `pip install -e .`)
+
+app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
+import hvplot.pandas  # noqa: F401,E402
+import pandas as pd  # noqa: E402
 
 X = feats[best_layer]
 coords = lab.projection.pca_layout(X) if FAST else lab.projection.umap_layout(X)
@@ -174,16 +178,34 @@ record.summary()
         _md('''
 **8. The app, inline.** The same component that `panel serve app` shows: settings on the
 left, live plots of a run, and the stored runs (including the one just made) under
-*Compare & export*. It needs the repository's `app` package importable (it is, after
-`pip install -e .`).
+*Compare & export*. Press **▶ Run**: the run goes on in a background thread of this kernel
+and every layer's curves, the heatmap and the embedding layout fill in as they are measured
+(the kernel stays free for other cells). `app.extension()` above loaded everything it needs
+from the installed packages, so it works without a network.
+'''),
+        _code('''
+from app import LayerScope
+
+scope = LayerScope()
+if FAST:
+    scope.config.apply_preset("Tiny demo (fast)")
+    scope.config.projection = "pca"
+scope
+'''),
+        _md('''
+**9. The live view of one run, as an ipywidget.** Where Panel's own notebook comms do not
+reach (VS Code, Colab, Voilà), wrap any component in `pn.ipywidget(...)`, or call
+`app.extension(comms="ipywidgets")` once to make every Panel output an ipywidget. Here the
+live view of the run configured in step 7: press **▶ Run** to stream it again.
 '''),
         _code('''
 import panel as pn
 
-from app import LayerScope
+from app import LiveView, RunControl
 
-pn.extension("tabulator")
-LayerScope()
+view = LiveView()
+control = RunControl(view, lambda: cfg)
+pn.ipywidget(pn.Column(control, view, sizing_mode="stretch_width"))
 '''),
     ]
 

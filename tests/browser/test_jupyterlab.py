@@ -1,0 +1,314 @@
+"""The quickstart notebook in a real JupyterLab, driven by Playwright in Debian's Chromium.
+
+Starts ``jupyter lab`` on a free localhost port (random token, temporary run store,
+settings and notebook copy), opens ``01_quickstart.ipynb``, runs all cells in FAST mode
+and then presses Run in both renderings of the app: ``LayerScope()`` through Panel's
+notebook comms and the live view of one run through ``pn.ipywidget``. Every request that
+would leave localhost is aborted and fails the test (CI has no internet either), as do
+JavaScript errors and Python errors in the kernel's output. Needs ``chromium``
+(``apt-get install chromium``), never ``playwright install``; without it the test skips,
+except on CI (``CI=true``). Screenshots go to ``test-artifacts/``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+NOTEBOOK = "01_quickstart.ipynb"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason + " and CI=true")
+        pytest.skip(reason)
+    pytest.importorskip("playwright.sync_api")
+    pytest.importorskip("jupyterlab")
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab_server(chromium, tmp_path_factory):
+    """`jupyter lab` on 127.0.0.1 with a copy of the quickstart; nothing of the user's Jupyter set-up is read."""
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    work = tmp / "notebooks"
+    work.mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)    # JupyterLab autosaves: never the repo's copy
+    settings = tmp / "settings"
+    for plugin, values in {
+        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "notebook-extension/tracker": {"windowingMode": "none"},       # render every cell, even off screen
+    }.items():
+        path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    port, token = _free_port(), secrets.token_hex(24)
+    env = dict(os.environ, LAB_FAST="1", LAB_RUNS_DIR=str(tmp / "runs"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+               IPYTHONDIR=str(tmp / "ipython"), MPLBACKEND="Agg")
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")          # CI containers run as root
+    log = open(tmp / "jupyterlab.log", "w+")
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log.read()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=30) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("jupyter lab did not answer within 240 s")
+        time.sleep(1)
+    yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", "runs": tmp / "runs"}
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.seek(0)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "jupyterlab.log").write_text(log.read())
+
+
+# ------------------------------------------------------------------ helpers
+# Per Bokeh document (one per Panel output; the ipywidget has its own), each plot's title and
+# how many finite numbers its glyph sources hold.
+_PLOTS = """
+() => {
+  const docs = new Set(window.Bokeh ? Bokeh.documents : []);
+  for (const view of Object.values((window.Bokeh && Bokeh.index) || {})) {
+    if (view && view.model && view.model.document) docs.add(view.model.document);
+  }
+  const out = [];
+  let i = 0;
+  for (const doc of docs) {
+    for (const m of doc._all_models.values()) {
+      if (!m.renderers || !m.title || m.title.text === undefined) continue;
+      let points = 0;
+      for (const r of m.renderers) {
+        const source = r.data_source;
+        if (!source || !source.data) continue;
+        const d = source.data;
+        const cols = d instanceof Map ? [...d.values()] : Object.values(d);
+        let best = 0;
+        for (const col of cols) {
+          if (!col || typeof col.length !== "number") continue;
+          best = Math.max(best, Array.from(col).filter((v) => typeof v === "number" && isFinite(v)).length);
+        }
+        points += best;
+      }
+      out.push({doc: i, title: String(m.title.text), points});
+    }
+    i += 1;
+  }
+  return out;
+}
+"""
+
+# A plot kind is "filled" when a plot whose title contains its marker shows data.
+CURVES = {"curves": "NMI (unseen)", "knn": "kNN accuracy (unseen)", "collapse": "NC1 (unseen & seen)"}
+EVERY_PLOT = {**CURVES, "heatmap": "layer × epoch", "projection": "of unseen classes"}
+
+
+def filled_documents(page, kinds: dict[str, str]) -> list[dict]:
+    """Documents in which every plot kind of ``kinds`` has data, with their per-kind point counts."""
+    by_doc: dict[int, dict[str, int]] = {}
+    for plot in page.evaluate(_PLOTS):
+        for kind, marker in kinds.items():
+            if marker in plot["title"]:
+                counts = by_doc.setdefault(plot["doc"], {})
+                counts[kind] = max(counts.get(kind, 0), plot["points"])
+    return [c for c in by_doc.values() if all(c.get(k, 0) > 0 for k in kinds)]
+
+
+def probes(page) -> list[dict]:
+    out = []
+    for i in range(page.locator(".ls-probe").count()):
+        raw = page.locator(".ls-probe").nth(i).get_attribute("data-probe")
+        out.append(json.loads(raw) if raw else {})
+    return out
+
+
+def wait_for(page, check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        page.wait_for_timeout(500)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}; "
+                         f"probes: {probes(page)}")
+
+
+def cell_states(page) -> list[str]:
+    """The execution prompt of every code cell ("[*]:" while queued or running)."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt'))
+                                   .map(e => e.innerText.trim())""")
+
+
+def kernel_errors(page) -> list[str]:
+    """Tracebacks and error text in the notebook's outputs (error outputs and stderr)."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll(
+        '.jp-RenderedText[data-mime-type="application/vnd.jupyter.error"],'
+        + '.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"]'))
+        .map(e => e.innerText).filter(t => /Traceback|Error|Exception/.test(t)).map(t => t.slice(0, 2000))""")
+
+
+def press_run(page, index: int, timeout: float, what: str) -> dict:
+    """Press the ``index``-th Run button of the notebook and wait for that view's run to finish."""
+    button = page.locator(".ls-run button").nth(index)
+    button.scroll_into_view_if_needed()
+    page.wait_for_function("b => !b.disabled", arg=button.element_handle(), timeout=60_000)
+    before = probes(page)[index]
+    button.click()
+    return wait_for(page, lambda: (lambda s: s if s.get("status") in ("finished", "failed", "cancelled")
+                                   and s.get("run_id") != before.get("run_id") else None)(probes(page)[index]),
+                    timeout, what)
+
+
+def accept_dialog(page) -> bool:
+    """Accept a dialog ("Select Kernel" on a fresh set-up) if one is open."""
+    button = page.locator(".jp-Dialog .jp-mod-accept")
+    if button.count():
+        button.first.click()
+        page.wait_for_timeout(500)
+        return True
+    return False
+
+
+def kernel_ready(page) -> bool:
+    accept_dialog(page)
+    return page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
+
+
+def run_all_cells(page) -> None:
+    """Run > Run All Cells, until the first code cell is queued or has run (a late dialog can eat the click)."""
+    for _ in range(5):
+        accept_dialog(page)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+        try:
+            wait_for(page, lambda: (lambda s: s and s[0] != "[ ]:")(cell_states(page)), 30, "cells to start")
+            return
+        except AssertionError:
+            page.keyboard.press("Escape")
+    raise AssertionError(f"Run All Cells did not start the notebook: {cell_states(page)}")
+
+
+def scroll_to_top(page, selector: str, index: int) -> None:
+    """Scroll the notebook so that the ``index``-th match of ``selector`` is at the top (for a screenshot)."""
+    for _ in range(5):              # Panel may re-render the element while we scroll
+        try:
+            page.locator(selector).nth(index).evaluate("e => e.scrollIntoView({block: 'start'})", timeout=10_000)
+            break
+        except Exception:
+            page.wait_for_timeout(500)
+    page.wait_for_timeout(1500)
+
+
+# ------------------------------------------------------------------ the test
+def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    external, page_errors, console_errors = [], [], []
+
+    def only_localhost(route):
+        url = route.request.url
+        if url.startswith(("data:", "blob:")) or urlparse(url).hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            external.append(url)
+            route.abort()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1600, "height": 1150})
+        context.route("**/*", only_localhost)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+        page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+        try:
+            page.goto(lab_server["url"], timeout=180_000)
+            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=180_000)
+            wait_for(page, lambda: kernel_ready(page), 180, "the kernel to start")
+            page.keyboard.press("Control+b")                      # hide the file browser: room for the app
+            run_all_cells(page)
+            page.screenshot(path=str(ARTIFACTS / "jupyterlab-00-running.png"))
+            wait_for(page, lambda: (lambda s: s if s and all(x.startswith("[") and x[1:-2].isdigit() for x in s)
+                                    else None)(cell_states(page)), 600, "every cell to run")
+            assert not kernel_errors(page), kernel_errors(page)
+
+            # both renderings are there: the widgets of LayerScope and of the ipywidget live view
+            page.wait_for_selector(".ls-run button", timeout=120_000)
+            assert page.locator(".ls-run button").count() == 2
+            assert page.locator(".ls-preset select").count() == 1
+            assert page.locator(".jp-OutputArea-output .widget-progress, .jp-OutputArea-output progress").count() \
+                >= 1, "lab.run's tqdm.auto progress bar did not render as an ipywidget"
+            assert page.locator("canvas").count() >= 1         # the hvplot scatter of step 6
+
+            # route 1: LayerScope through Panel's notebook comms
+            state = press_run(page, 0, 600, "the LayerScope run to finish")
+            assert state["status"] == "finished", state
+            scope_kinds = {**EVERY_PLOT, "cdnv": "CDNV (unseen & seen)"}
+            wait_for(page, lambda: filled_documents(page, scope_kinds), 60,
+                     "LayerScope's curves, collapse curves, heatmap and projection to show points")
+            scroll_to_top(page, ".ls-run button", 0)
+            page.screenshot(path=str(ARTIFACTS / "jupyterlab-01-layerscope.png"))
+
+            # route 2: the live view of one lab.run through pn.ipywidget (jupyter_bokeh)
+            state = press_run(page, 1, 600, "the ipywidget live view's run to finish")
+            assert state["status"] == "finished", state
+            filled = wait_for(page, lambda: (lambda f: f if len(f) >= 2 else None)(filled_documents(page, EVERY_PLOT)),
+                              60, "the ipywidget's plots to show points too")
+            assert len(filled) >= 2, filled
+            scroll_to_top(page, ".ls-run button", 1)
+            page.screenshot(path=str(ARTIFACTS / "jupyterlab-02-ipywidget.png"))
+            assert any(lab_server["runs"].iterdir()), "no run was stored"
+            assert not kernel_errors(page), kernel_errors(page)
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "jupyterlab-99-last.png"))
+            context.close()
+            browser.close()
+    assert not external, f"requests left localhost (a CDN?): {sorted(set(external))[:10]}"
+    assert not page_errors, page_errors
+    assert not console_errors, console_errors[:10]
