@@ -1,6 +1,6 @@
 """One source of truth: g, its best layer and its seed spread of one stored multi-seed run agree
 exactly through every consumer (issue 11) — the engine's events, the store's summary, the CLI,
-the app's model (and the exported notebook, added with lab.export's rewrite).
+the app's model and an executed exported notebook.
 
 The reference is :func:`lab.analysis.run_summary` over the stored tables.
 """
@@ -75,6 +75,45 @@ def test_the_app_model_agrees(tiny_run, reference):
     assert f"g = NMI {reference['g']:.3f} ± {reference['g_std']:.3f}" in verdict_html(v)
 
 
-# ---- exported notebook: added by the lead once lab.export's rewrite (branch export) lands -------------
-# def test_the_exported_notebook_agrees(tiny_run, reference, tmp_path):
-#     ...  export the run, execute the notebook, read its g / best layer / g_std, compare to `reference`
+@pytest.mark.notebook
+def test_the_exported_notebook_agrees(tiny_run, reference, tmp_path):
+    import lab.export
+
+    store, run_id, _ = tiny_run
+    path = tmp_path / "run.ipynb"
+    lab.export.to_notebook([run_id], path, store=store, execute=True)
+    shown = lab.export.notebook_summary(path)[run_id]
+    assert _triple(shown) == _triple(reference)
+    assert (shown["epoch"], shown["n_seeds"], shown["best_is_final"]) == (
+        reference["epoch"], reference["n_seeds"], reference["best_is_final"])
+
+
+def test_identical_taps_agree_everywhere(tmp_path, cli):
+    """A run whose last hidden block *is* its pooled output (a 1-block MLP: fc1 == pre_logits): every
+    consumer reports the final representation, whichever of the two won by floating-point noise."""
+    import torch
+
+    from app._model import RunModel
+    from lab.runs import run
+    from lab.store import RunStore
+    from tests.conftest import TINY
+
+    store = RunStore(tmp_path / "runs")
+    torch.set_num_threads(1)
+    events = list(run({**TINY, "backbone": "mlp:depth=1,width=16", "epochs": 1, "seeds": (0, 1)}, store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    run_id = events[-1].run_id
+    rec = store.load(run_id)
+    assert rec.meta["layer_aliases"] == {"fc1": "pre_logits"}
+    ref = analysis.run_summary(rec.metrics, rec.training, layers=rec.meta["layers"], aliases=rec.meta["layer_aliases"])
+    assert ref["best_layer"] == "pre_logits" and ref["best_is_final"] is True
+    assert _triple(events[-1].summary) == _triple(ref)
+    assert _triple(rec.summary()) == _triple(ref)
+    model = RunModel()
+    for e in events:
+        model.apply(e)
+    v = model.verdict()
+    assert (v["layer"], v["g"], v["g_std"], v["is_final"]) == (*_triple(ref), True)
+    res = cli("runs", "show", run_id, "--runs-dir", str(store.root))
+    assert "best layer at epoch 1: pre_logits" in res.stdout, res.stdout
+    assert "the best layer is the final representation (pre_logits)" in res.stdout
