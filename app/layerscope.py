@@ -22,8 +22,9 @@ _ABOUT = """
 * **Seen / unseen** — fine-tuning only sees the *seen* classes; the *unseen* classes measure what each layer
   learned that transfers (Dyballa et al. 2024; Gerritz et al. 2024).
 * **NMI, kNN, linear probe** (unseen) — how well a layer separates classes it never trained on. The
-  *generalization index* g is the best NMI over layers; its layer is often not the last one, and seen-class
-  accuracy does not predict it.
+  *generalization index* g is the best NMI over layers. Across architectures the papers found its layer is
+  often not the last one, and that seen-class accuracy did not rank the backbones by g; one run shows
+  where its own best layer is — the *Studies* tab compares many.
 * **NC1, CDNV** (seen and unseen, log scale) — neural collapse: within-class spread against between-class
   distance; it falls layer by layer and epoch by epoch (Papyan et al.; Li, Liu et al.).
 * **Layer utilization** — how far a layer's weights moved from their initial values (Wang & Yang).

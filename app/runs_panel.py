@@ -12,6 +12,7 @@ import pandas as pd
 import panel as pn
 import param
 
+from lab import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
 from . import plots
@@ -133,7 +134,7 @@ class RunsPanel(pn.viewable.Viewer):
 
     # ------------------------------------------------------------------ compare
     def compare_frame(self) -> pd.DataFrame:
-        """Per selected run: the metric's mean over seeds per layer at the run's last epoch."""
+        """Per selected run: the metric's mean over seeds per layer at the run's last complete epoch."""
         ids = list(self.selected)
         if not ids:
             return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
@@ -144,18 +145,12 @@ class RunsPanel(pn.viewable.Viewer):
             except Exception as exc:
                 self.message = f"Could not load run {run_id}: {exc}"
                 continue
-            m = rec.metrics
-            m = m[(m["metric"] == self.compare_metric) & (m["split"] == self.compare_split)]
-            if m.empty:
-                continue
-            last = m[m["epoch"] == m["epoch"].max()]
-            mean = last.groupby("layer", sort=False)["value"].mean()
-            order = list(rec.meta.get("layers") or [])
-            order = [(layer["name"] if isinstance(layer, dict) else layer) for layer in order] or list(mean.index)
-            pos = {name: i for i, name in enumerate(order)}
             label = plots.plot_text(f"{rec.name or run_id} ({rec.config_dict.get('backbone', '?')})")
-            frames.append(pd.DataFrame({"run": label, "layer": mean.index, "value": mean.to_numpy(),
-                                        "layer_index": [pos.get(n, len(pos)) for n in mean.index]}))
+            # the mean over seeds per layer at the last complete evaluation: lab.analysis via lab.tables
+            curve = tables.curve_table({run_id: rec}, self.compare_metric, split=self.compare_split,
+                                       labels={run_id: label})
+            if not curve.empty:
+                frames.append(curve.rename(columns={"mean": "value"})[["run", "layer", "layer_index", "value"]])
         if not frames:
             return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
         return pd.concat(frames, ignore_index=True)

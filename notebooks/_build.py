@@ -43,10 +43,11 @@ from lab.progress import run_with_progress
 _PLOTS = '''
 import holoviews as hv
 
+import app
 from app import plots
 from lab import tables
 
-hv.extension("bokeh")
+app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
 '''
 
 
