@@ -296,7 +296,8 @@ def bench_scale(sizes=(5_000, 20_000, 100_000), d: int = 512, rounds: int = 3) -
             ow, oc = min(r[0] for r in ours), min(r[1] for r in ours)
             values = ours[-1][2].iloc[0]
             print(f"N={n:7d}  X·Xᵀ wall {gw:7.2f} s cpu {gc:7.2f} s   layer_report wall {ow:7.2f} s cpu {oc:7.2f} s"
-                  f"   ratio wall {ow / gw:.2f}x cpu {oc / gc:.2f}x (goal <= 1.5x): {verdict(ow / gw, oc / gc, 1.5, False)}"
+                  f"   ratio wall {ow / gw:.2f}x cpu {oc / gc:.2f}x (goal <= 1.5x): "
+                  f"{verdict(ow / gw, oc / gc, 1.5, False)}"
                   f"   values {values.round(4).tolist()}")
         else:
             sample_blocks = 24

@@ -186,9 +186,11 @@ def _weighted_vote(K, k, inv_i, temperature, codes, votes, cand_v, cand_i, gmins
     The (k+1)-th smallest of the minima of any k+1 or more disjoint groups of entries
     bounds the (k+1)-th smallest entry from above. Groups here are the residues j mod M
     (their minima: elementwise, vectorised); one pass then collects the few entries
-    under that bound, visiting only the groups whose minimum is under it. Returns (predicted class, decided). Undecided: the k-th value is
-    tied with the (k+1)-th, the two largest class totals are within ``_VOTE_MARGIN``,
-    anything is not finite, or too many entries tie under the bound.
+    under that bound, visiting only the groups whose minimum is under it.
+
+    Returns (predicted class, decided). Undecided: the k-th value is tied with the
+    (k+1)-th, the two largest class totals are within ``_VOTE_MARGIN``, anything is not
+    finite, or too many entries tie under the bound.
     """
     n = K.shape[0]
     groups = max(k + 1, min(n, n // _GROUP))
@@ -285,6 +287,7 @@ def block_tasks(G, sq, inv, codes, start, need_e, need_c,
             cnt_same[t, row] = same
             cnt_tied[t, row] = tied
         for t in range(w_k.shape[0]):
-            pred, decided = _weighted_vote(keys[1], w_k[t], inv[row], w_temperature[t], codes, votes, wv, wi, gmins, x, y)
+            pred, decided = _weighted_vote(keys[1], w_k[t], inv[row], w_temperature[t], codes, votes,
+                                           wv, wi, gmins, x, y)
             w_pred[t, row] = pred
             w_decided[t, row] = decided

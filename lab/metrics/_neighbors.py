@@ -328,7 +328,8 @@ class _CompiledTasks:
             pred = torch.from_numpy(self.w_pred[t].copy())
             if self.w_redone[t]:
                 rows = torch.cat([r for r, _, _ in self.w_redone[t]])
-                g = _Graph(torch.cat([v for _, v, _ in self.w_redone[t]]), torch.cat([i for _, _, i in self.w_redone[t]]))
+                redone = self.w_redone[t]
+                g = _Graph(torch.cat([v for _, v, _ in redone]), torch.cat([i for _, _, i in redone]))
                 pred[rows] = _weighted_predictions(g, self.codes, self.n_classes, self.requests[name][3])
             out[name] = pred
         return out
