@@ -1,4 +1,4 @@
-"""Benchmark lab.metrics (issue 3): exact low-rank nc1 and the shared-work layer report.
+"""Benchmark lab.metrics (issues 3 and 14): low-rank nc1, shared-work and one-pass kNN reports.
 
 Prints, measured in one process:
 
@@ -7,12 +7,19 @@ Prints, measured in one process:
 2. the low-rank nc1 time at d = 100,000 (goal < 2 s);
 3. ``layer_report`` (nmi, knn_accuracy, knn_purity, weighted kNN, linear probe, nc1, cdnv,
    numerical_rank) for 12 layers of N = 1000, d = 192 vs straightforward per-metric
-   scikit-learn / numpy calls: time ratio (goal ≥ 2×) and the largest difference per metric.
+   scikit-learn / numpy calls: time ratio (goal ≥ 2×) and the largest difference per metric;
+4. the seed code's protocol side by side (issue 14): 12 layers of N = 2500, d = 384, per layer
+   scikit-learn ``KMeans(n_init="auto", random_state=42)`` + NMI and one
+   ``NearestNeighbors(n_neighbors=501)`` query (NNk1, NNk500) vs ``layer_report(metrics=["nmi",
+   "knn_accuracy", "knn_purity"], protocol="paper")``: time ratio (goal ≥ 1.5×) and the values;
+5. with ``--scale`` instead: the three kNN metrics of one layer (d = 512) by ``layer_report``
+   against one blocked float64 X·Xᵀ (the same row blocks, the floor of an exact search) at
+   N = 5,000 and 20,000 (goal ≤ 1.5×), and the time at N = 100,000.
 
 Both sides run under the same thread limits (``--threads``, default 1: on a shared 2-core
 box OpenMP/BLAS threads spin against each other and make timings meaningless).
 
-    .venv/bin/python benchmarks/metrics.py [--threads 1] [--skip-large]
+    .venv/bin/python benchmarks/metrics.py [--threads 1] [--skip-large] [--scale]
 """
 from __future__ import annotations
 
@@ -205,17 +212,123 @@ def bench_report(n_layers: int = 12, n: int = 1000, d: int = 192, rounds: int = 
         print(f"  {name:24s} {np.max(np.abs(ours_v - ref)):.3e}   ({ours_v.min():.4g} .. {ours_v.max():.4g})")
 
 
+def bench_paper(n_layers: int = 12, n: int = 2500, d: int = 384, rounds: int = 3) -> None:
+    names = ["nmi", "knn_accuracy", "knn_purity"]
+    per_class = n // K
+    print(f"== seed-code protocol: {n_layers} layers, N={n} ({per_class} per class), d={d}, K={K}; "
+          "KMeans(n_init='auto', random_state=42) + NMI and NearestNeighbors(n_neighbors=501) (NNk1, NNk500) "
+          "vs layer_report(protocol='paper') ==")
+    feats, y = {}, None
+    for layer in range(n_layers):
+        X, y = make_features(n, d, spread=0.15 + 0.06 * layer, seed=200 + layer)
+        feats[f"block{layer}"] = X
+
+    def seed_code():
+        out = {}
+        for layer, X in feats.items():
+            Xn = X.numpy()
+            labels = KMeans(n_clusters=K, n_init="auto", random_state=42).fit(Xn).labels_
+            _, idx = NearestNeighbors(n_neighbors=per_class + 1).fit(Xn).kneighbors(Xn)
+            out[layer] = {"nmi": normalized_mutual_info_score(y, labels),
+                          "knn_accuracy": float(np.mean(y[idx[:, 1]] == y)),
+                          "knn_purity": float(np.mean((y[idx[:, 1:]] == y[:, None]).mean(1)))}
+        return out
+
+    def ours():
+        return metrics.layer_report(feats, y, metrics=names, protocol="paper")
+
+    Xw, yw = make_features(600, 16, spread=1.0, seed=0)              # warm-up: first-call costs
+    metrics.layer_report({"w": Xw}, yw, metrics=names, protocol="paper")
+    times = {"ours": [], "seed": []}
+    cpus = {"ours": [], "seed": []}
+    for _ in range(rounds):
+        for key, fn in (("seed", seed_code), ("ours", ours)):
+            w, c, result = timed(fn)
+            times[key].append(w)
+            cpus[key].append(c)
+            if key == "ours":
+                report = result
+            else:
+                reference = result
+    w = {key: min(v) for key, v in times.items()}
+    c = {key: min(v) for key, v in cpus.items()}
+    print(f"(best of {rounds})")
+    print(f"scikit-learn (seed code)   wall {w['seed']:6.2f} s   cpu {c['seed']:6.2f} s")
+    print(f"layer_report paper         wall {w['ours']:6.2f} s   cpu {c['ours']:6.2f} s   speed-up wall "
+          f"{w['seed'] / w['ours']:.2f}x  cpu {c['seed'] / c['ours']:.2f}x  (goal >= 1.5x): "
+          f"{verdict(w['seed'] / w['ours'], c['seed'] / c['ours'], 1.5, True)}")
+    print("max |difference| per value over layers (value range):")
+    for name in names:
+        ours_v = report[name].to_numpy()
+        ref = np.array([reference[layer][name] for layer in feats])
+        print(f"  {name:14s} {np.max(np.abs(ours_v - ref)):.3e}   ({ours_v.min():.4g} .. {ours_v.max():.4g})")
+
+
+def blocked_gram(X64: np.ndarray, rows: int, limit: int | None = None) -> None:
+    """One blocked float64 X·Xᵀ, block by block, each block discarded (the exact search's floor)."""
+    n = X64.shape[0]
+    for start in range(0, n if limit is None else min(n, limit * rows), rows):
+        X64[start:start + rows] @ X64.T
+
+
+def verdict(wall_ratio: float, cpu_ratio: float, goal: float, at_least: bool) -> str:
+    """Goal met by wall-clock and by process CPU time (one thread: robust to other load)."""
+    met = (lambda r: r >= goal) if at_least else (lambda r: r <= goal)
+    return f"{'MET' if met(wall_ratio) else 'NOT met'} (wall), {'MET' if met(cpu_ratio) else 'NOT met'} (cpu)"
+
+
+def bench_scale(sizes=(5_000, 20_000, 100_000), d: int = 512, rounds: int = 3) -> None:
+    from lab.metrics._neighbors import _block_rows
+    names = ["knn_accuracy", "knn_purity", "weighted_knn_accuracy"]
+    print(f"== one-pass kNN (issue 14): layer_report({', '.join(names)}) of one layer, d={d}, K={K}, vs one "
+          "blocked float64 X·Xᵀ (same row blocks) ==")
+    Xw, yw = make_features(3000, 16, spread=1.0, seed=0)             # warm-up: first-call costs
+    metrics.layer_report({"w": Xw}, yw, metrics=names)
+    for n in sizes:
+        X, y = make_features(n, d, spread=0.5, seed=n)
+        X64, rows = X.double().numpy(), _block_rows(n)
+        if n <= 20_000:
+            gram, ours = [], []
+            for _ in range(rounds):                                     # alternate: the load drifts
+                gram.append(timed(lambda: blocked_gram(X64, rows)))
+                ours.append(timed(lambda: metrics.layer_report({"x": X}, y, metrics=names)))
+            gw, gc = min(r[0] for r in gram), min(r[1] for r in gram)
+            ow, oc = min(r[0] for r in ours), min(r[1] for r in ours)
+            values = ours[-1][2].iloc[0]
+            print(f"N={n:7d}  X·Xᵀ wall {gw:7.2f} s cpu {gc:7.2f} s   layer_report wall {ow:7.2f} s cpu {oc:7.2f} s"
+                  f"   ratio wall {ow / gw:.2f}x cpu {oc / gc:.2f}x (goal <= 1.5x): "
+                  f"{verdict(ow / gw, oc / gc, 1.5, False)}"
+                  f"   values {values.round(4).tolist()}")
+        else:
+            sample_blocks = 24
+            gw, gc, _ = timed(lambda: blocked_gram(X64, rows, limit=sample_blocks))
+            scale = -(-n // rows) / sample_blocks
+            ow, oc, report = timed(lambda: metrics.layer_report({"x": X}, y, metrics=names))
+            print(f"N={n:7d}  layer_report wall {ow:7.1f} s cpu {oc:7.1f} s (one run); X·Xᵀ estimated from "
+                  f"{sample_blocks} of {-(-n // rows)} blocks: wall {gw * scale:7.1f} s cpu {gc * scale:7.1f} s   "
+                  f"ratio wall {ow / (gw * scale):.2f}x cpu {oc / (gc * scale):.2f}x   values "
+                  f"{report.iloc[0].round(4).tolist()}")
+        del X, X64
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/torch threads for both sides")
     parser.add_argument("--skip-large", action="store_true", help="skip d=4096 naive and d=100,000")
+    parser.add_argument("--scale", action="store_true",
+                        help="only the one-pass kNN scaling: ratio to X·Xᵀ at N=5k, 20k and the time at 100k")
+    parser.add_argument("--scale-sizes", default="5000,20000,100000", help="N values for --scale")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"torch {torch.__version__}, numpy {np.__version__}, threads={args.threads}, device=cpu, "
           f"{os.cpu_count()} cores, load average {load}")
     with threadpool_limits(limits=args.threads):
+        if args.scale:
+            bench_scale(tuple(int(v) for v in args.scale_sizes.split(",")))
+            return
         bench_report()
+        bench_paper()
         if not args.skip_large:
             bench_nc1()
             bench_nc1_large()

@@ -2,7 +2,7 @@
 
 :func:`compute_layer` validates the inputs once, computes one exact blocked neighbour pass
 for all kNN variants (one Gram block per row block yields the Euclidean distances and the
-cosine similarities; each variant selects its own top k from them), one set of class
+cosine similarities; every variant takes what it needs from each row of it), one set of class
 statistics for nc1, cdnv, nc2 and ncc, and one CPU copy of X for k-means and the probe.
 :func:`layer_report` runs it per layer and returns a DataFrame.
 """
@@ -23,8 +23,8 @@ from ._checks import (
 from ._neighbors import _neighbor_graphs
 from .collapse import _ClassStats, _numerical_rank_from_checked
 from .separability import (
-    _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k, _knn_accuracy_from_graph,
-    _knn_purity_from_counts, _nmi_from_checked, _nmi_params, _probe_from_checked, _weighted_from_graph,
+    _accuracy_from_predictions, _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k,
+    _knn_accuracy_from_graph, _knn_purity_from_counts, _nmi_from_checked, _nmi_params, _probe_from_checked,
 )
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
@@ -169,8 +169,11 @@ def compute_layer(
             if name == "knn_purity" and k is None:
                 k = _default_purity_k(c, protocol)
             _check_k(k, c.n)
-            # knn_accuracy's tie rule needs nearest-first order, weights need the set, purity a count.
-            requests[name] = (metric, k, {"knn_accuracy": "ordered", "knn_purity": "same_class"}.get(name, "set"))
+            # knn_accuracy's tie rule needs nearest-first order, purity a count, weighted kNN its vote.
+            if name == "weighted_knn_accuracy":
+                requests[name] = (metric, k, "weighted", float(o["temperature"]))
+            else:
+                requests[name] = (metric, k, "ordered" if name == "knn_accuracy" else "same_class")
         if "nmi" in metrics:
             _check_n_init(_nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)[0])
         if "linear_probe_accuracy" in metrics:
@@ -190,7 +193,8 @@ def compute_layer(
 
     constant = _is_constant(c.X) if any(m in _SEPARABILITY for m in metrics) else False
     # One distance / similarity computation, blockwise, feeds every kNN variant.
-    graphs = _neighbor_graphs(c.X, requests, codes=c.codes) if (requests and not constant) else {}
+    graphs = (_neighbor_graphs(c.X, requests, codes=c.codes, n_classes=c.n_classes)
+              if (requests and not constant) else {})
     X_np = c.X_numpy() if ("nmi" in metrics or "linear_probe_accuracy" in metrics) else None
     stats = None
 
@@ -211,7 +215,7 @@ def compute_layer(
             elif name == "knn_purity":
                 value = _knn_purity_from_counts(graphs[name], requests[name][1])
             elif name == "weighted_knn_accuracy":
-                value = _weighted_from_graph(c, graphs[name], requests[name][1], float(opts[name]["temperature"]))
+                value = _accuracy_from_predictions(c, graphs[name])
             elif name == "linear_probe_accuracy":
                 o = opts[name]
                 value = _probe_from_checked(c, folds=o["folds"], C=o["C"], seed=o["seed"],

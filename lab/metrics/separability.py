@@ -162,13 +162,8 @@ def _knn_purity_from_counts(same: torch.Tensor, k: int) -> float:
     return float((same.double() / k).mean())
 
 
-def _weighted_from_graph(c: _Checked, g: _Graph, k: int, temperature: float) -> float:
-    sims = g.values[:, :k]                                           # (N, k) cosine similarities
-    # Softmax of sim/T is exp(sim/T) up to a per-sample constant (DINOv2 uses the softmax).
-    weights = torch.softmax(sims / temperature, dim=1)
-    votes = torch.zeros(c.n, c.n_classes, dtype=weights.dtype, device=weights.device)
-    votes.scatter_add_(1, c.codes[g.indices[:, :k]], weights)        # (N, K)
-    pred = votes.argmax(dim=1)
+def _accuracy_from_predictions(c: _Checked, pred: torch.Tensor) -> float:
+    """Fraction of samples whose predicted class code (N,) is their own."""
     return float((pred == c.codes).double().mean())
 
 
@@ -296,8 +291,9 @@ def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> fl
     temperature = _check_temperature(temperature)
     c = _check_inputs(X, y, k=k)
     _reject_constant(c.X, "weighted_knn_accuracy")
-    g = _neighbor_graphs(c.X, {"knn": ("cosine", k, "set")})["knn"]
-    return _weighted_from_graph(c, g, k, temperature)
+    pred = _neighbor_graphs(c.X, {"knn": ("cosine", k, "weighted", temperature)}, codes=c.codes,
+                            n_classes=c.n_classes)["knn"]
+    return _accuracy_from_predictions(c, pred)
 
 
 # ---------------------------------------------------------------------------------- probe
