@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 app: $(STAMP)
-	$(VENV)/bin/panel serve app --port $${PORT:-5006}
+	$(VENV)/bin/panel serve app --address 127.0.0.1 --port $${PORT:-5006}
 
 # Browser tests need Debian's Chromium; the glyph build test needs one CJK font.
 # Installed only when we are root and they are missing (CI, fresh dev boxes).
