@@ -31,13 +31,12 @@ _log = logging.getLogger(__name__)
 
 
 def readable_error(exc: BaseException) -> str:
-    """One readable line for a user: ValueError text as is, other errors prefixed with their type."""
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, ValueError):
-        return text
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
-        return f"could not read {getattr(exc, 'filename', '') or 'a file'}: {exc.strerror or text}"
-    return f"{type(exc).__name__}: {text}"
+    """One readable line for a user (:func:`lab.errors.user_message`): ValueError text as is,
+    operating-system errors with the path and the fix, and for a genuine bug the file that keeps
+    its traceback."""
+    from lab.errors import user_message
+
+    return user_message(exc)
 
 
 class RunControl(pn.viewable.Viewer):

@@ -13,7 +13,10 @@ Every :class:`lab.config.RunConfig` field is a flag of ``run`` (``n_unseen`` is
 ``--n-unseen``, booleans are ``--augment/--no-augment``, lists take several
 values, ``none`` sets an optional field to None); flags override ``--config``.
 Bad input exits with status 2 and one line on stderr; a run that fails exits 1,
-a cancelled one (Ctrl-C) 130.
+a cancelled one (Ctrl-C) 130. An operating-system error (permissions, a full disk, a
+path whose parent is a file, a read-only file system) exits 1 with one line naming the
+path and the fix (:mod:`lab.errors`); only a genuine bug says so, and then names the file
+that keeps its traceback (``--traceback`` shows it). Warnings are one line each.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,6 +40,7 @@ from lab import analysis
 from lab._cli_study import add_archive_parsers, add_study_parser
 from lab.catalogue import metric_label
 from lab.config import RunConfig
+from lab.errors import find_os_error, is_bug_message, os_error_message, user_message
 from lab.store import RunNotFoundError, RunStore
 
 __all__ = ["main", "build_parser"]
@@ -199,7 +204,7 @@ def _build_config(args) -> RunConfig:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise _UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from exc
+            raise _UsageError(f"cannot read --config {path}: {os_error_message(exc) or exc}") from exc
         except json.JSONDecodeError as exc:
             raise _UsageError(f"--config {path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
@@ -331,7 +336,8 @@ def _cmd_run(args) -> int:
         if getattr(args, "traceback", False):
             raise
         where = f" (partial results in {store.root / console.run_id})" if console.run_id else ""
-        print(f"error: the run failed: {type(exc).__name__}: {_message(exc)}{where}", file=sys.stderr)
+        folder = store.root / console.run_id if console.run_id else None
+        print(f"error: the run failed: {user_message(exc, folder=folder)}{where}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         console.close()
@@ -345,8 +351,10 @@ def _cmd_run(args) -> int:
     if outcome.kind == "run_cancelled":
         print(f"cancelled: run {outcome.run_id} (partial results in {where})", file=sys.stderr)
         return EXIT_CANCELLED
-    if not console.started:               # failed while resolving dataset/backbone/split: bad input,
-        with contextlib.suppress(Exception):  # nothing was measured, so keep no record of it
+    if not console.started and not is_bug_message(outcome.message):
+        # failed while resolving dataset/backbone/split: bad input, nothing was measured, so keep no
+        # record of it (a bug's run folder is kept: it holds the traceback the message names)
+        with contextlib.suppress(Exception):
             store.delete(outcome.run_id)
         raise _UsageError(outcome.message)
     print(f"error: run {outcome.run_id} failed: {_one_line(outcome.message)} (partial results in {where})",
@@ -367,8 +375,6 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _cmd_list(args) -> int:
-    import warnings
-
     store = _store(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -379,6 +385,10 @@ def _cmd_list(args) -> int:
         print(f"no runs in {store.root.resolve()}")
         return EXIT_OK
     df = df.copy()
+    if "damage" in df and df["damage"].isna().all():
+        df = df.drop(columns="damage")    # the column only when a run is damaged
+    elif "damage" in df:
+        df["damage"] = df["damage"].map(lambda d: d[:57] + "..." if isinstance(d, str) and len(d) > 60 else d)
     df["started"] = df["started"].map(lambda s: str(s)[:16].replace("T", " ") if s else "-")
     for col in df.columns:
         df[col] = df[col].map(_fmt)
@@ -386,13 +396,13 @@ def _cmd_list(args) -> int:
     return EXIT_OK
 
 
-def _layer_table(rec) -> tuple[int | None, Any]:
-    """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at the last epoch stored,
-    one row per layer in the run's layer order."""
+def _layer_table(rec, epoch: int | None = None) -> tuple[int | None, Any]:
+    """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at ``epoch`` (default the
+    last epoch stored), one row per layer in the run's layer order."""
     m = rec.metrics
     if m.empty:
         return None, None
-    epoch = int(m["epoch"].max())
+    epoch = int(m["epoch"].max()) if epoch is None else int(epoch)
     agg = analysis.aggregate_seeds(m[m["epoch"] == epoch], by=("layer", "split", "metric"))
     table = agg.pivot_table(index="layer", columns=["split", "metric"], values="mean", aggfunc="first",
                             sort=False, dropna=False)
@@ -404,21 +414,34 @@ def _layer_table(rec) -> tuple[int | None, Any]:
 
 def _cmd_show(args) -> int:
     store = _store(args)
-    rec = store.load(args.run_id)
+    rec = store.load(args.run_id, damaged_ok=True)
     meta = rec.meta
     title = f"run {rec.run_id}" + (f" ({rec.name})" if rec.name else "")
     print(title)
     print(f"  status: {meta.get('status')}" + (f" - {_one_line(meta['message'])}" if meta.get("message") else ""))
+    if rec.problems:
+        print(f"  damaged: {'; '.join(rec.problems)}; restore the file from a backup or delete the run with "
+              f"`python -m lab runs delete {rec.run_id}`")
     print(f"  started: {meta.get('started')}  ended: {meta.get('ended') or '-'}  host: {meta.get('host')}  "
           f"device: {meta.get('device')}")
     versions = meta.get("versions") or {}
     print("  versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
     print(f"  path: {rec.path}")
-    print("config:")
-    cfg = rec.config.to_dict() if hasattr(rec.config, "to_dict") else rec.config
-    for key, value in cfg.items():
-        print(f"  {key}: {json.dumps(value)}")
-    s = rec.summary()                     # lab.analysis.run_summary
+    if rec.config is None:
+        print("config: unknown (config.json is missing or unreadable)")
+    else:
+        print("config:")
+        cfg = rec.config.to_dict() if hasattr(rec.config, "to_dict") else rec.config
+        for key, value in cfg.items():
+            print(f"  {key}: {json.dumps(value)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = rec.summary()                 # lab.analysis.run_summary (reads the tables)
+    for w in caught:
+        print(f"warning: {_one_line(w.message)}", file=sys.stderr)
+    if rec.damaged_parts:
+        print(f"  partially damaged: {len(rec.damaged_parts)} unreadable table part(s) skipped: "
+              f"{', '.join(rec.damaged_parts)}; the rest of the run is shown")
     print("summary:")
     if s.get("g") is not None:
         spread = f" ± {s['g_std']:.3f}" if s.get("g_std") is not None else ""
@@ -430,7 +453,7 @@ def _cmd_show(args) -> int:
         print(f"  no complete unseen {metric_label('nmi')} evaluation stored yet")
     if s.get("heldout_accuracy") is not None:
         print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
-    epoch, table = _layer_table(rec)
+    epoch, table = _layer_table(rec, s.get("epoch"))    # the last complete evaluation
     if table is not None:
         print(f"layers at epoch {epoch} (mean over seeds):")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
@@ -475,6 +498,23 @@ def _cmd_to_mlflow(args) -> int:
 # export
 # ----------------------------------------------------------------------------------------------
 
+def _check_writable(output: Path) -> None:
+    """Raise the OSError that writing ``output`` would meet (missing folder, a file in the way, a
+    folder at its name, no permission), so that it is reported before any work."""
+    import errno
+    import os
+
+    parent = output.parent
+    if output.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(output))
+    if not parent.is_dir():
+        if parent.exists() or any(p.exists() and not p.is_dir() for p in parent.absolute().parents):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output))
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(parent))
+    if not os.access(parent, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(output))
+
+
 def _cmd_export(args) -> int:
     store = _store(args)
     for run_id in args.run_ids:
@@ -482,6 +522,7 @@ def _cmd_export(args) -> int:
     output = Path(args.output)
     if output.suffix != ".ipynb":
         raise _UsageError(f"-o must name a .ipynb file; got {str(output)!r}")
+    _check_writable(output)               # before any work: nothing is computed for nothing
     try:
         from lab.export import to_notebook
     except ImportError as exc:
@@ -505,25 +546,61 @@ def _cmd_export(args) -> int:
 # ----------------------------------------------------------------------------------------------
 
 def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) is not None:
+        return os_error_message(exc)
     return _one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one clean line (no source file, line or code)."""
+    print(f"warning: {_one_line(message)}", file=sys.stderr if file is None else file)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 failed run, 2 bad input, 130 cancelled)."""
+    """Run the command line; returns the exit status (0 ok, 1 failed run or operating-system error,
+    2 bad input, 130 cancelled)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or EXIT_OK)
-    except (_UsageError, RunNotFoundError, ValueError, FileNotFoundError) as exc:
-        if getattr(args, "traceback", False):
-            raise
-        print(f"{parser.prog}: error: {_message(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("cancelled", file=sys.stderr)
-        return EXIT_CANCELLED
-    except BrokenPipeError:               # `python -m lab runs list | head`
-        return EXIT_OK
+    debug = getattr(args, "traceback", False)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return int(args.func(args) or EXIT_OK)
+        except (_UsageError, RunNotFoundError, ValueError) as exc:
+            if debug:
+                raise
+            print(f"{parser.prog}: error: {_message(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("cancelled", file=sys.stderr)
+            return EXIT_CANCELLED
+        except BrokenPipeError:           # `python -m lab runs list | head`
+            return EXIT_OK
+        except Exception as exc:          # noqa: BLE001 - OS errors and bugs: one line, never a traceback
+            if debug:
+                raise
+            os_error = find_os_error(exc)
+            if os_error is not None:
+                text = os_error_message(os_error, fix=_fix_for(args, os_error))
+            else:
+                text = user_message(exc)  # a bug: its traceback is kept in a file the message names
+            print(f"{parser.prog}: error: {text}", file=sys.stderr)
+            return EXIT_FAILED
+
+
+def _fix_for(args, exc: OSError) -> str | None:
+    """The advice for an OS error on a path the user chose: the store or the notebook."""
+    import os
+
+    filename = os.path.abspath(str(exc.filename)) if exc.filename is not None else None
+    output = getattr(args, "output", None)
+    if output is not None and filename == os.path.abspath(output):
+        return "write the notebook elsewhere with -o"
+    root = os.path.abspath(str(_store(args).root))
+    if filename is not None and (filename == root or filename.startswith(root + os.sep)
+                                 or root.startswith(filename + os.sep)):
+        return "choose another run store with --runs-dir or $LAB_RUNS_DIR"
+    return None
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import functools
 import itertools
 import json
@@ -60,7 +61,7 @@ import pandas as pd
 from lab import analysis
 
 __all__ = [
-    "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "validate_run_id",
+    "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
     "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
 ]
 
@@ -345,6 +346,71 @@ class RunNotFoundError(KeyError):
         return str(self.args[0]) if self.args else "run not found"
 
 
+class DamagedRunError(ValueError):
+    """A run folder whose config.json or meta.json is missing or unreadable: its settings are unknown,
+    so it is never filled in with defaults (``RunStore.load(..., damaged_ok=True)`` reads what is left)."""
+
+
+def _read_run_files(path: Path) -> tuple[dict | None, dict | None, list[str]]:
+    """(meta, config, problems) of a run folder; a missing or unreadable file is None plus a problem."""
+    out: list[dict | None] = []
+    problems: list[str] = []
+    for name in ("meta.json", "config.json"):
+        file = path / name
+        if not file.exists():
+            out.append(None)
+            problems.append(f"{name} is missing")
+            continue
+        try:
+            data = _read_json(file)
+        except ValueError as exc:
+            out.append(None)
+            problems.append(f"{name} is not valid JSON ({_one_line(exc)})")
+            continue
+        except OSError as exc:
+            from lab.errors import os_error_message
+
+            out.append(None)
+            problems.append(f"{name} cannot be read ({os_error_message(exc) or exc})")
+            continue
+        if not isinstance(data, dict):
+            out.append(None)
+            problems.append(f"{name} holds a JSON {type(data).__name__}, not an object")
+            continue
+        out.append(data)
+    return out[0], out[1], problems
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _damaged_parts(path: Path) -> list[str]:
+    """Table parts of a run (relative paths) that are not whole parquet files (checked by their
+    magic bytes at both ends: a truncated file loses its footer)."""
+    bad = []
+    tables = path / "tables"
+    if not tables.is_dir():
+        return bad
+    for folder in sorted(tables.iterdir()):
+        for _key, live in sorted(_group_files(folder).items(), key=lambda kv: str(kv[0])):
+            for _seq, part in live:
+                try:
+                    with open(part, "rb") as f:
+                        head = f.read(4)
+                        f.seek(0, os.SEEK_END)
+                        size = f.tell()
+                        f.seek(max(size - 4, 0))
+                        tail = f.read(4)
+                except FileNotFoundError:
+                    continue              # merged away meanwhile
+                except OSError:
+                    head = tail = b""
+                if size < 12 or head != b"PAR1" or tail != b"PAR1":
+                    bad.append(part.relative_to(path).as_posix())
+    return bad
+
+
 # ----------------------------------------------------------------------------------------------
 # tables: parquet parts
 # ----------------------------------------------------------------------------------------------
@@ -422,22 +488,38 @@ def _group_files(folder: Path) -> dict[tuple, list[tuple[int, Path]]]:
     return out
 
 
-def _read_table(folder: Path, table: str) -> pd.DataFrame:
+def _read_table(folder: Path, table: str, damaged: list[str] | None = None,
+                run_path: Path | None = None) -> pd.DataFrame:
+    """One table of a run. A part that cannot be read (truncated, corrupt) is skipped with a warning
+    naming it, and its relative path is appended to ``damaged``; the other parts load."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     for _attempt in range(5):             # a concurrent merge may delete a part we listed
         groups = _group_files(folder)
         tables = []
+        skipped = []
         try:
             for key in sorted(groups, key=lambda k: (k[0], -1 if k[1] is None else k[1])):
                 for _seq, path in groups[key]:
-                    tables.append(pq.read_table(path))
+                    try:
+                        tables.append(pq.read_table(path))
+                    except FileNotFoundError:
+                        raise
+                    except (pa.ArrowException, OSError) as exc:
+                        skipped.append((path, exc))
         except FileNotFoundError:
             continue
         break
     else:
         raise OSError(f"table {table!r} in {folder} kept changing while being read; try again")
+    for path, exc in skipped:
+        name = path.relative_to(run_path).as_posix() if run_path is not None else str(path)
+        if damaged is not None and name not in damaged:
+            damaged.append(name)
+        where = f"run {run_path.name}: " if run_path is not None else ""
+        warnings.warn(f"{where}skipping the damaged table part {name} ({type(exc).__name__}: {_one_line(exc)}); "
+                      f"the rest of the run loads; delete that file to drop it for good", stacklevel=4)
     if not tables:
         return _empty(table)
     df = pa.concat_tables(tables, promote_options="default").to_pandas()
@@ -493,7 +575,8 @@ class RunWriter:
             raise ValueError(f"status must be one of {list(TERMINAL_STATUSES)}; got {status!r}")
         with self._lock:
             for table in _TABLES:
-                self._compact(table, None)
+                with contextlib.suppress(OSError):    # unmerged parts read just as well (e.g. a full disk)
+                    self._compact(table, None)
             record = self.store.load(self.run_id, _check_live=False)
             # One summary: lab.analysis's numbers; the engine adds only what the tables lack
             # (timings, trainable_fraction, ...), never its own g or best layer.
@@ -679,12 +762,31 @@ class RunRecord:
         started, ended, updated, host, pid, device, versions, layers, classes, split ...
     """
 
-    def __init__(self, run_id: str, path: Path, config: Any, meta: dict, raw_config: dict):
+    def __init__(self, run_id: str, path: Path, config: Any, meta: dict, raw_config: dict,
+                 problems: list[str] | None = None, damaged_parts: list[str] | None = None):
         self.run_id = run_id
         self.path = path
         self.config = config
         self.meta = meta
         self.config_dict = raw_config
+        self.problems = list(problems or [])
+        """What is wrong with config.json / meta.json (empty for an intact run)."""
+        self.damaged_parts = list(damaged_parts or [])
+        """Table parts (paths relative to the run folder) that are unreadable and skipped."""
+
+    @property
+    def damage(self) -> str | None:
+        """None for an intact run, else "damaged: ..." (config/meta) or "partially damaged: ..." (tables)."""
+        if self.problems:
+            return "damaged: " + "; ".join(self.problems)
+        if self.damaged_parts:
+            n = len(self.damaged_parts)
+            return (f"partially damaged: {n} unreadable table part{'s' if n > 1 else ''} skipped "
+                    f"({', '.join(self.damaged_parts[:3])}{' ...' if n > 3 else ''})")
+        return None
+
+    def _table(self, table: str) -> pd.DataFrame:
+        return _read_table(self.path / "tables" / table, table, self.damaged_parts, self.path)
 
     @property
     def status(self) -> str:
@@ -697,22 +799,22 @@ class RunRecord:
     @functools.cached_property
     def metrics(self) -> pd.DataFrame:
         """Long table: seed, epoch, layer, split, metric, value."""
-        return _read_table(self.path / "tables" / "metrics", "metrics")
+        return self._table("metrics")
 
     @functools.cached_property
     def training(self) -> pd.DataFrame:
         """One row per (seed, epoch): train_loss, train_accuracy, heldout_accuracy, heldout_loss, ..."""
-        return _read_table(self.path / "tables" / "training", "training")
+        return self._table("training")
 
     @functools.cached_property
     def utilization(self) -> pd.DataFrame:
         """seed, epoch, layer, absolute, relative."""
-        return _read_table(self.path / "tables" / "utilization", "utilization")
+        return self._table("utilization")
 
     @functools.cached_property
     def contribution(self) -> pd.DataFrame:
         """seed, layer, metric, value."""
-        return _read_table(self.path / "tables" / "contribution", "contribution")
+        return self._table("contribution")
 
     # -- arrays ------------------------------------------------------------------------------
     def _array_keys(self, kind: str) -> pd.DataFrame:
@@ -802,7 +904,7 @@ class RunRecord:
 # ----------------------------------------------------------------------------------------------
 
 _LIST_COLUMNS = ["run_id", "name", "status", "dataset", "backbone", "strategy", "epochs", "seeds",
-                 "started", "best_layer", "g", "heldout_accuracy"]
+                 "started", "best_layer", "g", "heldout_accuracy", "damage"]
 
 
 class RunStore:
@@ -875,26 +977,38 @@ class RunStore:
         return RunWriter(self, run_id, path, meta)
 
     # -- reading -----------------------------------------------------------------------------
-    def load(self, run_id: str, *, _check_live: bool = True) -> RunRecord:
-        """Read a run back. Raises :class:`RunNotFoundError` (a KeyError) for an unknown id."""
+    def load(self, run_id: str, *, _check_live: bool = True, damaged_ok: bool = False) -> RunRecord:
+        """Read a run back. Raises :class:`RunNotFoundError` (a KeyError) for an unknown id and
+        :class:`DamagedRunError` (a ValueError) for a run whose config.json or meta.json is missing or
+        unreadable, unless ``damaged_ok``: then its record has status "damaged", ``problems`` says why,
+        and ``config`` is None when config.json is unusable (never a default config)."""
         path = self.path(run_id)
-        meta_path = path / "meta.json"
-        if not meta_path.is_file():
+        self._check_root()
+        if not any((path / name).exists() for name in ("meta.json", "config.json", "tables")):
             raise RunNotFoundError(f"no run {run_id!r} in the store {self.root.resolve()}; "
                                    f"`python -m lab runs list` shows the stored runs")
-        try:
-            meta = _read_json(meta_path)
-            raw = _read_json(path / "config.json") if (path / "config.json").is_file() else {}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"run {run_id!r} in {self.root.resolve()} is damaged: {exc}") from exc
-        if not isinstance(meta, dict) or not isinstance(raw, dict):
-            raise ValueError(f"run {run_id!r} in {self.root.resolve()} is damaged: meta.json and "
-                             f"config.json must hold JSON objects")
-        if _check_live:
+        meta, raw, problems = _read_run_files(path)
+        if problems and not damaged_ok:
+            raise DamagedRunError(
+                f"run {run_id!r} in {self.root.resolve()} is damaged: {'; '.join(problems)}; its settings are "
+                f"unknown, so it cannot be used; restore the file from a backup or delete the run with "
+                f"`python -m lab runs delete {run_id}`")
+        if problems:
+            meta = {**(meta or {"run_id": run_id}), "stored_status": (meta or {}).get("status"),
+                    "status": "damaged"}
+        elif _check_live:
             status = _derived_status(meta)
             if status != meta.get("status"):
                 meta = {**meta, "stored_status": meta.get("status"), "status": status}
-        return RunRecord(run_id, path, _load_config(raw), meta, raw)
+        config = _load_config(raw) if raw is not None else None
+        return RunRecord(run_id, path, config, meta, raw or {}, problems, _damaged_parts(path))
+
+    def _check_root(self) -> None:
+        """Raise NotADirectoryError when the store path, or a folder above it, is a file."""
+        if self.root.is_dir():
+            return
+        if self.root.exists() or any(p.exists() and not p.is_dir() for p in self.root.absolute().parents):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.root))
 
     def ids(self) -> list[str]:
         """Ids of every folder that looks like a run (has meta.json), unsorted."""
@@ -910,20 +1024,26 @@ class RunStore:
 
     def list(self) -> pd.DataFrame:
         """One row per run, newest first: run_id, name, status, dataset, backbone, strategy, epochs,
-        seeds, started, best_layer, g, heldout_accuracy. Damaged folders are skipped with a warning."""
+        seeds, started, best_layer, g, heldout_accuracy, damage. A run whose config.json or meta.json is
+        missing or unreadable is listed with status "damaged"; one with unreadable table parts keeps its
+        status and says "partially damaged" in ``damage``; folders that are no run are skipped with a
+        warning. Raises NotADirectoryError when the store path is a file."""
         rows = []
+        self._check_root()
         if self.root.is_dir():
             candidates = [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
         else:
             candidates = []
         for p in candidates:
             try:
-                rec = self.load(p.name)
+                rec = self.load(p.name, damaged_ok=True)
                 summ = rec.meta.get("summary") if rec.status in TERMINAL_STATUSES else None
-                if not isinstance(summ, dict):
+                if rec.problems:
+                    summ = {}
+                elif not isinstance(summ, dict):
                     summ = rec.summary()
-            except Exception as exc:     # noqa: BLE001 - one damaged folder must not hide the others
-                warnings.warn(f"skipping {p.name!r} in {self.root}: {exc}", stacklevel=2)
+            except Exception as exc:     # noqa: BLE001 - one unreadable folder must not hide the others
+                warnings.warn(f"skipping {p.name!r} in {self.root}: {_one_line(exc)}", stacklevel=2)
                 continue
             cfg = rec.config_dict
             seeds = cfg.get("seeds")
@@ -933,7 +1053,7 @@ class RunStore:
                 "strategy": cfg.get("strategy"), "epochs": getattr(rec.config, "n_epochs", cfg.get("epochs")),
                 "seeds": ",".join(map(str, seeds)) if isinstance(seeds, (list, tuple)) else seeds,
                 "started": rec.meta.get("started"), "best_layer": summ.get("best_layer"),
-                "g": summ.get("g"), "heldout_accuracy": summ.get("heldout_accuracy"),
+                "g": summ.get("g"), "heldout_accuracy": summ.get("heldout_accuracy"), "damage": rec.damage,
             })
         df = pd.DataFrame(rows, columns=_LIST_COLUMNS)
         if len(df):
@@ -961,6 +1081,7 @@ class RunStore:
     def delete(self, run_id: str, *, force: bool = False) -> None:
         """Remove a run's folder. A run still running (live process) needs ``force=True``."""
         path = self.path(run_id)
+        self._check_root()
         if not path.is_dir():
             raise RunNotFoundError(f"no run {run_id!r} in the store {self.root.resolve()}; "
                                    f"`python -m lab runs list` shows the stored runs")
@@ -971,12 +1092,17 @@ class RunStore:
                 meta = None               # damaged: deleting it is what the user wants
             if isinstance(meta, dict) and _derived_status(meta) == "running":
                 raise ValueError(f"run {run_id!r} is still running (pid {meta.get('pid')} on "
-                                 f"{meta.get('host')}); cancel it first or pass force=True")
+                                 f"{meta.get('host')}); cancel it first, or delete it anyway with force=True "
+                                 f"(`python -m lab runs delete {run_id} --force`)")
         # validated to resolve to a direct child of root; a link to a sibling run loses the link only
         if path.is_symlink():
             path.unlink()
-        else:
-            shutil.rmtree(path)
+            return
+        # Rename it out of sight first: on a read-only store this fails before anything is lost, and a
+        # reader never sees half a run; then remove the hidden folder.
+        hidden = self.root / f"{_TMP_PREFIX}deleted-{secrets.token_hex(4)}-{run_id}"
+        os.rename(path, hidden)
+        shutil.rmtree(hidden)
 
     # -- checkpoints -------------------------------------------------------------------------
     def checkpoint_path(self, spec: str) -> Path:

@@ -140,7 +140,10 @@ def test_runs_list_empty_and_damaged(tmp_path, capsys):
     (root / "junk" / "meta.json").write_text("{")
     assert main(["--runs-dir", str(root), "runs", "list"]) == 0
     captured = capsys.readouterr()
-    assert "no runs in" in captured.out and "skipping 'junk'" in captured.err
+    assert "junk" in captured.out and "damaged: meta.json is not valid JSON" in captured.out
+    (root / "stray").mkdir()                      # no run files at all: not a run, skipped with a warning
+    assert main(["--runs-dir", str(root), "runs", "list"]) == 0
+    assert "skipping 'stray'" in capsys.readouterr().err
 
 
 def test_runs_show(populated, capsys):

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lab import store as store_mod
@@ -425,14 +426,16 @@ def test_list_sorts_newest_first_and_skips_damage(store):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         df = store.list()
-    assert list(df["run_id"]) == [b.run_id, a.run_id]
+    assert list(df["run_id"]) == [b.run_id, a.run_id, "broken"]       # damaged runs are listed, last
     assert list(df.columns) == ["run_id", "name", "status", "dataset", "backbone", "strategy", "epochs",
-                                "seeds", "started", "best_layer", "g", "heldout_accuracy"]
+                                "seeds", "started", "best_layer", "g", "heldout_accuracy", "damage"]
+    assert df.loc[2, "status"] == "damaged" and "meta.json is not valid JSON" in df.loc[2, "damage"]
+    assert pd.isna(df.loc[2, "dataset"])                                # never a default config
     assert df.loc[1, "name"] == "older" and df.loc[1, "status"] == "finished"
     assert df.loc[0, "best_layer"] == "pre_logits" and df.loc[0, "g"] == pytest.approx(0.7)
     assert df.loc[0, "seeds"] == "0,1" and df.loc[0, "epochs"] == 2
     messages = " ".join(str(w.message) for w in caught)
-    assert "'broken'" in messages and "'empty'" in messages
+    assert "'empty'" in messages
 
 
 def test_list_of_missing_root_is_empty(tmp_path):

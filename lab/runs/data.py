@@ -6,7 +6,9 @@ from typing import Any
 
 from lab.config import RunConfig
 
-__all__ = ["RunData", "prepare_data"]
+__all__ = ["RunData", "prepare_data", "absolute_dataset", "images_needed"]
+
+_PATH_KINDS = ("folder", "cifar10", "cifar100")
 
 
 @dataclass
@@ -43,10 +45,16 @@ def prepare_data(config: RunConfig) -> RunData:
     ds = lab.data.load(cfg.dataset, image_size=cfg.img_size)
     Split = lab.data.Split
     if cfg.seen is None and cfg.unseen is None:
-        if cfg.n_unseen > len(ds.classes) - 2:
+        n_classes = len(ds.classes)
+        if n_classes < 4:
             raise ValueError(
-                f"n_unseen={cfg.n_unseen} leaves fewer than 2 seen classes of the {len(ds.classes)} in "
-                f"{cfg.dataset!r}; choose n_unseen <= {len(ds.classes) - 2}."
+                f"dataset {cfg.dataset!r} has {n_classes} class{'es' if n_classes != 1 else ''}; a run needs at "
+                f"least 4 (2 seen to train on, 2 unseen to measure); add classes (one sub-folder each) or "
+                f"choose another dataset.")
+        if cfg.n_unseen > n_classes - 2:
+            raise ValueError(
+                f"n_unseen={cfg.n_unseen} leaves fewer than 2 seen classes of the {n_classes} in "
+                f"{cfg.dataset!r}; choose n_unseen between 2 and {n_classes - 2}."
             )
         split = Split.random(ds.classes, n_unseen=cfg.n_unseen, seed=cfg.split_seed)
     else:
@@ -59,6 +67,8 @@ def prepare_data(config: RunConfig) -> RunData:
         split = Split(seen=seen, unseen=unseen)
     split.validate(ds.classes, need_seen=2)
     seen_ds = ds.subset(list(split.seen))
+    _check_counts(seen_ds, 2, "training and the held-out evaluation", "seen",
+                  "add images to it or list it in unseen")
     train = seen_ds.partition("train", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
     heldout = seen_ds.partition("test", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
     if cfg.seen_per_class is not None:
@@ -66,7 +76,77 @@ def prepare_data(config: RunConfig) -> RunData:
     unseen = ds.subset(list(split.unseen))
     if cfg.unseen_per_class is not None:
         unseen = unseen.sample_per_class(cfg.unseen_per_class, seed=cfg.split_seed)
+    need, why = images_needed(cfg.metrics)
+    _check_counts(unseen, need, why, "unseen", _advice(cfg, "unseen_per_class", need, why))
+    need, why = images_needed(cfg.collapse_metrics)
+    _check_counts(heldout, need, why, "seen", _advice(cfg, "seen_per_class", need, why),
+                  part_name="held-out ")
     for name, part in (("training", train), ("held-out", heldout), ("unseen", unseen)):
         if len(part) == 0:
             raise ValueError(f"the {name} set of {cfg.dataset!r} is empty; check the split and heldout_fraction.")
     return RunData(ds, split, train, heldout, unseen)
+
+
+def absolute_dataset(config: RunConfig) -> RunConfig:
+    """``config`` with the path of a ``folder:``/``cifar10:``/``cifar100:`` dataset made absolute
+    (``~`` expanded), so that the stored run can be rebuilt from any working directory."""
+    import os
+
+    kind, sep, arg = config.dataset.partition(":")
+    if not sep or kind not in _PATH_KINDS or not arg:
+        return config
+    path = os.path.abspath(os.path.expanduser(arg))
+    return config if path == arg else config.replace(dataset=f"{kind}:{path}")
+
+
+def images_needed(metrics) -> tuple[int, str | None]:
+    """The fewest images per class the metrics need, and the metric (with its reason) that needs them.
+
+    nc1, cdnv: within-class spread needs 2; kNN accuracy and purity: leave-one-out needs another image
+    of the class; the linear probe: stratified k-fold needs ``folds`` per class.
+    """
+    need, why = 1, None
+    for name, count, reason in (("nc1", 2, "nc1 (within-class spread)"), ("cdnv", 2, "cdnv (within-class spread)"),
+                                ("knn_accuracy", 2, "knn_accuracy (leave-one-out)"),
+                                ("knn_purity", 2, "knn_purity (leave-one-out)")):
+        if name in metrics and count > need:
+            need, why = count, reason
+    if "linear_probe_accuracy" in metrics:
+        folds = _probe_folds()
+        if folds > need:
+            need, why = folds, f"linear_probe_accuracy ({folds}-fold cross-validation)"
+    return need, why
+
+
+def _probe_folds() -> int:
+    try:
+        from lab.metrics.report import _OPTIONS
+        return int(_OPTIONS["linear_probe_accuracy"]["folds"])
+    except (ImportError, KeyError):                 # pragma: no cover - the metrics' default
+        return 5
+
+
+def _advice(cfg: RunConfig, cap_name: str, need: int, why: str | None) -> str:
+    cap = getattr(cfg, cap_name)
+    if cap is not None and cap < need:
+        return f"raise {cap_name} to at least {need}"
+    metric = (why or "").split(" ")[0]
+    more = ", raise heldout_fraction" if cap_name == "seen_per_class" else ""
+    return f"add images to it{more}, or drop {metric} from metrics" if metric else "add images to it"
+
+
+def _check_counts(part, need: int, why: str | None, role: str, advice: str, *, part_name: str = "") -> None:
+    """Raise ValueError naming the first class of ``part`` with fewer than ``need`` images."""
+    import numpy as np
+
+    if need <= 1:
+        return
+    counts = np.bincount(np.asarray(part.targets, dtype=np.int64), minlength=len(part.classes))
+    low = [i for i, n in enumerate(counts) if n < need]
+    if not low:
+        return
+    i = low[0]
+    more = f" ({len(low) - 1} more class{'es' if len(low) > 2 else ''} too)" if len(low) > 1 else ""
+    raise ValueError(
+        f"{role} class {part.classes[i]!r} has {int(counts[i])} {part_name}image{'s' if counts[i] != 1 else ''}"
+        f"{more}, but {why or 'the run'} needs at least {need} per class; {advice}.")

@@ -11,6 +11,7 @@ ends (finished, failed, cancelled, closed by the consumer) is handled in
 """
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from typing import Generator, Iterator
@@ -24,7 +25,7 @@ from lab.events import (
 )
 from lab.runs.contribution import Contribution
 from lab.runs.context import RunContext, SeedState
-from lab.runs.data import RunData, prepare_data
+from lab.runs.data import RunData, absolute_dataset, prepare_data
 from lab.runs.evaluation import Evaluator
 from lab.runs.projections import Projections
 from lab.runs.recorder import open_recorder
@@ -60,6 +61,7 @@ def run(config: RunConfig | dict, store=None, cancel: CancelToken | None = None)
         config = RunConfig.from_dict(config)
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a lab.RunConfig or a dict. Got {type(config).__name__} instead.")
+    config = absolute_dataset(config)       # stored as an absolute path: the run can be rebuilt elsewhere
     if cancel is not None and not hasattr(cancel, "cancelled"):
         raise ValueError(f"cancel must be a lab.runs.CancelToken. Got {type(cancel).__name__} instead.")
     return _Engine(config, store, cancel).events()
@@ -101,7 +103,8 @@ class _Engine:
             yield RunCancelled(self.run_id, seconds=time.perf_counter() - self.t0, message=message)
             return
         except BaseException as exc:   # noqa: BLE001 - every failure becomes one event
-            message = _failure_message(exc)
+            message = _failure_message(exc, folder=self.ctx.recorder.path if self.ctx is not None else None,
+                                       store_root=self._store_root())
             self._close("failed", message, tb=traceback.format_exc())
             yield RunFailed(self.run_id, message=message, seconds=time.perf_counter() - self.t0)
             return
@@ -111,6 +114,18 @@ class _Engine:
                 self.ctx.worker.close()
         self._close("finished", None)
         yield RunFinished(self.run_id, seconds=time.perf_counter() - self.t0, summary=self.summary)
+
+    def _store_root(self):
+        if self.ctx is not None and self.ctx.recorder.root is not None:
+            return self.ctx.recorder.root
+        if self.store_arg is False:
+            return None
+        root = getattr(self.store_arg, "root", None)
+        if root is None and self.store_arg is None:
+            from lab.store import default_root
+
+            root = default_root()
+        return root
 
     def _close(self, status: str, message: str | None, tb: str | None = None) -> None:
         """Mark the run in the store with what it measured so far; never raises."""
@@ -289,13 +304,16 @@ class _Engine:
             yield from ctx.results.across_seeds(epoch)
 
 
-def _failure_message(exc: BaseException) -> str:
-    """One paragraph for RunFailed: the message itself for input errors, type + message otherwise."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, (ValueError, FileNotFoundError, KeyError)):
-        return text
-    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
-        return (f"ran out of memory ({type(exc).__name__}: {text}). Lower batch_size or eval_batch_size, "
-                f"cap unseen_per_class / seen_per_class, measure fewer layers, or use a smaller img_size.")
-    return (f"{type(exc).__name__}: {text}. This looks like a bug in layerscope rather than a problem with the "
-            f"config; the traceback is stored in the run's meta.json.")
+def _failure_message(exc: BaseException, folder=None, store_root=None) -> str:
+    """One paragraph for RunFailed (:func:`lab.errors.user_message`): the message itself for input
+    errors, path and fix for operating-system errors, and for a genuine bug the file that keeps
+    its traceback (the run's folder when it can be written, else the user's cache)."""
+    from lab.errors import find_os_error, user_message
+
+    fix = None
+    os_error = find_os_error(exc)
+    if os_error is not None and store_root is not None and os_error.filename is not None:
+        path, root = os.path.abspath(os_error.filename), os.path.abspath(store_root)
+        if path == root or path.startswith(root + os.sep) or root.startswith(path + os.sep):
+            fix = "choose another run store with --runs-dir or $LAB_RUNS_DIR"
+    return user_message(exc, fix=fix, folder=folder)

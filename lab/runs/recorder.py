@@ -121,17 +121,19 @@ class Recorder:
     def close(self, status: str, message: str | None = None, summary: dict | None = None,
               traceback: str | None = None) -> None:
         """Flush what the current epoch has so far and mark the run; never raises."""
+        # Each step on its own: rows that cannot be written (a full disk) must not keep the run's status
+        # from being recorded, and the store must not mask the run's own outcome.
         try:
-            try:
-                self._sync()
-            except Exception:          # noqa: BLE001 - a failed array write must not hide the outcome
-                pass
-            self._flush()
+            for step in (self._sync, self._flush):
+                try:
+                    step()
+                except Exception:      # noqa: BLE001 - a failed write must not hide the outcome
+                    pass
             if traceback:
-                self.writer.update_meta(traceback=traceback)
-            self.writer.finish(status, message=message, summary=summary or None)
-        except Exception:              # noqa: BLE001 - the store must not mask the run's own outcome
-            pass
+                with contextlib.suppress(Exception):
+                    self.writer.update_meta(traceback=traceback)
+            with contextlib.suppress(Exception):
+                self.writer.finish(status, message=message, summary=summary or None)
         finally:
             if self._io is not None:
                 self._io.shutdown(wait=True)

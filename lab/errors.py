@@ -1,0 +1,164 @@
+"""Plain one-line messages for errors a user can meet, shared by the CLI, the app and the engine.
+
+Operating-system errors (permissions, a full disk, a path whose parent is a file, a missing
+file, a read-only file system) are the environment, not a bug: :func:`os_error_message`
+names the path and the fix. :func:`user_message` is the one entry point: input errors keep
+their own text, OS errors get the mapping, and anything else is a genuine bug, whose
+traceback is written to a file (:func:`keep_traceback`) that the message names.
+
+Example
+-------
+>>> import errno
+>>> os_error_message(OSError(errno.ENOSPC, "No space left on device", "/data/runs/x"))  # doctest: +ELLIPSIS
+'no space left on the disk holding /data/runs/x; free some space ...'
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import os
+import tempfile
+import traceback as _traceback
+from pathlib import Path
+
+__all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message"]
+
+_BUG = "This looks like a bug in layerscope rather than a problem with the input"
+
+
+def _first_file_in(path: Path) -> Path | None:
+    """The first component of ``path`` (from the root down) that exists and is not a folder."""
+    parts = path.absolute().parts
+    for i in range(1, len(parts) + 1):
+        head = Path(*parts[:i])
+        if head.exists() and not head.is_dir():
+            return head
+    return None
+
+
+def os_error_message(exc: OSError, fix: str | None = None) -> str | None:
+    """One line naming the path, the problem and the fix of an operating-system error.
+
+    Parameters
+    ----------
+    exc : OSError with ``errno`` set (None is returned for OSErrors raised with a message only)
+    fix : what the user can do instead, in this context (e.g. "choose another store with
+        --runs-dir or $LAB_RUNS_DIR"); replaces the generic advice
+
+    Returns
+    -------
+    str or None
+    """
+    code = getattr(exc, "errno", None)
+    if not isinstance(exc, OSError) or code is None:
+        return None
+    path = exc.filename if isinstance(exc.filename, (str, os.PathLike)) else None
+    where = str(path) if path is not None else "a file"
+    other = f" (and {exc.filename2})" if getattr(exc, "filename2", None) else ""
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"permission denied on {where}{other}; make it writable/readable for this user "
+                f"(chmod/chown) or {(fix or 'choose another location')}")
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        what = "no space left" if code == errno.ENOSPC else "disk quota exceeded"
+        return (f"{what} on the disk holding {where}; free some space or "
+                f"{(fix or 'choose a location on another disk')}")
+    if code == errno.EROFS:
+        return (f"{where} is on a read-only file system; "
+                f"{(fix or 'choose a writable location')}")
+    if code == errno.ENOTDIR:
+        blocker = _first_file_in(Path(path)) if path is not None else None
+        if blocker is not None:
+            so = "" if blocker == Path(path).absolute() else f", so {where} cannot be used"
+            return (f"{blocker} is a file, not a folder{so}; move that file away or "
+                    f"{(fix or 'choose another path')}")
+        return f"{where} is not a folder; {(fix or 'give the path of a folder')}"
+    if code == errno.EEXIST and path is not None and Path(path).exists() and not Path(path).is_dir():
+        return (f"{where} is a file, not a folder; move that file away or "
+                f"{(fix or 'choose another path')}")
+    if code == errno.EISDIR:
+        return (f"{where} is a folder where a file is expected; "
+                f"{(fix or 'give the path of a file')}")
+    if code == errno.ENOENT:
+        return f"{where} does not exist; check the path or {(fix or 'create it first')}"
+    if code == errno.ENAMETOOLONG:
+        return f"the path {where} is too long for the file system; choose a shorter one"
+    if code in (errno.EMFILE, errno.ENFILE):
+        return "too many open files; raise the limit (ulimit -n) or close other programs, then retry"
+    if code == errno.EIO:
+        return f"input/output error on {where}: the disk may be failing; copy the data elsewhere and retry"
+    text = exc.strerror or str(exc)
+    return f"{text} ({where}); check the path and its permissions"
+
+
+def find_os_error(exc: BaseException | None) -> OSError | None:
+    """``exc`` or the first error of its cause/context chain that is an OSError with an errno."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and getattr(exc, "errno", None) is not None:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def is_bug_message(text: str | None) -> bool:
+    """Whether a message from :func:`user_message` reports a genuine bug (its run folder holds the traceback)."""
+    return bool(text) and _BUG in text
+
+
+def keep_traceback(exc: BaseException, folder: str | os.PathLike | None = None,
+                   name: str = "traceback.txt") -> Path | None:
+    """Write ``exc``'s traceback to ``folder/name`` when that works, else to a file under the user's
+    cache folder (``$XDG_CACHE_HOME/layerscope`` or ``~/.cache/layerscope``), else the temp folder.
+
+    Returns
+    -------
+    Path of the file written, or None when nothing could be written anywhere.
+    """
+    text = "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "layerscope"
+    candidates = [Path(folder) / name] if folder is not None else []
+    candidates += [cache / f"traceback-{stamp}-{os.getpid()}.txt",
+                   Path(tempfile.gettempdir()) / "layerscope" / f"traceback-{stamp}-{os.getpid()}.txt"]
+    for path in candidates:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def user_message(exc: BaseException, *, fix: str | None = None, folder: str | os.PathLike | None = None) -> str:
+    """The one line a user sees for ``exc``.
+
+    Input errors (ValueError, KeyError, FileNotFoundError raised with a message) keep their
+    text; operating-system errors get :func:`os_error_message` (with ``fix`` as the advice);
+    running out of memory says what to lower; anything else is a bug: its traceback is kept
+    (:func:`keep_traceback` into ``folder`` or the user's cache) and the message names the file.
+    """
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) is not None:
+        return os_error_message(exc, fix=fix)
+    text = _one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc) or type(exc).__name__
+    if isinstance(exc, (ValueError, KeyError, FileNotFoundError)):
+        return text                       # input errors say what to change (even when caused by an OSError)
+    os_error = find_os_error(exc)
+    if os_error is not None:
+        return os_error_message(os_error, fix=fix)
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return (f"ran out of memory ({type(exc).__name__}: {text}). Lower batch_size or eval_batch_size, "
+                f"cap unseen_per_class / seen_per_class, measure fewer layers, or use a smaller img_size.")
+    if type(exc).__name__ == "DecompressionBombError":
+        return (f"an image is too large to open safely ({text}); remove or shrink that image in the "
+                f"dataset folder")
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {text}; check the file named and its permissions"
+    kept = keep_traceback(exc, folder)
+    where = f"the traceback is kept in {kept}" if kept else "the traceback could not be written anywhere"
+    return f"{type(exc).__name__}: {text}. {_BUG}; {where}. Please report it with that file."
