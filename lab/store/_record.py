@@ -1,0 +1,244 @@
+"""Reading a run back: statuses, the status derived from process liveness, RunRecord, its summary."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+import socket
+import warnings
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+
+from lab import analysis
+from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
+from lab.store._tables import _read_table
+
+STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
+TERMINAL_STATUSES = ("finished", "failed", "cancelled")
+STALE_AFTER = 600.0
+"""Seconds without a heartbeat after which a "running" run of another host reads as interrupted."""
+
+
+def _load_config(data: dict) -> Any:
+    """RunConfig when lab.config is importable and accepts the dict, else the dict itself."""
+    try:
+        from lab.config import RunConfig
+    except ImportError:
+        return data
+    try:
+        return RunConfig.from_dict(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        warnings.warn(f"stored config does not load as a RunConfig ({exc}); keeping it as a dict",
+                      stacklevel=3)
+        return data
+
+
+def _read_run_files(path: Path) -> tuple[dict | None, dict | None, list[str]]:
+    """(meta, config, problems) of a run folder; a missing or unreadable file is None plus a problem."""
+    out: list[dict | None] = []
+    problems: list[str] = []
+    for name in ("meta.json", "config.json"):
+        file = path / name
+        if not file.exists():
+            out.append(None)
+            problems.append(f"{name} is missing")
+            continue
+        try:
+            data = _read_json(file)
+        except ValueError as exc:
+            out.append(None)
+            problems.append(f"{name} is not valid JSON ({_one_line(exc)})")
+            continue
+        except OSError as exc:
+            from lab.errors import os_error_message
+
+            out.append(None)
+            problems.append(f"{name} cannot be read ({os_error_message(exc) or exc})")
+            continue
+        if not isinstance(data, dict):
+            out.append(None)
+            problems.append(f"{name} holds a JSON {type(data).__name__}, not an object")
+            continue
+        out.append(data)
+    return out[0], out[1], problems
+
+
+def _derived_status(meta: dict) -> str:
+    status = meta.get("status", "unknown")
+    if status != "running":
+        return status
+    pid, host = meta.get("pid"), meta.get("host")
+    if host == socket.gethostname() and isinstance(pid, int) and os.name != "nt":
+        return "running" if _pid_alive(pid, meta.get("pid_start")) else "interrupted"
+    updated = _parse_time(meta.get("updated") or meta.get("started"))
+    if updated is None:
+        return "interrupted"
+    age = (_dt.datetime.now(_dt.timezone.utc) - updated).total_seconds()
+    return "running" if age < STALE_AFTER else "interrupted"
+
+
+def _summary(record: "RunRecord") -> dict:
+    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
+    meta = record.meta
+    out = analysis.run_summary(record.metrics, record.training, layers=meta.get("layers"),
+                               aliases=meta.get("layer_aliases"))
+    return {"status": record.status, **out}
+
+
+class RunRecord:
+    """One stored run, read back as tidy pandas frames and numpy arrays.
+
+    Tables are read on first access and cached (a snapshot: load again to see
+    what a live run wrote since).
+
+    Attributes
+    ----------
+    run_id : str
+    path : pathlib.Path
+    config : RunConfig or dict
+        A :class:`lab.config.RunConfig` when it loads, else the stored dict.
+    meta : dict
+        status (with "running" turned into "interrupted" for dead runs), name,
+        started, ended, updated, host, pid, device, versions, layers, classes, split ...
+    """
+
+    def __init__(self, run_id: str, path: Path, config: Any, meta: dict, raw_config: dict,
+                 problems: list[str] | None = None, damaged_parts: list[str] | None = None):
+        self.run_id = run_id
+        self.path = path
+        self.config = config
+        self.meta = meta
+        self.config_dict = raw_config
+        self.problems = list(problems or [])
+        """What is wrong with config.json / meta.json (empty for an intact run)."""
+        self.damaged_parts = list(damaged_parts or [])
+        """Table parts (paths relative to the run folder) that are unreadable and skipped."""
+
+    @property
+    def damage(self) -> str | None:
+        """None for an intact run, else "damaged: ..." (config/meta) or "partially damaged: ..." (tables)."""
+        if self.problems:
+            return "damaged: " + "; ".join(self.problems)
+        if self.damaged_parts:
+            n = len(self.damaged_parts)
+            return (f"partially damaged: {n} unreadable table part{'s' if n > 1 else ''} skipped "
+                    f"({', '.join(self.damaged_parts[:3])}{' ...' if n > 3 else ''})")
+        return None
+
+    def _table(self, table: str) -> pd.DataFrame:
+        return _read_table(self.path / "tables" / table, table, self.damaged_parts, self.path)
+
+    @property
+    def status(self) -> str:
+        return self.meta.get("status", "unknown")
+
+    @property
+    def name(self) -> str | None:
+        return self.meta.get("name")
+
+    @functools.cached_property
+    def metrics(self) -> pd.DataFrame:
+        """Long table: seed, epoch, layer, split, metric, value."""
+        return self._table("metrics")
+
+    @functools.cached_property
+    def training(self) -> pd.DataFrame:
+        """One row per (seed, epoch): train_loss, train_accuracy, heldout_accuracy, heldout_loss, ..."""
+        return self._table("training")
+
+    @functools.cached_property
+    def utilization(self) -> pd.DataFrame:
+        """seed, epoch, layer, absolute, relative."""
+        return self._table("utilization")
+
+    @functools.cached_property
+    def contribution(self) -> pd.DataFrame:
+        """seed, layer, metric, value."""
+        return self._table("contribution")
+
+    # -- arrays ------------------------------------------------------------------------------
+    def _array_keys(self, kind: str) -> pd.DataFrame:
+        base = self.path / "arrays" / kind
+        rows = []
+        pattern = "s*/e*/*/*.npz" if kind == "projections" else "s*/e*/*.npz"
+        for p in base.glob(pattern) if base.is_dir() else []:
+            rel = p.relative_to(base).parts
+            try:
+                seed, epoch = int(rel[0][1:]), int(rel[1][1:])
+            except ValueError:
+                continue
+            row = {"seed": seed, "epoch": epoch, "layer": unquote(p.name[:-4])}
+            if kind == "projections":
+                row["method"] = rel[2]
+            rows.append(row)
+        cols = ["seed", "epoch", "layer"] + (["method"] if kind == "projections" else [])
+        df = pd.DataFrame(rows, columns=cols)
+        return df.sort_values(cols[:2], kind="stable").reset_index(drop=True)
+
+    def embedding_keys(self) -> pd.DataFrame:
+        """Available (seed, epoch, layer) of stored embeddings."""
+        return self._array_keys("embeddings")
+
+    def projection_keys(self) -> pd.DataFrame:
+        """Available (seed, epoch, layer, method) of stored projections."""
+        return self._array_keys("projections")
+
+    def embeddings(self, seed: int, epoch: int, layer: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X float16 (n, d), labels (n,), indices (n,))`` of one layer at one epoch."""
+        path = (self.path / "arrays" / "embeddings" / f"s{int(seed)}" / f"e{int(epoch):04d}"
+                / _layer_file(layer))
+        if not path.is_file():
+            raise KeyError(f"run {self.run_id!r} has no embeddings for seed={seed}, epoch={epoch}, "
+                           f"layer={layer!r}; see RunRecord.embedding_keys() for what is stored")
+        with np.load(path, allow_pickle=False) as z:
+            return z["X"], z["labels"], z["indices"]
+
+    def projection(self, seed: int, epoch: int, layer: str,
+                   method: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(coords float32 (n, 2), labels (n,), indices (n,))``; method None: umap, else pca, else any."""
+        base = self.path / "arrays" / "projections" / f"s{int(seed)}" / f"e{int(epoch):04d}"
+        fname = _layer_file(layer)
+        if method is None:
+            found = sorted(p.name for p in base.iterdir() if (p / fname).is_file()) if base.is_dir() else []
+            ranked = [m for m in ("umap", "pca") if m in found] + [m for m in found if m not in ("umap", "pca")]
+            method = ranked[0] if ranked else "umap"
+        path = base / str(method) / fname
+        if not path.is_file():
+            raise KeyError(f"run {self.run_id!r} has no {method} projection for seed={seed}, epoch={epoch}, "
+                           f"layer={layer!r}; see RunRecord.projection_keys() for what is stored")
+        with np.load(path, allow_pickle=False) as z:
+            return z["coords"], z["labels"], z["indices"]
+
+    def projection_class_names(self, seed: int, epoch: int, layer: str, method: str) -> list[str] | None:
+        """Class names saved with a projection, if any."""
+        path = (self.path / "arrays" / "projections" / f"s{int(seed)}" / f"e{int(epoch):04d}"
+                / method / _layer_file(layer))
+        with np.load(path, allow_pickle=False) as z:
+            return [str(c) for c in z["class_names"]] if "class_names" in z else None
+
+    def weights_path(self, seed: int | None = None) -> Path:
+        """Path of ``weights/seed{seed}.safetensors`` (default: the config's first seed)."""
+        if seed is None:
+            seeds = self.config_dict.get("seeds") or [0]
+            seed = int(seeds[0]) if isinstance(seeds, (list, tuple)) else int(seeds)
+        path = self.path / "weights" / f"seed{int(seed)}.safetensors"
+        if not path.is_file():
+            stored = sorted(p.stem for p in (self.path / "weights").glob("seed*.safetensors"))
+            raise FileNotFoundError(
+                f"run {self.run_id!r} has no weights for seed {seed} (stored: {stored or 'none'}); "
+                f"weights are saved at the end of each seed when save_weights is on")
+        return path
+
+    def summary(self) -> dict:
+        """What the run measured (:func:`lab.analysis.run_summary`: g, its best layer and seed spread at
+        the last complete epoch, whether that layer is the final representation, the seen held-out
+        accuracy) and the status."""
+        return _summary(self)
+
+    def __repr__(self) -> str:
+        return f"RunRecord({self.run_id!r}, status={self.status!r}, path={str(self.path)!r})"
+
