@@ -205,7 +205,7 @@ import panel as pn
 from app import LiveView, RunControl
 
 view = LiveView()
-control = RunControl(view, lambda: cfg)
+control = RunControl(view, cfg.replace)   # make_config: any callable returning a RunConfig
 pn.ipywidget(pn.Column(control, view, sizing_mode="stretch_width"))
 '''),
     ]
