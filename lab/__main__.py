@@ -8,6 +8,7 @@
     python -m lab runs show RUN_ID
     python -m lab runs delete RUN_ID
     python -m lab export RUN_ID [RUN_ID ...] -o runs.ipynb --execute
+    python -m lab export --study NAME_OR_SPEC -o study.ipynb
 
 Every :class:`lab.config.RunConfig` field is a flag of ``run`` (``n_unseen`` is
 ``--n-unseen``, booleans are ``--augment/--no-augment``, lists take several
@@ -172,9 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     runs.set_defaults(func=lambda args: _missing(
         runs, "an action: list, show, delete, pack, unpack, to-tensorboard or to-mlflow"))
 
-    exp = sub.add_parser("export", parents=[common], help="write stored runs into a Jupyter notebook",
-                         description="Write a notebook that reloads and re-plots the given runs.")
-    exp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    exp = sub.add_parser("export", parents=[common], help="write stored runs or a study into a Jupyter notebook",
+                         description="Write a notebook that reloads and re-plots the given runs, or (--study) "
+                                     "a study's figures and tables.")
+    exp.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    exp.add_argument("--study", metavar="NAME_OR_SPEC", default=None,
+                     help="export a study instead: a study name run into this store, or its spec file")
     exp.add_argument("-o", "--output", required=True, metavar="NOTEBOOK", help="the .ipynb file to write")
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
     exp.set_defaults(func=_cmd_export)
@@ -517,6 +521,12 @@ def _check_writable(output: Path) -> None:
 
 def _cmd_export(args) -> int:
     store = _store(args)
+    if args.study is not None and args.run_ids:
+        raise _UsageError("give run ids or --study, not both")
+    if args.study is None and not args.run_ids:
+        raise _UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
+    if args.study is not None:
+        return _export_study(args, store)
     for run_id in args.run_ids:
         store.load(run_id)                # unknown or invalid ids: exit 2 before any work
     output = Path(args.output)
@@ -538,6 +548,20 @@ def _cmd_export(args) -> int:
         kwargs["execute"] = True
     result = to_notebook(list(args.run_ids), output, **kwargs)
     print(f"wrote {result if isinstance(result, (str, Path)) else output}")
+    return EXIT_OK
+
+
+def _export_study(args, store: RunStore) -> int:
+    from lab._cli_study import _find_study
+    from lab.export import study_to_notebook
+
+    study = _find_study(args.study, store)  # unknown name or bad spec: exit 2 before any work
+    output = Path(args.output)
+    if output.suffix != ".ipynb":
+        raise _UsageError(f"-o must name a .ipynb file; got {str(output)!r}")
+    _check_writable(output)
+    result = study_to_notebook(study, output, store=store, execute=args.execute)
+    print(f"wrote {result}")
     return EXIT_OK
 
 

@@ -26,6 +26,10 @@ Examples
 >>> import lab
 >>> store = lab.RunStore("runs")                                  # doctest: +SKIP
 >>> lab.export.to_notebook([run_id], "run.ipynb", store=store)   # doctest: +SKIP
+
+A whole study (:mod:`lab.study`) exports with :func:`study_to_notebook` (in :mod:`lab._export_study`):
+
+>>> lab.export.study_to_notebook("utilization-vs-noise", "study.ipynb", store=store)   # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -43,7 +47,8 @@ from typing import Any, Iterable
 from lab import analysis, catalogue
 from lab._export_markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
 
-__all__ = ["to_notebook", "build_notebook", "execute_notebook", "notebook_summary", "escape_markdown", "py_literal"]
+__all__ = ["to_notebook", "build_notebook", "execute_notebook", "notebook_summary", "escape_markdown", "py_literal",
+           "study_to_notebook", "build_study_notebook", "notebook_tables", "table_metadata"]
 
 _PREFERRED_METRICS = ("nmi", "knn_accuracy", "linear_probe_accuracy", "nc1")
 SUMMARY_TAG = "summary"
@@ -548,3 +553,9 @@ def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=Non
             ) from exc
     nbformat.write(nb, str(target))
     return target
+
+
+# studies: a notebook of a study's figures (lab._export_study imports the helpers above)
+from lab._export_study import (  # noqa: E402
+    build_study_notebook, notebook_tables, study_to_notebook, table_metadata,
+)

@@ -1,0 +1,395 @@
+"""Export a study to a Jupyter notebook that reloads its runs and draws the papers' figures.
+
+:func:`study_to_notebook` (also ``lab.export.study_to_notebook`` and ``python -m lab export --study``)
+writes an nbformat v4 notebook whose cells
+
+- rebuild the :class:`lab.study.Study` from its spec, embedded as a Python literal;
+- reload the study's finished runs from the run store (:func:`lab.study.figures`: every number
+  from :mod:`lab.analysis`) and show the status of every cell;
+- draw the figures of the app's Studies tab with ``app.study_plots``: g per layer against relative
+  depth, seen accuracy against g with the rank correlations, the Wang & Yang heatmaps and NC1 per
+  layer per condition, each next to its table.
+
+Cells only call the library (no ``def`` or ``class``). Everything a user typed (the study's name,
+description and axis values, the store's path) reaches markdown escaped and code only as literals
+built by :func:`lab.export.py_literal`; nothing typed is ever executed as code.
+
+The tables the executed notebook showed can be read back with :func:`notebook_tables`: each is
+displayed with its exact values in the output's metadata (:func:`table_metadata`).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from lab.export import _code, _resolve_store, escape_markdown, execute_notebook, py_literal
+
+__all__ = ["study_to_notebook", "build_study_notebook", "table_metadata", "notebook_tables"]
+
+_TABLE_KEY = "layerscope_table"
+
+# ----------------------------------------------------------------------------------------------
+# tables carried in output metadata
+# ----------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value for one table cell: numpy scalars as Python ones, NaN and NA as None."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (ValueError, TypeError):
+            pass
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    try:
+        import pandas as pd
+
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+def table_metadata(name: str, frame) -> dict:
+    """Display metadata carrying a table's exact values, for :func:`notebook_tables` to read back.
+
+    Parameters
+    ----------
+    name : str
+        The table's name (e.g. ``"generalization"``).
+    frame : pandas.DataFrame
+        Shape (rows, columns); its values are written as JSON (floats exactly, NaN as null).
+
+    Returns
+    -------
+    dict
+        ``{"layerscope_table": {"name", "columns", "dtypes", "data"}}``: pass as ``metadata=`` of
+        ``IPython.display.display``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a table needs a non-empty name. Got {name!r} instead.")
+    if not hasattr(frame, "columns") or not hasattr(frame, "itertuples"):
+        raise ValueError(f"table {name!r} must be a pandas DataFrame. Got {type(frame).__name__} instead.")
+    return {_TABLE_KEY: {
+        "name": name,
+        "columns": [str(c) for c in frame.columns],
+        "dtypes": [str(t) for t in frame.dtypes],
+        "data": [[_plain(v) for v in row] for row in frame.itertuples(index=False, name=None)],
+    }}
+
+
+def _frame(payload: Mapping):
+    import pandas as pd
+
+    frame = pd.DataFrame(payload["data"], columns=payload["columns"])
+    for column, dtype in zip(payload["columns"], payload["dtypes"]):
+        try:
+            if dtype.startswith("float"):
+                frame[column] = frame[column].astype(dtype)          # null -> NaN
+            elif dtype.startswith(("int", "uint", "bool")) and frame[column].notna().all():
+                frame[column] = frame[column].astype(dtype)
+            elif dtype == "object":
+                frame[column] = frame[column].astype(object)
+        except (TypeError, ValueError):
+            pass                           # a column whose values no longer fit its dtype stays as read
+    return frame
+
+
+def notebook_tables(nb) -> dict:
+    """The tables an executed study notebook showed, by name, with the exact values it computed.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode or path of an executed ``.ipynb`` file
+
+    Returns
+    -------
+    dict of str -> pandas.DataFrame
+        ``"status"`` (one row per cell), ``"generalization"`` (g per condition), and the other tables
+        the notebook displayed with :func:`table_metadata`.
+
+    Raises
+    ------
+    ValueError
+        The notebook shows no such table: it was not executed, or not exported by :func:`study_to_notebook`.
+    """
+    import nbformat
+
+    if isinstance(nb, (str, os.PathLike)):
+        nb = nbformat.read(str(nb), as_version=4)
+    found = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            payload = out.get("metadata", {}).get(_TABLE_KEY)
+            if payload is not None:
+                found[str(payload["name"])] = _frame(payload)
+    if not found:
+        raise ValueError("the notebook shows no layerscope table; execute it first "
+                         "(lab.export.execute_notebook, or study_to_notebook(..., execute=True)).")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------
+# code cells (templates: {{SLOT}} is replaced by a Python literal, nothing else)
+# ----------------------------------------------------------------------------------------------
+
+_SETUP = r'''
+import holoviews as hv
+import pandas as pd
+from IPython.display import display
+
+import app
+import lab
+from app import study_plots          # the figures of the app's Studies tab (no server needed)
+from lab.study import Study, figures  # the figures' data: every number from lab.analysis
+
+app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
+pd.set_option("display.precision", 4)
+pd.set_option("display.max_columns", 40)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", None)
+'''
+
+_LOAD = r'''
+# The run store and the study's spec (plain data: point STORE_ROOT elsewhere if the runs moved).
+STORE_ROOT = {{STORE_ROOT}}
+SPEC = {{SPEC}}
+EXPORTED_RUN_IDS = {{RUN_IDS}}   # per cell, the run this notebook was exported with (None: no run yet)
+
+store = lab.RunStore(STORE_ROOT)
+study = Study.from_dict(SPEC)
+status = study.status(store)
+changed = [cell for cell, old, new in zip(status["cell"], EXPORTED_RUN_IDS, status["run_id"]) if old != new]
+if changed:
+    print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
+figs = figures(study, store)   # reads the study's finished runs back from the store
+print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
+display(status, metadata=lab.export.table_metadata("status", status))
+'''
+
+_LAYERS = r'''
+display(figs["layers"])   # per condition and layer: mean, std and n over its seeds; best = g's layer
+study_plots.layer_depth_curves(figs)
+'''
+
+_GENERALIZATION = r'''
+generalization = figs["generalization"]   # per condition: g, its layer, seen accuracy over its runs
+display(generalization, metadata=lab.export.table_metadata("generalization", generalization))
+print(study_plots.rank_text(figs["ranks"]))
+study_plots.accuracy_vs_g(figs)
+'''
+
+_GRID = r'''
+grid = figs["grid"]   # per condition, quantity and layer: mean, std and n over repeats
+LAYERS = [layer for layer in dict.fromkeys(figs["layers"]["layer"]) if layer in set(grid["layer"])]
+display(grid)
+hv.Layout([study_plots.grid_heatmap(figs, quantity, layer) for quantity in ("utilization", "contribution")
+           for layer in LAYERS]
+          + [study_plots.grid_heatmap(figs, quantity, "") for quantity in ("generalization_gap", "resilience")]
+          ).opts(hv.opts.HeatMap(responsive=False, width=320, height=260)).cols(3)
+'''
+
+_NC1 = r'''
+nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, mean over seeds
+display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(dict.fromkeys(nc1["layer"])))
+        if len(nc1) else nc1)
+study_plots.collapse_curves(figs)
+'''
+
+_RUN = r'''
+RUN_MISSING = False   # True: run the cells that have no finished run yet (a local Dask cluster), then re-read
+
+if RUN_MISSING:
+    result = study.run(store=store, on_dashboard=print)
+    print(f"{len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs finished, "
+          f"{len(result.failed)} failed; execute the cells above again to redraw")
+'''
+
+
+# ----------------------------------------------------------------------------------------------
+# the notebook
+# ----------------------------------------------------------------------------------------------
+
+
+def _resolve_study(study_or_spec, store):
+    from lab._cli_study import _find_study
+    from lab.study import Study, load_study
+
+    if isinstance(study_or_spec, (Study, Mapping)):
+        return load_study(study_or_spec)
+    if isinstance(study_or_spec, (str, os.PathLike)):
+        return _find_study(os.fspath(study_or_spec), store)
+    raise ValueError(f"study must be a lab.Study, a spec mapping, a spec file or the name of a study run into the "
+                     f"store. Got {type(study_or_spec).__name__} instead.")
+
+
+def _spec_literal(study) -> str:
+    try:
+        spec = json.loads(json.dumps(study.to_dict(), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"study {study.name!r} holds a value that is not plain data ({exc}); a study spec is "
+                         "made of text, numbers, booleans, lists and mappings") from None
+    return py_literal(spec)
+
+
+def _axes_markdown(study) -> str:
+    from lab.study import _short
+
+    lines = []
+    for axis, values in study.axes.items():
+        shown = ", ".join(f"`{escape_markdown(_short(v))}`" for v in values)
+        lines.append(f"- **{escape_markdown(axis)}** ({len(values)}): {shown}")
+    return "\n".join(lines) or "- no axes: one run of the base configuration"
+
+
+def build_study_notebook(study_or_spec, store=None):
+    """Build (but do not write) the notebook of :func:`study_to_notebook`.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        A valid nbformat v4 notebook without outputs.
+    """
+    import nbformat
+    from nbformat import v4
+
+    import lab
+
+    store = _resolve_store(store)
+    study = _resolve_study(study_or_spec, store)
+    status = study.status(store)
+    run_ids = [None if rid is None or (isinstance(rid, float) and math.isnan(rid)) else str(rid)
+               for rid in status["run_id"]]
+    if not any(run_ids):
+        raise ValueError(f"study {study.name!r} has no runs in the store {store.root}; run it first "
+                         f"(python -m lab study run SPEC) or give the store that holds its runs")
+    root = Path(store.root).resolve()
+    now = _dt.datetime.now(_dt.timezone.utc).astimezone()
+    counts = status["status"].value_counts()
+    name = escape_markdown(study.name)
+    intro = [
+        f"# layerscope study: {name}",
+        "",
+        *([escape_markdown(study.description), ""] if study.description else []),
+        f"Exported by `lab.export` {escape_markdown(now.strftime('%Y-%m-%d %H:%M:%S %Z'))} "
+        f"\\(layerscope {escape_markdown(lab.__version__)}\\). The study is the grid of every combination "
+        f"of its axes, {len(status)} runs:",
+        "",
+        _axes_markdown(study),
+        "",
+        "At export: " + ", ".join(f"{n} {escape_markdown(str(s))}" for s, n in counts.items()) + ". The cells "
+        "below reload the finished runs from the run store and draw the papers' figures; nothing is re-measured.",
+    ]
+    if counts.get("finished", 0) < len(status):
+        intro += ["", "> ⚠️ Not every cell had a finished run at export: the figures show the finished ones. "
+                  "`RUN_MISSING = True` in the last cell runs the others."]
+    cells = [
+        v4.new_markdown_cell("\n".join(intro)),
+        v4.new_markdown_cell("## Reload the study\n\nThe notebook needs layerscope installed (`lab`, and "
+                             "`app.study_plots` to draw) and the run store at `STORE_ROOT`. `SPEC` is the study "
+                             "as plain data; `figures()` reads its finished runs, the newest per cell."),
+        v4.new_code_cell(_code(_SETUP)),
+        v4.new_code_cell(_code(_LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
+                               RUN_IDS=py_literal(run_ids)), metadata={"tags": ["study-status"]}),
+        v4.new_markdown_cell(
+            "## g per layer against relative depth (Dyballa et al.)\n\nAt every layer, the unseen classes' "
+            "features are clustered (k-means) and compared with the true classes by NMI. One curve per condition "
+            "(runs that differ only in their seeds are pooled), the band is ± one standard deviation over seeds, "
+            "the star marks the best layer, whose NMI is the condition's generalization index g. Relative depth "
+            "runs from 0 (first measured layer) to 1 (last)."),
+        v4.new_code_cell(_code(_LAYERS), metadata={"tags": ["study-layers"]}),
+        v4.new_markdown_cell(
+            "## Seen accuracy against g (Gerritz et al.)\n\nOne point per condition: accuracy on held-out images "
+            "of the seen classes against g, error bars ± one standard deviation. Spearman's ρ and Kendall's τ "
+            "measure whether ordering the conditions by seen accuracy gives the same order as ordering them by "
+            "g (+1 the same, −1 reversed, 0 unrelated), with 95 % bootstrap intervals over conditions; below "
+            "three conditions there is no coefficient."),
+        v4.new_code_cell(_code(_GENERALIZATION), metadata={"tags": ["study-generalization"]}),
+        v4.new_markdown_cell(
+            "## Condition heatmaps (Wang & Yang, figures 1-3)\n\nOver the first two condition axes, the mean over "
+            "repeats of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of each layer; **contribution**, the change of seen "
+            "held-out accuracy when that layer alone is reset to its initial weights; the **generalization gap** "
+            "(training minus held-out accuracy); **resilience**, the accuracy on the training images whose labels "
+            "were corrupted, against their true labels. A study with fewer than two condition axes, or without "
+            "`contribution: true`, shows what it lacks."),
+        v4.new_code_cell(_code(_GRID), metadata={"tags": ["study-grid"]}),
+        v4.new_markdown_cell(
+            "## NC1 per layer per condition (Li, Liu et al., figure 10)\n\nNeural collapse at each layer on the "
+            "held-out images of the seen classes: the within-class spread in units of the between-class spread "
+            "(near 0: each class collapsed to a point). Log scale."),
+        v4.new_code_cell(_code(_NC1), metadata={"tags": ["study-nc1"]}),
+        v4.new_markdown_cell(
+            "## Run what is missing\n\nA study resumes: running it again runs only the cells without a finished "
+            "run. From a terminal: `python -m lab study run SPEC`, then `python -m lab study show NAME`."),
+        v4.new_code_cell(_code(_RUN), metadata={"tags": ["study-run"]}),
+    ]
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["layerscope"] = {
+        "study": study.name, "store": str(root), "run_ids": run_ids, "exported": now.isoformat(timespec="seconds"),
+        "lab_version": lab.__version__, "status": {str(k): int(v) for k, v in counts.items()},
+    }
+    nbformat.validate(nb)
+    return nb
+
+
+def study_to_notebook(study_or_spec, path: str | os.PathLike, store=None, execute: bool = False,
+                      timeout: int = 600) -> Path:
+    """Write a notebook that reloads a study's finished runs and draws its figures and tables.
+
+    Parameters
+    ----------
+    study_or_spec : lab.Study, mapping, spec file path, or str
+        The study; a string that is not a ``.yaml``/``.yml``/``.json`` file names a study run into
+        ``store`` (its spec is saved in the store's ``.studies/`` folder by ``python -m lab study run``).
+    path : path
+        The ``.ipynb`` file to write (its folder is created).
+    store : lab.RunStore, path or None
+        Where the study's runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
+    execute : bool
+        Also execute the notebook (kernel: this interpreter) and save it with its outputs.
+    timeout : int
+        Seconds allowed per cell when executing.
+
+    Returns
+    -------
+    pathlib.Path
+        The written notebook.
+
+    Raises
+    ------
+    ValueError
+        A path that is not ``.ipynb``, an unknown study name, a bad spec, or a study with no run in the store.
+    RuntimeError
+        ``execute=True`` and a cell failed; the notebook is saved with its outputs first.
+    """
+    import nbformat
+
+    target = Path(path)
+    if target.suffix != ".ipynb":
+        raise ValueError(f"path must name a .ipynb file. Got {str(target)!r} instead; add the .ipynb suffix.")
+    nb = build_study_notebook(study_or_spec, store)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if execute:
+        from nbclient.exceptions import CellExecutionError
+
+        try:
+            execute_notebook(nb, target.parent, timeout=timeout)
+        except CellExecutionError as exc:
+            nbformat.write(nb, str(target))
+            last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+            raise RuntimeError(f"the exported study notebook {str(target)!r} failed while executing; it was saved "
+                               f"with its outputs, open it to see the failing cell. {last}") from exc
+    nbformat.write(nb, str(target))
+    return target
