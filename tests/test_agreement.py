@@ -88,18 +88,15 @@ def test_the_exported_notebook_agrees(tiny_run, reference, tmp_path):
         reference["epoch"], reference["n_seeds"], reference["best_is_final"])
 
 
-def test_identical_taps_agree_everywhere(tmp_path, cli):
+def test_identical_taps_agree_everywhere(tmp_path, cli, one_thread):
     """A run whose last hidden block *is* its pooled output (a 1-block MLP: fc1 == pre_logits): every
     consumer reports the final representation, whichever of the two won by floating-point noise."""
-    import torch
-
     from app._model import RunModel
     from lab.runs import run
     from lab.store import RunStore
     from tests.conftest import TINY
 
     store = RunStore(tmp_path / "runs")
-    torch.set_num_threads(1)
     events = list(run({**TINY, "backbone": "mlp:depth=1,width=16", "epochs": 1, "seeds": (0, 1)}, store=store))
     assert events[-1].kind == "run_finished", events[-1]
     run_id = events[-1].run_id
