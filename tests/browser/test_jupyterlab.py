@@ -121,10 +121,15 @@ _PLOTS = """
   let i = 0;
   for (const doc of docs) {
     for (const m of doc._all_models.values()) {
-      if (!m.renderers || !m.title || m.title.text === undefined) continue;
+      // a model still being built throws on its unset properties: skip it until the next poll
+      let title, renderers;
+      let text;
+      try { title = m.title; renderers = m.renderers; text = title ? title.text : undefined; } catch (e) { continue; }
+      if (!renderers || !title || text === undefined) continue;
       let points = 0;
-      for (const r of m.renderers) {
-        const source = r.data_source;
+      for (const r of renderers) {
+        let source;
+        try { source = r.data_source; } catch (e) { continue; }
         if (!source || !source.data) continue;
         const d = source.data;
         const cols = d instanceof Map ? [...d.values()] : Object.values(d);
@@ -135,7 +140,7 @@ _PLOTS = """
         }
         points += best;
       }
-      out.push({doc: i, title: String(m.title.text), points});
+      out.push({doc: i, title: String(text), points});
     }
     i += 1;
   }
