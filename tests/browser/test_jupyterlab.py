@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1800)]  # JupyterLab on 2 busy cores
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -239,6 +239,29 @@ def run_all_cells(page) -> None:
     raise AssertionError(f"Run All Cells did not start the notebook: {cell_states(page)}")
 
 
+def wait_for_all_cells(page, timeout: float) -> None:
+    """Wait until every code cell has run. On a loaded machine JupyterLab can drop a Run All whose
+    kernel connection was replaced while it started (every prompt back to "[ ]:", kernel idle):
+    then run all again, at most three times."""
+    deadline = time.monotonic() + timeout
+    idle_since, reruns = None, 0
+    while time.monotonic() < deadline:
+        states = cell_states(page)
+        if states and all(x.startswith("[") and x[1:-2].isdigit() for x in states):
+            return
+        if states and all(x == "[ ]:" for x in states):
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > 20 and reruns < 3:
+                reruns += 1
+                idle_since = None
+                run_all_cells(page)
+        else:
+            idle_since = None
+        page.wait_for_timeout(500)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for every cell to run; last: {cell_states(page)!r}; "
+                         f"probes: {probes(page)}")
+
+
 def scroll_to_top(page, selector: str, index: int) -> None:
     """Scroll the notebook so that the ``index``-th match of ``selector`` is at the top (for a screenshot)."""
     for _ in range(5):              # Panel may re-render the element while we scroll
@@ -279,8 +302,7 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             page.keyboard.press("Control+b")                      # hide the file browser: room for the app
             run_all_cells(page)
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-00-running.png"))
-            wait_for(page, lambda: (lambda s: s if s and all(x.startswith("[") and x[1:-2].isdigit() for x in s)
-                                    else None)(cell_states(page)), 600, "every cell to run")
+            wait_for_all_cells(page, 1200)
             assert not kernel_errors(page), kernel_errors(page)
 
             # both renderings are there: the widgets of LayerScope and of the ipywidget live view
