@@ -240,16 +240,16 @@ def run_all_cells(page) -> None:
 
 
 def wait_for_all_cells(page, timeout: float) -> None:
-    """Wait until every code cell has run. On a loaded machine JupyterLab can drop a Run All whose
-    kernel connection was replaced while it started (every prompt back to "[ ]:", kernel idle):
-    then run all again, at most three times."""
+    """Wait until every code cell has run. On a loaded machine JupyterLab can drop the queue of a Run
+    All whose kernel connection was replaced while it ran (cells left at "[ ]:", none queued or
+    running, the kernel idle): then, once the kernel is idle, run all again, at most three times."""
     deadline = time.monotonic() + timeout
     idle_since, reruns = None, 0
     while time.monotonic() < deadline:
         states = cell_states(page)
         if states and all(x.startswith("[") and x[1:-2].isdigit() for x in states):
             return
-        if states and all(x == "[ ]:" for x in states):
+        if states and "[*]:" not in states and "[ ]:" in states and kernel_ready(page):
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > 20 and reruns < 3:
                 reruns += 1
