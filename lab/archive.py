@@ -132,8 +132,8 @@ def unpack(store: RunStore, path: str | os.PathLike) -> list[str]:
         tar = tarfile.open(path, mode="r:*")
     except FileNotFoundError:
         raise FileNotFoundError(f"no archive at {path}; check the path") from None
-    except tarfile.TarError as exc:
-        raise ArchiveError(f"{path} is not a layerscope run archive ({exc}); make one with "
+    except tarfile.TarError as exc:        # its text lists every compression tried: not for the user
+        raise ArchiveError(f"{path} is not a layerscope run archive (not a tar.gz file); make one with "
                            f"`python -m lab runs pack RUN_ID... -o FILE`") from exc
     with tar:
         return _import(store, tar, str(path))

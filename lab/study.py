@@ -284,13 +284,13 @@ def study_status(study: Study, store=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _tag_run(store, run_id: str, study: str, cell: Mapping, attempt: int) -> None:
+def _tag_run(store, run_id: str, study: str, cell: Mapping) -> None:
     """Record the study and the cell in a finished run's meta (atomic rewrite of meta.json)."""
     from lab.store import _read_json, _write_json
 
     path = store.path(run_id) / "meta.json"
     meta = _read_json(path)
-    meta.update(study=study, cell=dict(cell), study_attempt=attempt)
+    meta.update(study=study, cell=dict(cell))
     if isinstance(meta.get("summary"), dict):
         meta["summary"] = {**meta["summary"]}
     _write_json(path, meta)

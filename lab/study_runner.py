@@ -89,7 +89,7 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
             if ev.kind in _TERMINAL:
                 final = ev
         status = {"run_finished": "finished", "run_failed": "failed"}.get(final.kind, "cancelled")
-        _tag_run(store, final.run_id, study, cell, attempt=1)
+        _tag_run(store, final.run_id, study, cell)
         return {"run_id": final.run_id, "status": status, "message": getattr(final, "message", None),
                 "archive": pack_bytes(store, [final.run_id])}
 
