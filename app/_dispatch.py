@@ -18,6 +18,7 @@ the caller's thread, under a lock.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -43,10 +44,16 @@ class DocDispatcher:
         inside a session callback). None: apply synchronously.
     min_interval : float
         Minimum seconds between two batched flushes (events in between are batched).
+    hold : bool
+        Hold the document's events during ``apply`` and send them together. Off for views that
+        replace whole HoloViews panes: under Bokeh's "combine" hold such a replacement now and then
+        reaches the browser as a reference to a model it never received ("reference ... isn't
+        known"), and the page stops updating.
     """
 
-    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25):
+    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25, hold: bool = True):
         self._apply = apply
+        self._hold = hold
         self._doc = doc
         self._min_interval = min_interval
         self._interval = min_interval
@@ -112,7 +119,7 @@ class DocDispatcher:
         try:
             if batch:
                 with set_curdoc(self._doc):
-                    with pn.io.hold(self._doc):
+                    with pn.io.hold(self._doc) if self._hold else contextlib.nullcontext():
                         self._apply(batch)
         except Exception:  # never let a view bug kill the session's event loop
             _log.exception("layerscope: failed to apply %d update(s)", len(batch))
