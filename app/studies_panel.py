@@ -83,7 +83,7 @@ class StudiesPanel(pn.viewable.Viewer):
         self.param.watch(lambda _e: self.refresh(), "spec")
         # the layer picker is not from_param: its options and value must change together (a param's
         # objects and value changed one after the other reach the browser as a blank choice)
-        self.layer_select = pn.widgets.Select(name="Layer", options=[], width=200, css_classes=["ls-study-layer"])
+        self.layer_select = pn.widgets.Select(label="Layer", options=[], width=200, css_classes=["ls-study-layer"])
         self.layer_select.param.watch(lambda e: setattr(self, "layer", e.new), "value")
         self.param.watch(lambda _e: self._draw_grid(), ["quantity", "layer"])
         self.refresh()
