@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import sys
 import threading
@@ -69,10 +70,17 @@ class DocDispatcher:
     loop : asyncio event loop, None or "auto"
         Flush on this loop when ``doc`` has no server session (a notebook kernel).
         "auto": the kernel's loop when made on its thread inside IPython, else None.
+    hold : bool
+        Hold the document's events during ``apply`` and send them together. Off for views that
+        replace whole HoloViews panes: under Bokeh's "combine" hold such a replacement now and then
+        reaches the browser as a reference to a model it never received ("reference ... isn't
+        known"), and the page stops updating.
     """
 
-    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25, loop="auto"):
+    def __init__(self, apply: Callable[[list], None], doc=None, min_interval: float = 0.25, loop="auto",
+                 hold: bool = True):
         self._apply = apply
+        self._hold = hold
         self._doc = doc
         if doc is not None and getattr(doc, "session_context", None) is not None:
             loop = None                 # a served session: its document schedules the flushes
@@ -157,7 +165,7 @@ class DocDispatcher:
                 self._apply(batch)
             elif batch:
                 with set_curdoc(self._doc):
-                    with pn.io.hold(self._doc):
+                    with pn.io.hold(self._doc) if self._hold else contextlib.nullcontext():
                         self._apply(batch)
         except Exception:  # never let a view bug kill the session's event loop
             _log.exception("layerscope: failed to apply %d update(s)", len(batch))

@@ -58,19 +58,33 @@ class StudiesPanel(pn.viewable.Viewer):
         self._figs: dict = {}
         self._lines: dict[int, str] = {}
         self._dispatcher = DocDispatcher(self._apply, doc=None)
-        self.run_button = pn.widgets.Button(name="Run study", button_type="primary", width=140)
-        self.stop_button = pn.widgets.Button(name="Stop", button_type="warning", width=90, disabled=True)
+        self.run_button = pn.widgets.Button(name="Run study", button_type="primary", width=140,
+                                            css_classes=["ls-study-run"])
+        self.stop_button = pn.widgets.Button(name="Stop", button_type="warning", width=90, disabled=True,
+                                             css_classes=["ls-study-stop"])
         self.run_button.on_click(lambda _e: self.start())
         self.stop_button.on_click(lambda _e: self.stop())
-        self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.message = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-message"])
         self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width", visible=False)
         self.running_lines = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.table = pn.widgets.Tabulator(pn.widgets.Tabulator().value, disabled=True, show_index=False,
-                                          sizing_mode="stretch_width", height=260)
-        self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.plots = {name: pn.pane.HoloViews(hv.Overlay(), sizing_mode="stretch_width", min_height=330)
+        self.table = pn.widgets.Tabulator(
+            pn.widgets.Tabulator().value, disabled=True, show_index=False, sizing_mode="stretch_width",
+            max_height=320, layout="fit_data_table", css_classes=["ls-study-table"],
+            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)", "g_std": "g std"},
+            widths={"run_id": 360},
+            formatters={c: {"type": "money", "precision": 3} for c in ("g", "g_std", "heldout_accuracy")})
+        self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-ranks"])
+        # linked_axes=False: Panel links the ranges of panes whose plots share a dimension (both curve
+        # plots have "depth"); replacing a linked plot then sends the browser a reference to a range
+        # it never received ("reference ... isn't known") and later updates of the page are dropped.
+        self.plots = {name: pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False,
+                                               css_classes=[f"ls-study-{name}"])
                       for name in ("layers", "accuracy", "grid", "nc1")}
         self.param.watch(lambda _e: self.refresh(), "spec")
+        # the layer picker is not from_param: its options and value must change together (a param's
+        # objects and value changed one after the other reach the browser as a blank choice)
+        self.layer_select = pn.widgets.Select(label="Layer", options=[], width=200, css_classes=["ls-study-layer"])
+        self.layer_select.param.watch(lambda e: setattr(self, "layer", e.new), "value")
         self.param.watch(lambda _e: self._draw_grid(), ["quantity", "layer"])
         self.refresh()
 
@@ -104,9 +118,14 @@ class StudiesPanel(pn.viewable.Viewer):
         self.plots["nc1"].object = collapse_curves(figs)
         self.ranks.object = rank_text(figs.get("ranks") or {})
         grid = figs.get("grid")
-        layers = sorted({str(x) for x in grid["layer"]} - {""}) if grid is not None and "layer" in grid else []
-        self.param.layer.objects = [None, *layers]
-        self._draw_grid()
+        layers = list(dict.fromkeys(str(x) for x in grid["layer"] if str(x))) if grid is not None and "layer" in grid else []
+        layer = self.layer if self.layer in layers else (layers[0] if layers else None)
+        self.param.layer.objects = layers or [None]
+        self.layer_select.param.update(options=layers, value=layer)
+        if self.layer != layer:
+            self.layer = layer                                 # redraws the heatmap (watcher)
+        else:
+            self._draw_grid()
 
     def _draw_grid(self) -> None:
         if self._figs:
@@ -122,7 +141,8 @@ class StudiesPanel(pn.viewable.Viewer):
         except (ValueError, FileNotFoundError) as exc:
             self.message.object = f"**Cannot start:** {exc}"
             return
-        self._dispatcher = DocDispatcher(self._apply, doc=pn.state.curdoc, min_interval=0.5)
+        # hold=False: figures replace whole HoloViews panes (see DocDispatcher)
+        self._dispatcher = DocDispatcher(self._apply, doc=pn.state.curdoc, min_interval=0.5, hold=False)
         self._cancel = threading.Event()
         self._lines = {}
         self._labels = {c.index: c.label() for c in study.cells()}
@@ -157,8 +177,11 @@ class StudiesPanel(pn.viewable.Viewer):
         dispatcher.push({"kind": "done", "text": text}, urgent=True)
 
     def _apply(self, items: list) -> None:
-        for msg in items:
+        newest = max((i for i, m in enumerate(items) if m.get("kind") == "figures"), default=None)
+        for i, msg in enumerate(items):
             kind, cell = msg.get("kind"), msg.get("cell")
+            if kind == "figures" and i != newest:
+                continue                  # only the newest figures of a batch are worth drawing
             if kind == "study_started":
                 self.progress.value = msg.get("skipped", 0)
                 self.message.object = (f"Running {msg.get('todo', 0)} run(s) on {msg.get('workers', '?')} local "
@@ -182,16 +205,18 @@ class StudiesPanel(pn.viewable.Viewer):
                                               for c, text in sorted(self._lines.items()))
 
     def __panel__(self):
-        controls = pn.Row(pn.widgets.Select.from_param(self.param.spec, name="Study spec", width=260),
-                          pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100),
+        controls = pn.Row(pn.widgets.Select.from_param(self.param.spec, name="Study spec", width=260,
+                                                    css_classes=["ls-study-spec"]),
+                          pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100,
+                                                        css_classes=["ls-study-workers"]),
                           self.run_button, self.stop_button, sizing_mode="stretch_width")
         grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200),
-                               pn.widgets.Select.from_param(self.param.layer, name="Layer", width=200))
+                               self.layer_select)
+        # one figure per row: the legends (one entry per condition, long labels) sit right of the plots
         return pn.Column(
             controls, self.message, self.progress, self.running_lines, self.table,
-            pn.Row(self.plots["layers"], self.plots["accuracy"], sizing_mode="stretch_width"),
-            self.ranks,
-            pn.Row(pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width"), self.plots["nc1"],
-                   sizing_mode="stretch_width"),
+            self.plots["layers"], self.plots["accuracy"], self.ranks,
+            pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
+            self.plots["nc1"],
             sizing_mode="stretch_width",
         )

@@ -22,12 +22,23 @@ def _empty(title: str, message: str = "no finished runs yet"):
                                           min_height=300, toolbar=None)
 
 
-def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False, mark_best: bool = True):
+def _group_colors(figs: dict) -> dict:
+    """One colour per condition, in the order of the study's conditions (the same in every figure)."""
+    groups = []
+    for key in ("generalization", "layers", "nc1"):
+        frame = figs.get(key)
+        if frame is not None and "group" in frame:
+            groups += [g for g in frame["group"] if g not in groups]
+    return {g: _COLORS[i % len(_COLORS)] for i, g in enumerate(groups)}
+
+
+def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False, mark_best: bool = True,
+            colors: dict | None = None):
     if frame is None or frame.empty:
         return _empty(title)
     layers = []
     for i, (group, rows) in enumerate(frame.groupby("group", sort=False)):
-        color = _COLORS[i % len(_COLORS)]
+        color = (colors or {}).get(group, _COLORS[i % len(_COLORS)])
         label = plot_text(group)
         rows = rows.sort_values("depth").assign(std=lambda d: d["std"].fillna(0.0),
                                                 layer_name=lambda d: d["layer"].map(plot_text))
@@ -39,19 +50,20 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
                 color=color, marker="star", size=14, tools=["hover"]))
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=title, xlabel="relative depth (input = 0, output = 1)", ylabel=ylabel, logy=logy,
-                        legend_position="bottom_right", responsive=True, min_height=320))
+                        legend_position="right", responsive=True, min_height=320))
 
 
 def layer_depth_curves(figs: dict):
     """g's metric (unseen NMI, mean ± std over seeds) at every layer against relative depth, per condition;
     the star marks each condition's best layer (Dyballa et al.)."""
-    return _curves(figs.get("layers"), ylabel="unseen NMI (mean over seeds)",
+    return _curves(figs.get("layers"), ylabel="unseen NMI (mean over seeds)", colors=_group_colors(figs),
                    title="Unseen NMI per layer against relative depth (band: ±1 std over seeds)")
 
 
 def collapse_curves(figs: dict):
     """NC1 on the seen held-out images per layer, per condition (Li, Liu et al. figure 10)."""
     return _curves(figs.get("nc1"), ylabel="NC1 (seen held-out, mean over seeds)", logy=True, mark_best=False,
+                   colors=_group_colors(figs),
                    title="NC1 per layer per condition")
 
 
@@ -67,23 +79,27 @@ def rank_text(ranks: dict) -> str:
 
 
 def accuracy_vs_g(figs: dict):
-    """One point per condition: seen held-out accuracy against g, error bars ±1 std (Gerritz et al.)."""
+    """One point per condition: seen held-out accuracy against g, error bars ±1 std (Gerritz et al.).
+    Each condition has the colour of its curve in :func:`layer_depth_curves`."""
     gen = figs.get("generalization")
-    title = "Seen accuracy against g, per condition"
+    title = "Seen accuracy against g, per condition (bars: ±1 std)"
     if gen is None or gen.empty or not np.isfinite(gen["g"].astype(float)).any():
         return _empty(title)
     data = gen.assign(label=gen["group"].map(plot_text), layer=gen["layer"].map(plot_text),
                       g_std=gen["g_std"].astype(float).fillna(0.0),
                       heldout_std=gen["heldout_std"].astype(float).fillna(0.0))
-    points = hv.Scatter(data, "heldout_accuracy", ["g", "label", "layer", "n_runs"]).opts(
-        size=10, color="#08519c", tools=["hover"])
-    yerr = hv.ErrorBars(data, "heldout_accuracy", ["g", "g_std"])
-    xerr = hv.ErrorBars(data, "heldout_accuracy", ["g", "heldout_std"], horizontal=True)
-    labels = hv.Labels(data, ["heldout_accuracy", "g"], "label").opts(text_font_size="8pt", yoffset=0.01)
-    return (xerr * yerr * points * labels).opts(
-        hv.opts.Overlay(title=plot_text(f"{title}. {rank_text(figs.get('ranks') or {})}")[:160],
-                        xlabel="seen held-out accuracy", ylabel="g (best-layer unseen NMI)", responsive=True,
-                        min_height=320))
+    colors = _group_colors(figs)
+    layers = []
+    for i, (group, row) in enumerate(data.groupby("group", sort=False)):
+        color = colors.get(group, _COLORS[i % len(_COLORS)])
+        label = plot_text(group)
+        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "heldout_std"], horizontal=True).opts(color=color))
+        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "g_std"]).opts(color=color))
+        layers.append(hv.Scatter(row, "heldout_accuracy", ["g", "label", "layer", "n_runs"], label=label).opts(
+            size=10, color=color, tools=["hover"]))
+    return hv.Overlay(layers).opts(
+        hv.opts.Overlay(title=title, xlabel="seen held-out accuracy", ylabel="g (best-layer unseen NMI)",
+                        legend_position="right", responsive=True, min_height=320))
 
 
 def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
@@ -93,8 +109,11 @@ def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
     if grid is None or grid.empty or len(axes) < 2 or "quantity" not in grid:
         return _empty(title, "needs a finished study with two condition axes")
     rows = grid[grid["quantity"] == quantity]
-    if layer is not None and "layer" in rows:
+    if "layer" in rows and len(rows):
+        # one heatmap per layer: without a layer, the first one (several per cell would be dropped)
+        layer = layer if layer is not None else str(rows["layer"].iloc[0])
         rows = rows[rows["layer"] == layer]
+        title = plot_text(f"{quantity}" + (f" at {layer}" if layer else "") + ", mean over repeats")
     if rows.empty:
         return _empty(title, f"no {quantity} measured")
     x, y = axes[0], axes[1]
