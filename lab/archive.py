@@ -131,7 +131,8 @@ def unpack(store: RunStore, path: str | os.PathLike) -> list[str]:
     try:
         tar = tarfile.open(path, mode="r:*")
     except FileNotFoundError:
-        raise FileNotFoundError(f"no archive at {path}; check the path") from None
+        # the path the user typed is input: a usage error (exit 2), not a failing disk
+        raise ValueError(f"no archive at {path}; check the path") from None
     except tarfile.TarError as exc:        # its text lists every compression tried: not for the user
         raise ArchiveError(f"{path} is not a layerscope run archive (not a tar.gz file); make one with "
                            f"`python -m lab runs pack RUN_ID... -o FILE`") from exc

@@ -135,7 +135,8 @@ class Study:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise FileNotFoundError(f"no study spec at {path}; the shipped specs are in studies/") from None
+            # the path the user typed is input: a usage error (exit 2), not a failing disk
+            raise ValueError(f"no study spec at {path}; the shipped specs are in studies/") from None
         try:
             if path.suffix.lower() in (".yaml", ".yml"):
                 import yaml

@@ -52,7 +52,7 @@ def _tagged_run(store, study: Study, cell, *, nmi: float, accuracy: float) -> st
             w.append_training({"seed": seed, "epoch": epoch, "train_loss": 1.0, "train_accuracy": accuracy + 0.1,
                                "heldout_accuracy": accuracy, "seconds": 0.1})
     w.finish("finished")
-    _tag_run(store, w.run_id, study.name, cell.values, attempt=1)
+    _tag_run(store, w.run_id, study.name, cell.values)
     return w.run_id
 
 
