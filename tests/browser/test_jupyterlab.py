@@ -181,7 +181,7 @@ def wait_for(page, check, timeout: float, what: str):
             return last
         page.wait_for_timeout(500)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}; "
-                         f"probes: {probes(page)}")
+                         f"probes: {probes(page)}; plots: {page.evaluate(_PLOTS)}")
 
 
 def cell_states(page) -> list[str]:
@@ -204,20 +204,40 @@ def press_run(page, index: int, timeout: float, what: str) -> dict:
     button.scroll_into_view_if_needed()
     page.wait_for_function("b => !b.disabled", arg=button.element_handle(), timeout=60_000)
     before = probes(page)[index]
-    button.click()
+    for attempt in range(3):
+        try:
+            button.click(timeout=10_000)
+            break
+        except Exception:
+            if attempt == 2 or not accept_dialog(page):     # only a dialog in the way earns a retry
+                raise
     return wait_for(page, lambda: (lambda s: s if s.get("status") in ("finished", "failed", "cancelled")
                                    and s.get("run_id") != before.get("run_id") else None)(probes(page)[index]),
                     timeout, what)
 
 
+DIALOGS: list[str] = []      # the text of every dialog the test closed, for failure messages
+
+
 def accept_dialog(page) -> bool:
-    """Accept a dialog ("Select Kernel" on a fresh set-up) if one is open."""
-    button = page.locator(".jp-Dialog .jp-mod-accept")
-    if button.count():
-        button.first.click()
-        page.wait_for_timeout(500)
-        return True
-    return False
+    """Close a dialog if one is open: accept it ("Select Kernel" on a fresh set-up), or press its
+    last button when it has no accept button. Its text goes to ``DIALOGS``."""
+    dialog = page.locator(".jp-Dialog")
+    if not dialog.count():
+        return False
+    try:
+        DIALOGS.append(dialog.first.inner_text(timeout=2_000)[:500])
+        buttons = dialog.first.locator(".jp-mod-accept")
+        if not buttons.count():
+            buttons = dialog.first.locator("button")
+        if buttons.count():
+            buttons.last.click(timeout=5_000)
+        else:
+            page.keyboard.press("Escape")
+    except Exception:           # the dialog closed or re-rendered under us: look again next time
+        page.keyboard.press("Escape")
+    page.wait_for_timeout(500)
+    return True
 
 
 def kernel_ready(page) -> bool:
@@ -226,17 +246,18 @@ def kernel_ready(page) -> bool:
 
 
 def run_all_cells(page) -> None:
-    """Run > Run All Cells, until the first code cell is queued or has run (a late dialog can eat the click)."""
-    for _ in range(5):
+    """Run > Run All Cells, until the first code cell is queued or has run. A dialog that opens
+    late (kernel selection, a reconnect notice) can eat the click: close it and try again."""
+    for _ in range(8):
         accept_dialog(page)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
         try:
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click(timeout=5_000)
+            page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click(timeout=5_000)
             wait_for(page, lambda: (lambda s: s and s[0] != "[ ]:")(cell_states(page)), 30, "cells to start")
             return
-        except AssertionError:
+        except Exception:       # Playwright's TimeoutError or ours
             page.keyboard.press("Escape")
-    raise AssertionError(f"Run All Cells did not start the notebook: {cell_states(page)}")
+    raise AssertionError(f"Run All Cells did not start the notebook: {cell_states(page)}; dialogs: {DIALOGS}")
 
 
 def wait_for_all_cells(page, timeout: float) -> None:
