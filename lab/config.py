@@ -32,7 +32,7 @@ from typing import Any
 from lab import catalogue
 
 __all__ = [
-    "RunConfig", "STRATEGIES", "OPTIMIZERS", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
+    "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
 ]
 
@@ -40,6 +40,8 @@ STRATEGIES = catalogue.STRATEGY_NAMES
 """Fine-tuning strategies (:data:`lab.catalogue.STRATEGIES`): evaluate as loaded, linear probe,
 full fine-tuning, one block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
 OPTIMIZERS = ("adamw", "sgd")
+LR_SCHEDULES = ("cosine", "constant")
+"""Learning-rate schedules over the whole training (all epochs of one seed)."""
 PROTOCOLS = ("default", "paper")
 PROJECTIONS = ("umap", "pca", "none")
 POOLINGS = ("auto", "mean", "flatten")
@@ -52,7 +54,8 @@ DEFAULT_METRICS = catalogue.DEFAULT_METRICS
 """What a run measures by default (:data:`lab.catalogue.DEFAULT_METRICS`)."""
 
 FIELD_CHOICES = MappingProxyType({
-    "pooling": POOLINGS, "strategy": STRATEGIES, "optimizer": OPTIMIZERS, "protocol": PROTOCOLS,
+    "pooling": POOLINGS, "strategy": STRATEGIES, "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
+    "protocol": PROTOCOLS,
     "projection": PROJECTIONS, "metrics": catalogue.METRIC_NAMES,
 })
 """The allowed values of the fields that take a fixed set (``metrics``: of each entry); the
@@ -133,6 +136,10 @@ class RunConfig:
         None = 0.01 (AdamW) or 5e-4 (SGD).
     optimizer : str
         "adamw" or "sgd" (momentum 0.9).
+    lr_schedule : str
+        "cosine": linear warm-up over the first 5 % of the steps, then cosine decay to 0
+        at the last step of the last epoch (the final epoch's numbers are not a snapshot
+        of a still-jumping model); "constant": ``lr`` throughout.
     augment : bool
         Mild random affine augmentation of the seen training images (only those).
     label_noise : float
@@ -185,6 +192,7 @@ class RunConfig:
     batch_size: int = 64
     weight_decay: float | None = None
     optimizer: str = "adamw"
+    lr_schedule: str = "cosine"
     augment: bool = True
     label_noise: float = 0.0
     contribution: bool = False
@@ -311,6 +319,7 @@ class RunConfig:
         ):
             raise ValueError(f"weight_decay must be a number >= 0 or None. Got {self.weight_decay!r} instead.")
         choice("optimizer")
+        choice("lr_schedule")
         boolean("augment")
         if not _is_number(self.label_noise) or not 0.0 <= self.label_noise <= 1.0:
             raise ValueError(f"label_noise must be a fraction between 0.0 and 1.0. Got {self.label_noise!r} instead.")

@@ -31,6 +31,7 @@ the contribution analysis (:func:`reinitialized`).
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -237,6 +238,27 @@ class FineTuner:
             else:
                 raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {optimizer!r} instead.")
 
+        self.scheduler = None
+
+    def schedule(self, kind: str, total_steps: int) -> None:
+        """Set the learning-rate schedule over ``total_steps`` optimizer steps (all epochs):
+        "cosine" (linear warm-up over the first 5 %, cosine decay to 0 at the last step) or
+        "constant". :meth:`train_step` advances it."""
+        if self.optimizer is None or kind == "constant":
+            self.scheduler = None
+            return
+        if kind != "cosine":
+            raise ValueError(f"lr_schedule must be 'cosine' or 'constant'. Got {kind!r} instead.")
+        total = max(int(total_steps), 1)
+        warm = max(1, total // 20)
+
+        def factor(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return 0.5 * (1 + math.cos(math.pi * min(step - warm, total - warm) / max(total - warm, 1)))
+
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+
     @property
     def trainable_fraction(self) -> float:
         """Trained parameters / all parameters of backbone + head (0 for "none")."""
@@ -269,6 +291,8 @@ class FineTuner:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         return float(loss.detach()), int((logits.detach().argmax(1) == y).sum())
 
     def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,

@@ -1,6 +1,9 @@
 """Fine-tuning strategies train exactly what they claim; label noise; exact re-initialisation."""
 from __future__ import annotations
 
+import math
+import unittest.mock
+
 import numpy as np
 import pytest
 import torch
@@ -289,3 +292,46 @@ def test_one_pooling_for_extraction_and_the_scl_skip():
     torch.testing.assert_close(pooled, out.detach().mean(dim=(2, 3)))
     pooled.sum().backward()                                                 # differentiable for SCL FT
     torch.testing.assert_close(out.grad, torch.full_like(out, 1 / 9))
+
+
+def test_cosine_schedule_warms_up_decays_to_zero_and_constant_keeps_lr():
+    bb = _mlp()
+    ft = prepare(bb, 3, "full", lr=0.1, seed=0)
+    ft.schedule("cosine", 40)                        # warm-up: 40 // 20 = 2 steps
+    lrs = []
+    for x, y in _batches(bb, n_batches=40):
+        lrs.append(ft.optimizer.param_groups[0]["lr"])   # the lr this step uses
+        ft.train_step(x, y)
+    assert lrs[0] == pytest.approx(0.05) and lrs[1] == pytest.approx(0.1)
+    # after the warm-up: 0.1 * (1 + cos(pi * k / 38)) / 2 for the k-th step past it
+    assert lrs[2:] == pytest.approx([0.05 * (1 + math.cos(math.pi * k / 38)) for k in range(38)])
+    assert ft.optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)   # after the last step
+    assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))
+
+    ft = prepare(bb, 3, "full", lr=0.1, seed=0)
+    ft.schedule("constant", 40)
+    for x, y in _batches(bb, n_batches=3):
+        ft.train_step(x, y)
+    assert ft.optimizer.param_groups[0]["lr"] == 0.1
+    with pytest.raises(ValueError, match="lr_schedule must be 'cosine' or 'constant'"):
+        ft.schedule("step", 40)
+
+
+def test_the_engine_decays_the_lr_to_zero_over_all_epochs():
+    cfg = lab.RunConfig(dataset="digits", backbone="mlp:depth=2,width=16", epochs=2, n_unseen=3,
+                        unseen_per_class=20, seen_per_class=10, projection="none", batch_size=64,
+                        metrics=("nmi",), save_weights=False)
+    seen = []
+    real = finetune.FineTuner.schedule
+
+    def spy(self, kind, total_steps):
+        real(self, kind, total_steps)
+        seen.append((kind, total_steps, self))
+
+    with unittest.mock.patch.object(finetune.FineTuner, "schedule", spy):
+        events = list(lab.run(cfg, store=False))
+    assert type(events[-1]).__name__ == "RunFinished"
+    (kind, total, ft), = seen
+    n_train = events[0].n_images["train"]
+    assert kind == "cosine" and total == 2 * math.ceil(n_train / 64)
+    assert ft.optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)

@@ -236,6 +236,8 @@ class _Engine:
             bb, len(ctx.data.split.seen), cfg.strategy, block=cfg.block, lr=cfg.learning_rate,
             weight_decay=cfg.decay, optimizer=cfg.optimizer, seed=seed,
         )
+        if ctx.data.train is not None:          # None when nothing is trained (strategy "none")
+            ft.schedule(cfg.lr_schedule, cfg.n_epochs * -(-len(ctx.data.train) // cfg.batch_size))
         self.trainable_fraction = ft.trainable_fraction
         # Epoch-0 copies only of what can move: modules with trained weights (utilization), or every
         # tap's module when contribution re-initialises them (their batch-norm statistics move too).
