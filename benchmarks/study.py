@@ -11,7 +11,6 @@ first, as the serial loop does, so that imports and first-call costs are not cou
 from __future__ import annotations
 
 import argparse
-import logging
 import tempfile
 import time
 
@@ -21,6 +20,7 @@ from threadpoolctl import threadpool_limits
 import lab
 from lab.store import RunStore
 from lab.study import Study
+from lab.study_runner import local_cluster
 
 
 def _base(epochs: int) -> dict:
@@ -49,22 +49,17 @@ def _serial(study: Study) -> float:
 
 
 def _on_cluster(study: Study, n_workers: int, epochs: int) -> tuple[float, float]:
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     t = time.perf_counter()
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
-    try:
-        with Client(cluster) as client:
-            client.run(_warm_up, epochs)
-            start = time.perf_counter() - t
-            with tempfile.TemporaryDirectory() as tmp:
-                t = time.perf_counter()
-                result = study.run(cluster.scheduler_address, store=RunStore(tmp), threads_per_worker=1)
-                took = time.perf_counter() - t
-            assert not result.failed and len(result.run_ids) == len(study.cells()), result
-    finally:
-        cluster.close()
+    with local_cluster(n_workers, 1, dashboard=False) as cluster, Client(cluster) as client:
+        client.run(_warm_up, epochs)
+        start = time.perf_counter() - t
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            result = study.run(cluster.scheduler_address, store=RunStore(tmp), threads_per_worker=1)
+            took = time.perf_counter() - t
+        assert not result.failed and len(result.run_ids) == len(study.cells()), result
     return took, start
 
 

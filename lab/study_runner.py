@@ -5,6 +5,7 @@ Kept apart from :mod:`lab.study` so that reading specs and stored results never 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import secrets
@@ -16,7 +17,7 @@ from typing import Any, Callable
 from lab.archive import pack_bytes, unpack_bytes
 from lab.study import StudyResult, _runs_by_cell, _tag_run
 
-__all__ = ["run_study", "run_cell", "machine_cores"]
+__all__ = ["run_study", "run_cell", "machine_cores", "local_cluster"]
 
 _TERMINAL = ("run_finished", "run_failed", "run_cancelled")
 _PROGRESS_EVERY = 0.5        # seconds between progress messages of one run (keeps the topic light)
@@ -102,24 +103,43 @@ def _has_gpu_workers(client) -> bool:
     return any((w.get("resources") or {}).get("GPU", 0) > 0 for w in workers.values())
 
 
+# Dask workers sample their task threads' stacks every 10 ms for the dashboard's profile plot; on a
+# 2-core machine that sampling costs a run several percent, and a study's runs do not need it.
+_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int = 2, dashboard: bool = True):
+    """A ``LocalCluster`` of worker processes on 127.0.0.1 (closed on exit), as ``study run`` starts it.
+
+    ``retries`` bounds how often a cell whose worker died is rescheduled (Dask's allowed-failures).
+    """
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({**_WORKER_CONFIG, "distributed.scheduler.allowed-failures": max(0, retries)}):
+        # A nanny keeps a shallow copy of the global config and hands it to every worker it (re)starts:
+        # without a deep copy of our own, a worker restarted after this block would sample again.
+        worker_config = copy.deepcopy(dask.config.config)
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0" if dashboard else None,
+                               silence_logs=logging.ERROR, config=worker_config)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @contextlib.contextmanager
 def _client(scheduler: str | None, n_workers: int, retries: int):
-    import dask
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if scheduler:
         with Client(scheduler) as client:
             yield client, None
         return
-    # allowed-failures bounds how often a cell whose worker died is rescheduled.
-    with dask.config.set({"distributed.scheduler.allowed-failures": max(0, retries)}):
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-    try:
-        with Client(cluster) as client:
-            yield client, cluster
-    finally:
-        cluster.close()
+    with local_cluster(n_workers, retries=retries) as cluster, Client(cluster) as client:
+        yield client, cluster
 
 
 def run_study(study, *, scheduler: str | None, store, workers: int | None, threads_per_worker: int | None,

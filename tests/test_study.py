@@ -74,7 +74,9 @@ def test_four_cells_complete_tagged_and_rerun_starts_nothing(tmp_path):
 
 def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
     import dask
-    from distributed import LocalCluster
+    from distributed import Client
+
+    from lab.study_runner import local_cluster
 
     store = RunStore(tmp_path / "runs")
     study = Study("kill", BASE, AXES)
@@ -87,13 +89,11 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
                 killed.append(msg["pid"])
                 os.kill(msg["pid"], signal.SIGKILL)
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 3}):
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
-    try:
+    with local_cluster(2, retries=3, dashboard=False) as cluster:
         result = study.run(cluster.scheduler_address, store=store, on_event=on_event)
-    finally:
-        cluster.close()
+        with Client(cluster) as client:     # the restarted worker too runs without Dask's stack sampler
+            profiling = client.run(dask.config.get, "distributed.worker.profile.enabled")
+    assert profiling and not any(profiling.values()), profiling
     assert killed, "no worker was killed"
     assert not result.failed
     ids = _runs(store)
