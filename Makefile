@@ -30,13 +30,15 @@ app: $(STAMP)
 lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port $${LAB_PORT:-8888} --ServerApp.root_dir=notebooks
 
-# Browser tests need Debian's Chromium; the glyph build test needs one CJK font.
+# Browser tests need Debian's Chromium; the glyph build test needs one CJK font of the
+# targets, the zoo recipe test one of its source fonts (Sawarabi Mincho, under 1 MB).
 # Installed only when we are root and they are missing (CI, fresh dev boxes).
 system-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi uming; then \
+	@if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi uming \
+	    || ! fc-list 2>/dev/null | grep -qi "sawarabi mincho"; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-arphic-uming fontconfig >/dev/null; \
-	  else echo "note: chromium / fonts-arphic-uming missing and not root: browser and font tests will skip"; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-arphic-uming fonts-sawarabi-mincho fontconfig >/dev/null; \
+	  else echo "note: chromium / fonts-arphic-uming / fonts-sawarabi-mincho missing and not root: browser and font tests will skip"; fi; \
 	fi
 
 test: $(STAMP) system-deps

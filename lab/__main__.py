@@ -9,6 +9,7 @@
     python -m lab runs delete RUN_ID
     python -m lab export RUN_ID [RUN_ID ...] -o runs.ipynb --execute
     python -m lab export --study NAME_OR_SPEC -o study.ipynb
+    python -m lab pretrain --arch resnet18 --out lab/zoo/glyph_resnet18 --epochs 8 --seed 0
 
 Every :class:`lab.config.RunConfig` field is a flag of ``run`` (``n_unseen`` is
 ``--n-unseen``, booleans are ``--augment/--no-augment``, lists take several
@@ -183,8 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
     exp.set_defaults(func=_cmd_export)
 
+    pre = sub.add_parser("pretrain", parents=[common], help="pretrain a zoo backbone on the glyph source task",
+                         description="Render CJK fonts disjoint from the glyphs typefaces and train a backbone "
+                                     "on them from a seed on the CPU (the recipe of lab.zoo).")
+    from lab.zoo import pretrain as _pretrain
+
+    _pretrain.add_arguments(pre)
+    pre.set_defaults(func=_cmd_pretrain)
+
     add_study_parser(sub, common, _Parser)
-    parser.set_defaults(func=lambda args: _missing(parser, "a command: run, runs, export or study"))
+    parser.set_defaults(func=lambda args: _missing(parser, "a command: run, runs, export, study or pretrain"))
     return parser
 
 
@@ -562,6 +571,18 @@ def _export_study(args, store: RunStore) -> int:
     _check_writable(output)
     result = study_to_notebook(study, output, store=store, execute=args.execute)
     print(f"wrote {result}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------
+# pretrain
+# ----------------------------------------------------------------------------------------------
+
+def _cmd_pretrain(args) -> int:
+    from lab.zoo import pretrain
+
+    card = pretrain.run_from_args(args)
+    print(f"pretrained {card['name']}: source accuracy {card['source_accuracy']:.3f} after {card['epochs']} epochs")
     return EXIT_OK
 
 

@@ -1,0 +1,41 @@
+"""The offline glyph zoo: backbones pretrained on a source task disjoint from ``glyphs``.
+
+Each model is ``NAME.safetensors`` (fp16 state dict of the whole timm model,
+source classifier included) with a card ``NAME.json`` and a model card
+``NAME.md`` in this folder. The recipe is :mod:`lab.zoo.pretrain`
+(``python -m lab pretrain``); ``lab.backbones.load("zoo:NAME")`` loads a model.
+Reading cards is :mod:`lab.backbones._zoo`'s job; this module only names the
+shipped folder and the card's fields.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.backbones._zoo import read_card, zoo_names
+
+__all__ = ["ZOO_DIR", "CARD_KEYS", "names", "card"]
+
+ZOO_DIR = Path(__file__).parent
+"""Folder of the shipped checkpoints and their cards (``$LAB_ZOO_DIR`` points the loader elsewhere)."""
+
+CARD_KEYS = ("name", "architecture", "model_kwargs", "num_classes", "weights", "input_size", "mean", "std",
+             "source", "recipe", "epochs", "source_accuracy", "seed")
+"""Fields of every ``NAME.json`` card."""
+
+
+def names() -> list[str]:
+    """Names of the zoo models, sorted (:func:`lab.backbones.zoo_names`)."""
+    return zoo_names()
+
+
+def card(name: str) -> dict:
+    """The card of zoo model ``name``, with ``weights`` resolved to an absolute path string.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not in the zoo (the message lists the closest names), or its card or
+        weights are damaged.
+    """
+    data, weights = read_card(name)
+    return {**data, "weights": str(weights)}
