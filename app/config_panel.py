@@ -59,6 +59,8 @@ _PAPER_SPLIT = ("the form opens on the papers' glyph split (Dyballa et al.: 15 s
                 "split mode 'paper default') rather than a random one: the app's first run is the papers' experiment")
 _SAMPLE = ("a live run should fill its plots in seconds on a CPU; RunConfig's larger default suits scripted runs, "
            "where the estimates matter more than the wait")
+_PRETRAINED = ("the form opens on the default preset's recipe: the zoo's glyph-pretrained ResNet-18 fine-tuned for "
+               "6 epochs, as the papers fine-tune pretrained backbones; RunConfig's resnet18 is random init")
 FORM_DEFAULTS = MappingProxyType({
     "name": FormDefault("RunConfig.describe()", "an unnamed run is labelled with its one-line description, so "
                                                 "the runs table and comparison legends show something readable"),
@@ -66,6 +68,7 @@ FORM_DEFAULTS = MappingProxyType({
     "unseen": FormDefault("lab.data.Split.paper_default", _PAPER_SPLIT),
     "unseen_per_class": FormDefault(60, _SAMPLE),
     "seen_per_class": FormDefault(30, _SAMPLE),
+    **{field: FormDefault(PRESETS[DEFAULT_PRESET]["config"][field], _PRETRAINED) for field in ("backbone", "epochs", "lr")},
     "block": FormDefault(-1, "Layer FT and SCL FT need a block, so the form holds the last one ready; "
                              "the other strategies send None"),
 })
@@ -73,10 +76,11 @@ FORM_DEFAULTS = MappingProxyType({
 
 # Fields the form shows in its own way (an app parameter of another name or type).
 _OWN_WAY = ("name", "seen", "unseen")
-_TRAINING_FIELDS = ("epochs", "lr", "label_noise", "contribution", "weight_decay", "optimizer", "augment")
+_TRAINING_FIELDS = ("epochs", "lr", "label_noise", "contribution", "weight_decay", "optimizer", "lr_schedule",
+                    "augment")
 """Fields that only matter when something is trained: strategy "none" sends their RunConfig defaults."""
-ADVANCED_FIELDS = ("heldout_fraction", "weight_decay", "optimizer", "augment", "protocol", "projection_layers",
-                   "save_weights", "eval_batch_size")
+ADVANCED_FIELDS = ("heldout_fraction", "weight_decay", "optimizer", "lr_schedule", "augment", "protocol",
+                   "projection_layers", "save_weights", "eval_batch_size")
 """Fields shown in the collapsed "Advanced" section (widgets made from the parameter's type)."""
 
 

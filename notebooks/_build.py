@@ -104,16 +104,18 @@ print("seen:  ", split.seen)
 print("unseen:", split.unseen)
 '''),
         _md('''
-**3. Backbone.** Any timm model name works (random initialisation offline; set
-`pretrained=True` when you have the weights cached). `bb.layers` lists the taps from
-input to output; the last one, `pre_logits`, is the pooled penultimate feature. (A
-randomly initialised timm ResNet starts each residual block at the identity, since the
-block's last BatchNorm is zero-initialised: blocks of one stage give identical features
-until the network is trained.)
+**3. Backbone.** `glyph_resnet18` is a ResNet-18 of the offline zoo (`lab/zoo`),
+pretrained on fonts that are *not* among the 20 styles here (its card says how); the
+papers start from ImageNet weights in the same way. Any timm model name works too
+(`"resnet18"`: random init offline; `pretrained=True` when the weights are cached), as do
+Hugging Face models (`"hf:cvt"`, `"hf:ORG/NAME"` from the local cache). `bb.layers` lists
+the taps from input to output; the last one, `pre_logits`, is the pooled penultimate
+feature, and `bb.normalization` is the input scaling the model was trained with.
 '''),
         _code('''
-bb = lab.backbones.load("resnet18", pretrained=False, in_chans=ds.in_chans, device="auto")
+bb = lab.backbones.load("zoo:glyph_resnet18", device="auto")
 print(bb.device, bb.layers)
+print(bb.normalization)
 '''),
         _md('''
 **4. Features of every layer.** One forward pass per batch, hooks on every tap, feature
@@ -163,8 +165,10 @@ reloaded, compared and exported to a notebook.
 '''),
         _code(_RUN_HELPER),
         _code('''
-cfg = lab.RunConfig(name="quickstart", dataset="glyphs", seen=split.seen, unseen=split.unseen,
-                    backbone="resnet18", strategy="full", epochs=3)
+from app.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
+
+preset = dict(PRESETS[DEFAULT_PRESET]["config"])   # the app's default run: the zoo ResNet-18, fine-tuned
+cfg = lab.RunConfig(name="quickstart", **dict(preset, seen=split.seen, unseen=split.unseen))
 if FAST:
     # a small MLP trained on a quarter of the seen images (heldout_fraction=0.75)
     cfg = cfg.replace(backbone="mlp:depth=3,width=64", epochs=1, heldout_fraction=0.75, unseen_per_class=20,
@@ -354,8 +358,10 @@ fine-tune; per layer NMI (k-means vs the true styles), 1-NN accuracy and a linea
 each for 3 seeds; the **generalization index g** = the highest mean NMI over layers, and
 the layer where it is reached; then seen accuracy vs g across backbones.
 
-**FAST vs full.** The full setting compares ResNet-18, ConvNeXt-atto and a ViT-tiny,
-fine-tuned for 3 epochs with 3 seeds (about an hour on a CPU, minutes on a GPU). FAST mode
+**FAST vs full.** The full setting compares the offline zoo's glyph-pretrained ResNet-18
+and ViT-tiny (pretrained on fonts disjoint from these 20 styles, as the papers start from
+ImageNet weights) with a ResNet-18 from random init, each fine-tuned as the app's default
+preset does with 3 seeds (about half an hour on a CPU, minutes on a GPU). FAST mode
 (`LAB_FAST=1`) swaps in two small MLPs of different depth, trained for one epoch on a
 quarter of the seen images, two seeds and 20 unseen images per style: the same cells, the
 same tables, toy numbers.
@@ -363,11 +369,14 @@ same tables, toy numbers.
         _code(_FAST),
         _code(_RUN_HELPER),
         _code('''
+from app.presets import DEFAULT_PRESET, PRESETS
+
+recipe = {key: PRESETS[DEFAULT_PRESET]["config"][key] for key in ("epochs", "lr")}   # the app's default recipe
 split = lab.data.Split.paper_default("glyphs")
-base = lab.RunConfig(dataset="glyphs", unseen=split.unseen, seen=split.seen, strategy="full", epochs=3,
+base = lab.RunConfig(dataset="glyphs", unseen=split.unseen, seen=split.seen, strategy="full", **recipe,
                      seeds=[0, 1, 2], metrics=["nmi", "knn_accuracy", "linear_probe_accuracy"],
                      unseen_per_class=None, seen_per_class=100, projection="none", save_weights=False)
-BACKBONES = ["resnet18", "convnext_atto", "vit_tiny_patch16_224"]
+BACKBONES = ["zoo:glyph_resnet18", "zoo:glyph_vit_tiny", "resnet18"]      # two glyph-pretrained, one from scratch
 if FAST:
     base = base.replace(epochs=1, seeds=[0, 1], heldout_fraction=0.75, unseen_per_class=20, seen_per_class=10,
                         augment=False, metrics=["nmi", "knn_accuracy"])
@@ -451,8 +460,10 @@ network generalizes. Their second tool is the **contribution** of a layer: re-in
 just that layer to its initial weights and see what changes.
 
 Here: the same MLP trained on digits with clean labels and with a fraction of the training
-labels replaced by wrong ones, by plain SGD as in the paper (Adam's normalised steps would
-move every weight at the same pace whatever the loss); per-layer utilization after
+labels replaced by wrong ones, by plain SGD at a constant learning rate as in the paper
+(Adam's normalised steps would move every weight at the same pace whatever the loss, and a
+rate that decays to zero stills the late epochs in which the noisy networks memorise);
+per-layer utilization after
 training, and the effect of re-initialising each layer on held-out accuracy.
 
 **FAST vs full.** The full setting trains 8 layers of width 256 for 30 epochs at noise
@@ -466,7 +477,8 @@ of the effect.
         _code('''
 base = lab.RunConfig(
     dataset="digits", n_unseen=2, backbone="mlp:depth=8,width=256", strategy="full", epochs=30,
-    optimizer="sgd", lr=0.05, batch_size=32, augment=False, contribution=True, metrics=["nmi", "nc1"],
+    optimizer="sgd", lr=0.05, lr_schedule="constant", batch_size=32, augment=False, contribution=True,
+    metrics=["nmi", "nc1"],
     seen_per_class=None, unseen_per_class=None, projection="none", save_weights=False, seeds=[0],
 )
 NOISE = [0.0, 0.4, 0.8]

@@ -352,7 +352,7 @@ def test_a_fresh_form_is_runconfig_except_the_listed_differences():
     cfg, default = panel.to_config(), RunConfig()
     differing = {f.name for f in dataclasses.fields(RunConfig) if getattr(cfg, f.name) != getattr(default, f.name)}
     assert differing <= set(FORM_DEFAULTS), differing - set(FORM_DEFAULTS)
-    assert differing == {"name", "seen", "unseen", "unseen_per_class", "seen_per_class"}
+    assert differing == {"name", "seen", "unseen", "unseen_per_class", "seen_per_class", "backbone", "epochs", "lr"}
     assert all(entry.reason for entry in FORM_DEFAULTS.values())
     split = lab.data.Split.paper_default(lab.data.load("glyphs"))
     assert (cfg.seen, cfg.unseen) == (tuple(split.seen), tuple(split.unseen))
@@ -452,7 +452,7 @@ def test_two_config_panels_do_not_share_state():
 
     a, b = ConfigPanel(), ConfigPanel()
     a.param.update(backbone="vit_tiny_patch16_224", split_mode="by hand", unseen_classes=[])
-    assert b.backbone == "resnet18" and b.split_mode == "paper default"
+    assert b.backbone == "glyph_resnet18" and b.split_mode == "paper default"
     assert a._layout is not b._layout
 
 
