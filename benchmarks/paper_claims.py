@@ -17,14 +17,16 @@ mode)" where the fast settings are too small to judge ("not measured" only when 
    linear probe < Layer FT ≈ SCL FT ≈ full FT, with the trained-parameter fractions, and
    lower penultimate NC1 where held-out accuracy is higher.
 3. Dyballa et al. 2024 / Gerritz et al. 2024: glyphs, 15 seen / 5 unseen styles (the
-   papers' split), several seeds, two or three small backbones: g (max over layers of
+   papers' split), several seeds, the zoo's glyph-pretrained CNN and ViT, a Hugging Face CvT and
+   a from-scratch CNN (fast mode: two small from-scratch models): g (max over layers of
    unseen NMI) and its layer, best layer vs last layer, and whether seen-class accuracy
    ranks the backbones the way g does.
 4. Wang & Yang 2022: MLP on digits at label noise 0, 0.2, 0.5: utilization of the last
    layer vs noise, and held-out accuracy after re-initialising the last layer(s)
    (``contribution=True``).
 
-Models are trained from scratch (no weights are downloaded) on images of 32-64 px, so the
+Nothing is downloaded: models start from random init or from the offline glyph zoo
+(``lab/zoo``, pretrained on fonts disjoint from the targets), on images of 32-64 px, so the
 absolute numbers are far from the papers'; the claims checked are the qualitative ones.
 
 Run (the full mode takes ~15 min on 2 shared cores with one thread, ``--fast`` ~1-2 min)::
@@ -66,6 +68,27 @@ VERDICTS = (REPRODUCED, MIXED, NOT_REPRODUCED, FAST_VERDICT, NOT_MEASURED)
 # ---------------------------------------------------------------------------------------------- settings
 
 
+HF_CVT = "hf:cvt-small"
+"""A CvT (Hugging Face ``transformers``; timm has none) of 3 stages, depths 1/2/4, widths 32/96/192,
+random init: built here and saved with ``save_pretrained``, then loaded as ``hf:DIR`` like a user's
+own model. The default ``hf:cvt`` (CvT-13) takes ~10x longer per epoch on a CPU."""
+_HF_CVT_CONFIG = {"depth": [1, 2, 4], "embed_dim": [32, 96, 192], "num_heads": [1, 2, 3], "num_channels": 1}
+
+
+def _hf_backbone(backbone: str, root: Path) -> str:
+    """``backbone``, with :data:`HF_CVT` replaced by the ``hf:DIR`` of the small CvT saved under ``root``."""
+    if backbone != HF_CVT:
+        return backbone
+    folder = root / "hf-cvt-small"
+    if not (folder / "config.json").is_file():
+        import torch
+        from transformers import CvtConfig, CvtModel
+
+        torch.manual_seed(0)
+        CvtModel(CvtConfig(**_HF_CVT_CONFIG)).save_pretrained(folder)
+    return f"hf:{folder}"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Sizes of the four experiments; :meth:`full` and :meth:`fast` are the two presets."""
@@ -86,10 +109,8 @@ class Settings:
     t3_ft_lr: float
     t3_seeds: tuple[int, ...]
     # 3. Dyballa / Gerritz
-    dy_backbones: tuple[tuple[str, int], ...]
+    dy_backbones: tuple[tuple[str, int | None, int, float], ...]   # (backbone, img_size, epochs, lr)
     dy_seeds: tuple[int, ...]
-    dy_epochs: int
-    dy_lr: float
     dy_unseen_per_class: int
     # 4. Wang & Yang
     wy_backbone: str
@@ -105,8 +126,11 @@ class Settings:
             fig2_backbone="mlp:depth=8,width=128", fig2_epochs=60, fig2_optimizer="sgd", fig2_lr=0.02,
             t3_backbone="test_resnet", t3_img_size=32, t3_block="layer2.0", t3_pre_epochs=12, t3_ft_epochs=8,
             t3_pre_lr=2e-3, t3_ft_lr=1e-3, t3_seeds=(0, 1, 2),
-            dy_backbones=(("test_resnet", 32), ("test_vit", 64), ("mlp:depth=6,width=256", 32)),
-            dy_seeds=(0, 1, 2), dy_epochs=16, dy_lr=2e-3, dy_unseen_per_class=200,
+            # the offline zoo's glyph-pretrained CNN and ViT (fine-tuned as the papers fine-tune
+            # ImageNet models), a Hugging Face family (CvT, which timm lacks) and a from-scratch CNN
+            dy_backbones=(("zoo:glyph_resnet18", None, 6, 1e-3), ("zoo:glyph_vit_tiny", None, 6, 5e-4),
+                          (HF_CVT, 64, 6, 1e-3), ("test_resnet", 32, 16, 2e-3)),
+            dy_seeds=(0, 1, 2), dy_unseen_per_class=200,
             wy_backbone="mlp:depth=6,width=256", wy_noise=(0.0, 0.2, 0.5), wy_epochs=40, wy_lr=1e-3,
         )
 
@@ -117,8 +141,8 @@ class Settings:
             fig2_backbone="mlp:depth=6,width=128", fig2_epochs=20, fig2_optimizer="sgd", fig2_lr=0.02,
             t3_backbone="test_resnet", t3_img_size=32, t3_block="layer2.0", t3_pre_epochs=2, t3_ft_epochs=1,
             t3_pre_lr=2e-3, t3_ft_lr=1e-3, t3_seeds=(0,),
-            dy_backbones=(("test_resnet", 32), ("mlp:depth=6,width=256", 32)),
-            dy_seeds=(0,), dy_epochs=2, dy_lr=2e-3, dy_unseen_per_class=60,
+            dy_backbones=(("test_resnet", 32, 2, 2e-3), ("mlp:depth=6,width=256", 32, 2, 2e-3)),
+            dy_seeds=(0,), dy_unseen_per_class=60,
             wy_backbone="mlp:depth=6,width=256", wy_noise=(0.0, 0.2, 0.5), wy_epochs=5, wy_lr=1e-3,
         )
 
@@ -443,13 +467,13 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
 
     split = lab.data.Split.paper_default("glyphs")
     per_bb: dict[str, dict] = {}
-    for backbone, size in settings.dy_backbones:
+    for backbone, size, epochs, lr in settings.dy_backbones:
         cfg = lab.RunConfig(
-            name=f"claims-dyballa-{backbone.split(':')[0]}", dataset="glyphs", seen=split.seen, unseen=split.unseen,
-            backbone=backbone, img_size=size, strategy="full", epochs=settings.dy_epochs, lr=settings.dy_lr,
+            name=f"claims-dyballa-{backbone.replace(':', '-')}", dataset="glyphs", seen=split.seen, unseen=split.unseen,
+            backbone=_hf_backbone(backbone, Path(store.root)), img_size=size, strategy="full", epochs=epochs, lr=lr,
             seeds=settings.dy_seeds, metrics=("nmi",), projection="none", unseen_per_class=settings.dy_unseen_per_class,
             seen_per_class=None, device="cpu", save_weights=False)
-        rec = _run(cfg, store, f"dyballa {backbone}@{size}")
+        rec = _run(cfg, store, f"dyballa {backbone}@{size or 'native'}")
         # g, its layer and the seed spreads: lab.analysis (complete evaluations only, exact ties and
         # taps with the final layer's features go to the deeper layer), as everywhere else.
         layers, aliases = rec.meta["layers"], rec.meta.get("layer_aliases") or {}
@@ -466,8 +490,8 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
         acc_final = _final(rec.training)["heldout_accuracy"]
         acc_mean, acc_std = _seed_spread(acc_final)
         acc_by_epoch = rec.training.groupby("epoch")["heldout_accuracy"].mean()
-        per_bb[f"{backbone}@{size}"] = {
-            "run_id": rec.run_id, "layers": order, "epoch": summ["epoch"],
+        per_bb[f"{backbone}@{size or 64}"] = {
+            "run_id": rec.run_id, "epochs": epochs, "lr": lr, "layers": order, "epoch": summ["epoch"],
             "nmi_mean": {k: float(v) for k, v in curve["mean"].items()},
             "nmi_std": {k: float(v) for k, v in curve["std"].items()},
             "g": summ["g"], "g_std": summ["g_std"] if summ["g_std"] is not None else float("nan"),
@@ -483,11 +507,11 @@ def dyballa(settings: Settings, store) -> tuple[list[Row], dict, list[str]]:
 
     n_seeds = len(settings.dy_seeds)
     lines = [f"[3] Dyballa et al. / Gerritz et al. — glyphs, paper split 15 seen / 5 unseen "
-             f"({', '.join(split.unseen)}), full training from scratch {settings.dy_epochs} epochs "
-             f"(AdamW lr {settings.dy_lr:g}, augmentation on), seeds {list(settings.dy_seeds)}, "
+             f"({', '.join(split.unseen)}), full fine-tuning (zoo: glyph-pretrained; others: from scratch; AdamW, "
+             f"cosine schedule, augmentation on), seeds {list(settings.dy_seeds)}, "
              f"{settings.dy_unseen_per_class} unseen images per style; NMI at the final epoch, mean±std over seeds"]
     for name, r in per_bb.items():
-        lines.append(f"    {name}: run {r['run_id']}")
+        lines.append(f"    {name}: run {r['run_id']} ({r['epochs']} epochs, lr {r['lr']:g})")
         lines.append("      " + "  ".join(f"{layer} {_pm(r['nmi_mean'][layer], r['nmi_std'][layer], 2)}"
                                           for layer in r["layers"]))
         lines.append(f"      g {_pm(r['g'], r['g_std'])} at {r['best_layer']}"
@@ -667,8 +691,12 @@ def _table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def run_claims(settings: Settings, store) -> dict:
-    """Run the four experiments; returns {"rows": [Row], "details": {...}, "lines": [...], "errors": [...]}."""
+EXPERIMENTS = ("fig2", "table3", "dyballa", "wang_yang")
+
+
+def run_claims(settings: Settings, store, only: tuple[str, ...] = EXPERIMENTS) -> dict:
+    """Run the experiments named in ``only`` (default all four); returns {"rows": [Row], "details": {...},
+    "lines": [...], "errors": [...]}."""
     rows: list[Row] = []
     details: dict[str, Any] = {}
     lines: list[str] = []
@@ -680,6 +708,8 @@ def run_claims(settings: Settings, store) -> dict:
         ("wang_yang", wang_yang, ["wang_utilization", "wang_reinit"]),
     )
     for name, fn, keys in experiments:
+        if name not in only:
+            continue
         t = time.perf_counter()
         try:
             r, v, text = fn(settings, store)
@@ -717,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_out", default=None, help="also write every number to this JSON file")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch/BLAS threads (default 1: on a shared 2-core machine more threads spin and slow down)")
+    parser.add_argument("--only", nargs="+", choices=EXPERIMENTS, default=list(EXPERIMENTS), metavar="CLAIM",
+                        help=f"run only these experiments ({', '.join(EXPERIMENTS)}; default: all)")
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be >= 1. Got {args.threads} instead.")
@@ -742,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"paper claims, {'fast' if settings.fast else 'full'} mode, store {root}, {args.threads} thread(s)")
     try:
         with threadpool_limits(limits=args.threads):
-            result = run_claims(settings, store)
+            result = run_claims(settings, store, tuple(args.only))
     finally:
         seconds = time.perf_counter() - t0
         if tmp is not None:
@@ -751,8 +783,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = result["rows"]
     out = [f"layerscope — the seed papers' claims, small CPU versions ({'FAST' if settings.fast else 'full'} mode, "
            f"{seconds / 60:.1f} min, {args.threads} thread(s), lab {lab.__version__}, torch {torch.__version__})",
-           "Models are trained from scratch on 32–64 px images (nothing is downloaded); only qualitative claims are "
-           "checked.", ""]
+           "Models start from random init or the offline glyph zoo, on 32–64 px images (nothing is downloaded); "
+           "only qualitative claims are checked.", ""]
     if settings.fast:
         out += ["FAST MODE: too few epochs, seeds and backbones to judge most claims — those rows say "
                 f"'{FAST_VERDICT}'; run without --fast for verdicts.", ""]
