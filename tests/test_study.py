@@ -72,6 +72,30 @@ def test_four_cells_complete_tagged_and_rerun_starts_nothing(tmp_path):
     assert (figs["generalization"]["n_runs"] == 2).all()
 
 
+def test_cancel_keeps_finished_runs_and_a_rerun_completes_the_rest(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    study = Study("stop", {**BASE, "epochs": 3}, AXES)
+    cancel = threading.Event()
+
+    def on_event(msg):
+        if msg.get("kind") == "cell_done":
+            cancel.set()                        # what Ctrl-C / the app's Stop does
+
+    result = study.run(store=store, workers=1, on_event=on_event, cancel=cancel)
+    assert result.cancelled
+    kept = _runs(store)
+    assert 1 <= len(kept) < 4
+    assert all(store.load(i).status == "finished" for i in kept)       # whole runs only
+    assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".tmp")]
+    again = study.run(store=store, workers=2)
+    assert not again.failed and sorted(again.skipped) == sorted(
+        c.index for c in study.cells() if c.key in {json.dumps(store.load(i).meta["cell"], sort_keys=True)
+                                                     for i in kept})
+    ids = _runs(store)
+    assert len(ids) == 4 and set(kept) <= set(ids)
+    assert len({json.dumps(store.load(i).meta["cell"], sort_keys=True) for i in ids}) == 4
+
+
 def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
     import dask
     from distributed import Client
@@ -91,9 +115,11 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
 
     with local_cluster(2, retries=3, dashboard=False) as cluster:
         result = study.run(cluster.scheduler_address, store=store, on_event=on_event)
-        with Client(cluster) as client:     # the restarted worker too runs without Dask's stack sampler
+        with Client(cluster) as client:     # the restarted worker too runs as configured:
             profiling = client.run(dask.config.get, "distributed.worker.profile.enabled")
-    assert profiling and not any(profiling.values()), profiling
+            trim = client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
+    assert profiling and not any(profiling.values()), profiling     # no stack sampler
+    assert trim and not any(trim.values()), trim                    # glibc's own malloc trimming
     assert killed, "no worker was killed"
     assert not result.failed
     ids = _runs(store)
