@@ -195,8 +195,11 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
             while remaining:
                 if cancel is not None and cancel.is_set():
                     raise KeyboardInterrupt
-                try:        # wakes as soon as a cell ends (polling would add its period to the study)
-                    done, _ = wait(list(remaining), timeout=_CANCEL_CHECK, return_when="FIRST_COMPLETED")
+                # wait() wakes as soon as a cell ends (polling would add its period to the study); it
+                # takes the current client, so make that this study's, not the newest in the process
+                try:
+                    with client.as_current():
+                        done, _ = wait(list(remaining), timeout=_CANCEL_CHECK, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     continue
                 for fut in done:
