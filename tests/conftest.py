@@ -23,6 +23,25 @@ TINY = dict(dataset="digits", img_size=16, backbone="mlp:depth=2,width=16", n_un
 
 
 @pytest.fixture(scope="session")
+def installed_face():
+    """``installed_face(faces, package, what)``: the first of ``faces`` whose font file is on this
+    machine, those of the Debian ``package`` CI installs first; none fails under CI (it must install
+    it) and skips elsewhere, the message naming ``what`` and the package."""
+    from lab.data import glyphs
+
+    def first(faces, package: str, what: str):
+        for face in sorted(faces, key=lambda f: f.package != package):
+            if glyphs.find_font(face) is not None:
+                return face
+        msg = f"{what} is installed (apt-get install {package})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg + "; CI must install one")
+        pytest.skip(msg)
+
+    return first
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository checkout the tests run from."""
     return REPO

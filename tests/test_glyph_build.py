@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -11,16 +10,9 @@ from lab.data import glyphs
 
 
 @pytest.fixture(scope="module")
-def face():
+def face(installed_face):
     """The first face of glyphs.FACES found on this machine, UMing first."""
-    ordered = sorted(glyphs.FACES, key=lambda f: f.package != "fonts-arphic-uming")
-    for f in ordered:
-        if glyphs.find_font(f) is not None:
-            return f
-    msg = "no CJK font from lab.data.glyphs.FACES is installed (apt-get install fonts-arphic-uming)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg + "; CI must install one")
-    pytest.skip(msg)
+    return installed_face(glyphs.FACES, "fonts-arphic-uming", "no CJK font from lab.data.glyphs.FACES")
 
 
 def test_candidate_characters_are_shared_by_all_scripts():

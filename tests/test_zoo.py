@@ -18,16 +18,10 @@ TARGET = json.loads(glyphs.DEFAULT_PATH.with_suffix(".json").read_text(encoding=
 
 
 @pytest.fixture(scope="module")
-def source_face():
+def source_face(installed_face):
     """The first source face installed here, smallest package first (CI installs fonts-sawarabi-mincho)."""
-    ordered = sorted(pretrain.SOURCE_FACES, key=lambda f: f.package != "fonts-sawarabi-mincho")
-    for face in ordered:
-        if glyphs.find_font(face) is not None:
-            return face
-    msg = "no source font of lab.zoo.pretrain.SOURCE_FACES is installed (apt-get install fonts-sawarabi-mincho)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg + "; CI must install one")
-    pytest.skip(msg)
+    return installed_face(pretrain.SOURCE_FACES, "fonts-sawarabi-mincho",
+                          "no source font of lab.zoo.pretrain.SOURCE_FACES")
 
 
 # ------------------------------------------------------------------------------------------ disjointness
