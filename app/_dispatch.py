@@ -19,7 +19,9 @@ flushed on that loop (``loop.call_soon_threadsafe``), never applied in the
 worker: Panel, Bokeh and jupyter_bokeh objects are not thread-safe, and the
 ipywidgets route iterates the document's models while sending. Items pushed
 from the loop's own thread outside a flush (a cell feeding a view in a
-``for`` loop) are applied at once, so a busy cell still shows them.
+``for`` loop) are applied at once, so a busy cell still shows them. JupyterLab
+may hand the view's own comm messages to another thread (a kernel subshell):
+flushes and those handlers take the document's lock (:mod:`app._doclock`).
 
 Without a session or a loop (tests, scripts) items are applied at once, in
 the caller's thread, under a lock.
@@ -38,21 +40,31 @@ from typing import Callable
 import panel as pn
 from panel.io.state import set_curdoc
 
+from ._doclock import install as _install_doc_locks, locked
+
 __all__ = ["DocDispatcher", "kernel_loop"]
 
 _log = logging.getLogger(__name__)
 
 
-def kernel_loop() -> asyncio.AbstractEventLoop | None:
-    """The running event loop of this IPython kernel when called on its thread, else None."""
+def _in_kernel() -> bool:
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
-    if shell is None or getattr(shell, "kernel", None) is None:
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop of this IPython kernel when called on one of its threads, else None."""
+    if not _in_kernel():
         return None
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+if _in_kernel():
+    _install_doc_locks()    # before any view is displayed: handlers bind then
 
 
 class DocDispatcher:
@@ -87,6 +99,8 @@ class DocDispatcher:
         elif loop == "auto":
             loop = kernel_loop()
         self._loop = loop
+        # a document outside a server session (a notebook's): shared with the comm handlers' threads
+        self._notebook_doc = doc if doc is not None and getattr(doc, "session_context", None) is None else None
         self._loop_thread = threading.get_ident() if loop is not None else None
         self._min_interval = min_interval
         self._interval = min_interval
@@ -114,7 +128,7 @@ class DocDispatcher:
         other items wait for the batching interval.
         """
         if not self.has_session:
-            with self._sync_lock:
+            with locked(self._notebook_doc), self._sync_lock:   # the order of every other path
                 self._apply([item])
             return
         if self._loop is not None and threading.get_ident() == self._loop_thread and not self._flushing:
@@ -164,9 +178,10 @@ class DocDispatcher:
             if batch and self._doc is None:
                 self._apply(batch)
             elif batch:
-                with set_curdoc(self._doc):
-                    with pn.io.hold(self._doc) if self._hold else contextlib.nullcontext():
-                        self._apply(batch)
+                with locked(self._notebook_doc):
+                    with set_curdoc(self._doc):
+                        with pn.io.hold(self._doc) if self._hold else contextlib.nullcontext():
+                            self._apply(batch)
         except Exception:  # never let a view bug kill the session's event loop
             _log.exception("layerscope: failed to apply %d update(s)", len(batch))
         finally:

@@ -277,6 +277,9 @@ def extension(*extensions: str, comms: str | None = None, **params) -> None:
     import holoviews.plotting.bokeh  # noqa: F401  (Panel then loads HoloViews' bokeh backend, inline too)
     import panel as pn
 
+    from ._doclock import install as install_doc_locks
+
+    install_doc_locks()             # before any view is displayed (see app._doclock)
     offline_stylesheets()
     hv.extension.inline = True      # a later hv.extension (e.g. `import hvplot.pandas`) must not fetch a CDN
     params["inline"] = True

@@ -88,3 +88,58 @@ def test_worker_updates_run_on_the_kernel_loop_thread():
     finally:
         loop.close()
     assert not dispatcher.has_session           # a closed loop (kernel gone): items are applied directly
+
+
+def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
+    """JupyterLab may deliver a view's comm messages on another kernel thread (a subshell) than
+    the one whose loop flushes the run's updates: Panel's handler waits for a flush in progress."""
+    from bokeh.document import Document
+    from panel.io.state import state
+    from panel.viewable import MimeRenderMixin
+
+    from app._dispatch import DocDispatcher
+    from app._doclock import install
+
+    install()
+    doc, ref, order = Document(), "layerscope-test-view", []
+    entered, release = threading.Event(), threading.Event()
+
+    def apply(batch):
+        entered.set()
+        release.wait(10)
+        order.append("flush")
+
+    class Patch:
+        def apply_to_document(self, document, setter=None):
+            assert document is doc
+            order.append("comm message")
+
+    class Manager:
+        def assemble(self, msg):
+            return Patch()
+
+    loop = asyncio.new_event_loop()
+    kernel = threading.Thread(target=loop.run_forever, daemon=True)       # the thread that flushes
+    kernel.start()
+    state._views[ref] = (None, None, doc, None)
+    try:
+        async def make():             # on the loop's thread, as when a Run click is handled there
+            return DocDispatcher(apply, doc=doc, min_interval=0.0, loop=loop)
+
+        dispatcher = asyncio.run_coroutine_threadsafe(make(), loop).result(10)
+        dispatcher.push("event")            # from this thread (the run's worker)
+        assert entered.wait(10)
+        subshell = threading.Thread(target=MimeRenderMixin._on_msg, daemon=True,
+                                    args=(None, ref, Manager(), {"content": {"events": []}}))
+        subshell.start()
+        subshell.join(0.5)
+        assert subshell.is_alive()          # blocked while the flush changes the document
+        release.set()
+        subshell.join(10)
+        assert order == ["flush", "comm message"]
+    finally:
+        release.set()
+        del state._views[ref]
+        loop.call_soon_threadsafe(loop.stop)
+        kernel.join(10)
+        loop.close()

@@ -355,6 +355,8 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             assert not kernel_errors(page), kernel_errors(page)
         finally:
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-99-last.png"))
+            # shown with a failure that happens before the asserts below (pytest prints captured output)
+            print("browser console errors:", console_errors[:20], "page errors:", page_errors[:20])
             context.close()
             browser.close()
     assert not external, f"requests left localhost (a CDN?): {sorted(set(external))[:10]}"
