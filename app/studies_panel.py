@@ -58,9 +58,9 @@ class StudiesPanel(pn.viewable.Viewer):
         self._figs: dict = {}
         self._lines: dict[int, str] = {}
         self._dispatcher = DocDispatcher(self._apply, doc=None)
-        self.run_button = pn.widgets.Button(name="Run study", button_type="primary", width=140,
+        self.run_button = pn.widgets.Button(label="Run study", color="primary", width=140,
                                             css_classes=["ls-study-run"])
-        self.stop_button = pn.widgets.Button(name="Stop", button_type="warning", width=90, disabled=True,
+        self.stop_button = pn.widgets.Button(label="Stop", color="warning", width=90, disabled=True,
                                              css_classes=["ls-study-stop"])
         self.run_button.on_click(lambda _e: self.start())
         self.stop_button.on_click(lambda _e: self.stop())
