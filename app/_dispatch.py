@@ -94,13 +94,14 @@ class DocDispatcher:
         self._apply = apply
         self._hold = hold
         self._doc = doc
-        if doc is not None and getattr(doc, "session_context", None) is not None:
+        served = getattr(doc, "session_context", None) is not None
+        if served:
             loop = None                 # a served session: its document schedules the flushes
         elif loop == "auto":
             loop = kernel_loop()
         self._loop = loop
         # a document outside a server session (a notebook's): shared with the comm handlers' threads
-        self._notebook_doc = doc if doc is not None and getattr(doc, "session_context", None) is None else None
+        self._notebook_doc = None if served else doc
         self._loop_thread = threading.get_ident() if loop is not None else None
         self._min_interval = min_interval
         self._interval = min_interval
