@@ -40,11 +40,26 @@ def test_render_glyph_is_deterministic_with_mild_variation(face):
     assert ink.min() >= 1 and ink.max() <= 62                  # glyph fits in the image
 
 
+def test_render_glyph_without_stroke_jitter_keeps_the_font_width_and_the_other_draws(face):
+    font = glyphs.open_font(*glyphs.find_font(face))
+    stroke_draw = {seed: int(np.random.default_rng(seed).choice(4, p=[0.25, 0.4, 0.25, 0.1]))
+                   for seed in range(40)}
+    plain = next(s for s, d in stroke_draw.items() if d == 1)       # drew "the font's own width"
+    bold = next(s for s, d in stroke_draw.items() if d == 3)        # drew "much bolder"
+    same = [glyphs.render_glyph(font, "永", np.random.default_rng(plain), stroke_jitter=j) for j in (True, False)]
+    assert np.array_equal(*same)                 # nothing else about the image changes
+    jittered, kept = (glyphs.render_glyph(font, "永", np.random.default_rng(bold), stroke_jitter=j)
+                      for j in (True, False))
+    ink = lambda img: float((255 - img.astype(float)).sum())
+    assert ink(jittered) > 1.15 * ink(kept)      # the bold draw thickens strokes only with jitter
+
+
 def test_build_tiny_archive_and_read_it(face, tmp_path):
     twin = dataclasses.replace(face, name=face.name + " copy")
     out = tmp_path / "tiny.npz"
     pool = glyphs.candidate_characters()[:40]
     meta = glyphs.build(out, faces=(face, twin), n_chars=4, candidates=pool, log=lambda msg: None)
+    assert meta["stroke_jitter"] is True
     data = glyphs.read(out)
     assert data["images"].shape == (8, 64, 64) and data["styles"].tolist() == [face.name, twin.name]
     assert data["style"].tolist() == [0] * 4 + [1] * 4 and data["char"].tolist() == [0, 1, 2, 3] * 2

@@ -258,7 +258,8 @@ def _check_face(path: str, index: int, chars: list[str]) -> dict[str, str]:
     return status
 
 
-def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE) -> np.ndarray:
+def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE,
+                 stroke_jitter: bool = True) -> np.ndarray:
     """Draw one character with mild random variation: dark ink on white.
 
     Parameters
@@ -274,6 +275,10 @@ def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE
         (+-4 px).
     size : int
         Output width and height.
+    stroke_jitter : bool
+        False keeps every stroke at the font's own width (the other variation, and every
+        random draw, stay the same). Stroke weight is part of a typeface's style, and the
+        jitter is about as large as the difference between similar faces.
 
     Returns
     -------
@@ -289,6 +294,8 @@ def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE
     pad = 8
     ink = ink.crop((box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad))
     stroke = rng.choice(4, p=[0.25, 0.4, 0.25, 0.1])
+    if not stroke_jitter:
+        stroke = 1
     if stroke == 0:
         ink = ink.filter(ImageFilter.MinFilter(3))     # thinner
     elif stroke >= 2:
@@ -318,7 +325,7 @@ def _package_version(package: str) -> str | None:
 
 def build(out: str | Path = DEFAULT_PATH, faces: tuple[Face, ...] = FACES,
           n_chars: int = N_CHARS, seed: int = SEED, candidates: list[str] | None = None,
-          log=print) -> dict:
+          log=print, stroke_jitter: bool = True) -> dict:
     """Render the glyph dataset and write ``out`` (npz) and ``out`` with ``.json``.
 
     Parameters
@@ -335,6 +342,8 @@ def build(out: str | Path = DEFAULT_PATH, faces: tuple[Face, ...] = FACES,
         Characters to choose from; default :func:`candidate_characters`.
     log : callable
         Receives progress lines.
+    stroke_jitter : bool
+        Vary each image's stroke width (see :func:`render_glyph`); recorded in the metadata.
 
     Returns
     -------
@@ -373,7 +382,7 @@ def build(out: str | Path = DEFAULT_PATH, faces: tuple[Face, ...] = FACES,
         font = open_font(*found[face.name])
         for c, ch in enumerate(chars):
             rng = np.random.default_rng([seed, s, ord(ch)])
-            images[s * n_chars + c] = render_glyph(font, ch, rng)
+            images[s * n_chars + c] = render_glyph(font, ch, rng, stroke_jitter=stroke_jitter)
         log(f"rendered {face.name}")
     style = np.repeat(np.arange(len(faces), dtype=np.int16), n_chars)
     char = np.tile(np.arange(n_chars, dtype=np.int16), len(faces))
@@ -381,7 +390,7 @@ def build(out: str | Path = DEFAULT_PATH, faces: tuple[Face, ...] = FACES,
     meta = {
         "description": "CJK typefaces as calligraphy styles; one image per (style, character).",
         "seed": seed, "image_size": IMAGE_SIZE, "n_chars": n_chars,
-        "ink": "dark on white (0 = ink, 255 = paper)",
+        "ink": "dark on white (0 = ink, 255 = paper)", "stroke_jitter": bool(stroke_jitter),
         "pillow": PIL.__version__, "freetype": features.version("freetype2"),
         "candidates": len(candidates), "usable": len(pool),
         "fonts": [{"name": f.name, "family": f.family, "package": f.package,
@@ -418,19 +427,21 @@ def contact_sheet(out: str | Path, path: str | Path | None = None, per_class: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``build [--out PATH] [--chars N]`` or ``sheet OUT.png``."""
+    """Command line: ``build [--out PATH] [--chars N] [--no-stroke-jitter]`` or ``sheet OUT.png``."""
     parser = argparse.ArgumentParser(prog="python -m lab.data.glyphs", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="render the dataset from installed fonts")
     b.add_argument("--out", default=str(DEFAULT_PATH))
     b.add_argument("--chars", type=int, default=N_CHARS)
+    b.add_argument("--no-stroke-jitter", dest="stroke_jitter", action="store_false",
+                   help="keep every stroke at the font's own width")
     s = sub.add_parser("sheet", help="write a contact sheet PNG of an archive")
     s.add_argument("png")
     s.add_argument("--archive", default=None)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            build(args.out, n_chars=args.chars)
+            build(args.out, n_chars=args.chars, stroke_jitter=args.stroke_jitter)
         else:
             contact_sheet(args.png, args.archive)
     except ValueError as err:
