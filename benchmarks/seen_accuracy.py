@@ -17,7 +17,7 @@ the renderer's stroke-width variation::
 
 Run (about 2.5 min on 2 cores for the preset's 6 epochs)::
 
-    .venv/bin/python benchmarks/seen_accuracy.py [--epochs N] [--no-augment] [--archive PATH] [--threads 2]
+    .venv/bin/python benchmarks/seen_accuracy.py [--epochs N] [--lr LR] [--no-augment] [--archive PATH] [--threads 2]
 """
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def groups_of(cm: np.ndarray, at: float) -> list[list[int]]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=None, help="default: the preset's")
+    p.add_argument("--lr", type=float, default=None, help="default: the preset's")
     p.add_argument("--no-augment", dest="augment", action="store_false")
     p.add_argument("--archive", default=None, help="a glyph archive built by `python -m lab.data.glyphs build`")
     p.add_argument("--seed", type=int, default=0)
@@ -81,7 +82,8 @@ def main(argv=None) -> int:
     split = lab.data.Split.paper_default(preset["dataset"])
     cfg = lab.RunConfig(**{**preset, "seen": split.seen, "unseen": split.unseen, "seeds": (args.seed,),
                            "augment": args.augment, "projection": "none",
-                           **({"epochs": args.epochs} if args.epochs else {})})
+                           **({"epochs": args.epochs} if args.epochs else {}),
+                           **({"lr": args.lr} if args.lr else {})})
     data = prepare_data(cfg)
     bb = backbones.load(cfg.backbone, device="cpu")
     ft = finetune.prepare(bb, len(data.split.seen), cfg.strategy, lr=cfg.learning_rate,
