@@ -3,8 +3,8 @@
 Issue 12 asked the default preset ("Which layer generalizes (glyphs, 15/5)") to reach 90 % seen
 held-out accuracy. This script measures where the errors are: it fine-tunes the preset's backbone
 on the preset's split with the preset's recipe (``app.presets``, so the settings have one source),
-scores the held-out images of the 15 seen styles with ``FineTuner.score`` (the function the run
-engine reports), and prints per-style accuracy, the styles each one is taken for, and *groups*:
+scores the held-out images of the 15 seen styles the way the run engine does (``lab.features.extract``
+of ``pre_logits``, ``FineTuner.logits_from_features``, ``FineTuner.score``), and prints per-style accuracy, the styles each one is taken for, and *groups*:
 styles joined when they are mistaken for each other in at least ``--group-at`` of their images.
 "Accuracy within groups" counts a prediction right when it lands in the true style's group, i.e.
 how far the model is from the ceiling that near-identical typefaces leave.
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     import lab
     from app.presets import DEFAULT_PRESET, PRESETS
-    from lab import backbones, finetune
+    from lab import backbones, features, finetune
     from lab.data import glyphs
     from lab.runs import prepare_data
 
@@ -98,15 +98,13 @@ def main(argv=None) -> int:
     for epoch in range(1, cfg.n_epochs + 1):
         train = ft.train_epoch(data.train.train_loader(cfg.batch_size, augment=cfg.augment,
                                                        seed=args.seed * 1000 + epoch, shuffle=True))
-        ft.model.eval()
-        with torch.no_grad():
-            logits = torch.cat([ft.model(bb.normalize(x)) for x, _ in
-                                data.heldout.train_loader(cfg.eval_batch_size, augment=False, shuffle=False)])
+        pre_logits = features.extract(bb, data.heldout, ["pre_logits"], batch_size=cfg.eval_batch_size)["pre_logits"]
+        logits = ft.logits_from_features(pre_logits)
         _, accuracy = ft.score(logits, y_heldout)
         print(f"epoch {epoch}: train accuracy {train['accuracy']:.3f}, held-out accuracy {accuracy:.3f} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    pred = logits.argmax(1).numpy()
+    pred = logits.argmax(1).cpu().numpy()
     cm = confusion_matrix(y_heldout.numpy(), pred, labels=range(len(names)))
     print(f"\nper style (held-out accuracy; taken for):")
     for i, name in enumerate(names):

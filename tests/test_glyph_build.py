@@ -42,7 +42,7 @@ def test_render_glyph_is_deterministic_with_mild_variation(face):
 
 def test_render_glyph_without_stroke_jitter_keeps_the_font_width_and_the_other_draws(face):
     font = glyphs.open_font(*glyphs.find_font(face))
-    stroke_draw = {seed: int(np.random.default_rng(seed).choice(4, p=[0.25, 0.4, 0.25, 0.1]))
+    stroke_draw = {seed: int(np.random.default_rng(seed).choice(len(glyphs.STROKE_P), p=list(glyphs.STROKE_P)))
                    for seed in range(40)}
     plain = next(s for s, d in stroke_draw.items() if d == 1)       # drew "the font's own width"
     bold = next(s for s, d in stroke_draw.items() if d == 3)        # drew "much bolder"

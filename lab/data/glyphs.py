@@ -36,7 +36,7 @@ import numpy as np
 __all__ = [
     "FACES", "Face", "DEFAULT_PATH", "SEED", "IMAGE_SIZE", "N_CHARS",
     "read", "candidate_characters", "find_font", "open_font", "glyph_status",
-    "render_glyph", "build", "contact_sheet", "main",
+    "STROKE_P", "render_glyph", "build", "contact_sheet", "main",
 ]
 
 DEFAULT_PATH = Path(__file__).with_name("glyphs.npz")
@@ -258,6 +258,10 @@ def _check_face(path: str, index: int, chars: list[str]) -> dict[str, str]:
     return status
 
 
+STROKE_P = (0.25, 0.4, 0.25, 0.1)
+"""Probabilities of the stroke draw in :func:`render_glyph`: thinner, the font's own, bolder, much bolder."""
+
+
 def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE,
                  stroke_jitter: bool = True) -> np.ndarray:
     """Draw one character with mild random variation: dark ink on white.
@@ -293,7 +297,7 @@ def render_glyph(font, ch: str, rng: np.random.Generator, size: int = IMAGE_SIZE
         raise ValueError(f"{ch!r} is blank in {font.getname()}: nothing to render.")
     pad = 8
     ink = ink.crop((box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad))
-    stroke = rng.choice(4, p=[0.25, 0.4, 0.25, 0.1])
+    stroke = rng.choice(len(STROKE_P), p=list(STROKE_P))
     if not stroke_jitter:
         stroke = 1
     if stroke == 0:
