@@ -6,7 +6,9 @@ mean ± std band over seeds), a layer × epoch heatmap, the 2-D layout of unseen
 embeddings with image thumbnails on hover, training curves, layer
 utilization, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
-updates the streams it touches, never the page.
+updates the streams it touches, never the page. What each stream carries comes from
+:mod:`app._live_streams`, the status line's text from :mod:`app._live_text`, and the redraws
+run in turns through an :class:`~app._redraw.RedrawQueue`.
 
 Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
 thread calls :meth:`LiveView.push` instead, which hands events to the session's
@@ -14,53 +16,23 @@ document through a :class:`~app._dispatch.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
-import html
-import json
-import math
-import time
 from functools import partial
 
 import holoviews as hv
-import pandas as pd
 import panel as pn
 import param
 
 from lab import events as ev
-from lab.catalogue import METRIC_NAMES
 
 from . import plots
 from ._dispatch import DocDispatcher
-from ._model import STAGE_LABELS, RunModel, verdict_html
+from ._live_streams import CURVE_SPECS, HEATMAP_METRICS, curve_specs, curves_data, heatmap_data, projection_data
+from ._live_text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
+from ._model import RunModel, verdict_html
+from ._redraw import RedrawQueue
 from ._thumbs import ThumbnailSource
 
 __all__ = ["LiveView", "CURVE_SPECS"]
-
-CURVE_SPECS = (
-    ("nmi", ("unseen",)),
-    ("knn_accuracy", ("unseen",)),
-    ("linear_probe_accuracy", ("unseen",)),
-    ("nc1", ("unseen", "seen")),
-    ("cdnv", ("unseen", "seen")),
-)
-"""(metric, splits) of the metric-vs-layer plots, in display order."""
-
-_HEATMAP_METRICS = METRIC_NAMES         # every metric of lab.catalogue, in its display order
-_PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
-                "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
-                "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
-
-
-def _fmt_seconds(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "—"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 class LiveView(pn.viewable.Viewer):
@@ -73,7 +45,7 @@ class LiveView(pn.viewable.Viewer):
     >>> view.streams["curves:nmi"].data                                            # doctest: +SKIP
     """
 
-    heatmap_metric = param.Selector(default="nmi", objects=list(_HEATMAP_METRICS),
+    heatmap_metric = param.Selector(default="nmi", objects=list(HEATMAP_METRICS),
                                     doc="Metric shown in the layer × epoch heatmap.")
     heatmap_split = param.Selector(default="unseen", objects=["unseen", "seen"],
                                    doc="Which images the heatmap metric is measured on.")
@@ -98,19 +70,18 @@ class LiveView(pn.viewable.Viewer):
         self._projection_points = 0
         self._layer_index: dict[str, int] = {}
         self._sending_widgets = False
-        self._tasks: dict[str, object] = {}      # pending redraws, run a few per tick (see _pump)
-        self._pump_pending = False
+        self._redraws = RedrawQueue(lambda: self._dispatcher, after_turn=self._refresh_status)
         # widgets and panes (per instance: never shared between sessions)
-        self._status_md = pn.pane.HTML(self._status_html(), margin=(0, 10), sizing_mode="stretch_width",
-                                       css_classes=["ls-status"])
+        self._status_md = pn.pane.HTML(status_html(self.model, self.status, self._message), margin=(0, 10),
+                                       sizing_mode="stretch_width", css_classes=["ls-status"])
         self._progress = pn.indicators.Progress(value=0, max=1000, active=False, width=260, bar_color="primary",
                                                 margin=(8, 10), visible=False)
         self._verdict = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["ls-verdict"])
         self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["ls-alert"])
-        self._probe = pn.pane.HTML(self._probe_html(), visible=True, margin=0, height=0, width=0,
+        self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        self._curves_box = pn.FlexBox(pn.pane.HTML(_PLACEHOLDER), sizing_mode="stretch_width")
+        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER), sizing_mode="stretch_width")
         self._heatmap_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
         self._projection_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
         self._training_panes = pn.Row()
@@ -153,13 +124,12 @@ class LiveView(pn.viewable.Viewer):
         """Forget the current run and show an empty, waiting view (session thread only)."""
         self.model = RunModel()
         self.streams = {}
-        self._tasks.clear()
-        self._pump_pending = False
+        self._redraws.reset()
         self._shown_projection = None
         self._n_events = 0
         self._projection_points = 0
         self._message = message
-        self._placeholder = pn.pane.HTML(self._placeholder_html(message), css_classes=["ls-placeholder"])
+        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"])
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
         for pane in (self._heatmap_pane, self._projection_pane, self._utilization_pane):
@@ -171,15 +141,11 @@ class LiveView(pn.viewable.Viewer):
         self._progress.param.update(value=0, active=status in ("starting", "queued"), visible=True)
         self._refresh_status()
 
-    @staticmethod
-    def _placeholder_html(message: str) -> str:
-        return f"<div style='color:#666;padding:24px 8px'>{html.escape(message)}</div>"
-
     def set_message(self, message: str, status: str | None = None, alert: str | None = None) -> None:
         """Show a status message (e.g. "queued behind another run"); ``alert`` shows it in a box of that type."""
         self._message = message
         if not self.streams and self._placeholder is not None:     # no plots yet: the placeholder says it too
-            self._placeholder.object = self._placeholder_html(message)
+            self._placeholder.object = placeholder_html(message)
         if status is not None:
             self._set_status(status)
         if alert:
@@ -205,7 +171,7 @@ class LiveView(pn.viewable.Viewer):
         changed: set[str] = set()
         resume = False
         for item in items:
-            if item == self._resume_pump:
+            if item == self._redraws.turn:
                 resume = True               # redraw after this batch's events (the run's end goes first)
                 continue
             if callable(item) and not isinstance(item, ev.Event):
@@ -231,58 +197,20 @@ class LiveView(pn.viewable.Viewer):
             self._set_status(self.model.status)
         self._refresh(changed)
         if resume and not changed:
-            self._resume_pump()
-        else:
-            if resume:
-                self._pump_pending = False
-            self._request_pump(gap=0.05)  # redraw in a flush of its own: text and status go out first
-
-    # ------------------------------------------------------------------ redraw scheduling
-    def _schedule(self, key: str, task) -> None:
-        """Queue a redraw; a later one with the same key replaces it (only the newest data is drawn)."""
-        self._tasks.pop(key, None)
-        self._tasks[key] = task
-
-    def _pump(self) -> None:
-        """Run queued redraws for at most ~0.15 s, then yield the session's event loop (so that a click
-        on Stop is handled between two redraws) and continue at the next tick."""
-        budget = 0.15 if self._dispatcher.has_session else None
-        start = time.monotonic()
-        while self._tasks:
-            key = next(iter(self._tasks))
-            task = self._tasks.pop(key)
-            task()
-            if budget is not None and time.monotonic() - start > budget:
-                break
-        self._request_pump(gap=0.1)
-        self._refresh_status()
-
-    def _request_pump(self, gap: float) -> None:
-        if self._tasks and not self._pump_pending:
-            self._pump_pending = True
-            self._dispatcher.push(self._resume_pump, urgent=True, gap=gap)
-
-    def _resume_pump(self) -> None:
-        self._pump_pending = False
-        self._pump()
+            self._redraws.turn()
+        else:               # redraw in a flush of its own: text and status go out first
+            self._redraws.request(gap=0.05, again=resume)
 
     # ------------------------------------------------------------------ building per-run plots
-    def _curve_specs(self) -> list[tuple[str, tuple[str, ...]]]:
-        wanted = self.model.config.get("metrics")
-        specs = list(CURVE_SPECS)
-        if wanted:
-            specs = [s for s in specs if s[0] in wanted]
-        return specs
-
     def _build_run_views(self) -> None:
         """Streams of a new run at once; its plots one by one (each HoloViews plot costs 0.1-0.5 s)."""
         m = self.model
-        self._tasks.clear()
+        self._redraws.clear()
         self._layer_index = {name: i for i, name in enumerate(m.layers)}
         streams: dict[str, hv.streams.Stream] = {}
-        for metric, splits in self._curve_specs():
-            streams[f"curves:{metric}"] = hv.streams.Pipe(data=self._curves_data(metric, splits))
-        metrics_in_run = [x for x in _HEATMAP_METRICS if x in (m.config.get("metrics") or _HEATMAP_METRICS)]
+        for metric, splits in curve_specs(self.model):
+            streams[f"curves:{metric}"] = hv.streams.Pipe(data=curves_data(self.model, metric, splits))
+        metrics_in_run = [x for x in HEATMAP_METRICS if x in (m.config.get("metrics") or HEATMAP_METRICS)]
         if metrics_in_run:
             self.param.heatmap_metric.objects = metrics_in_run
             if self.heatmap_metric not in metrics_in_run:
@@ -297,17 +225,18 @@ class LiveView(pn.viewable.Viewer):
         if m.config.get("strategy", "full") != "none":
             streams["utilization"] = hv.streams.Pipe(data=m.utilization_frame())
         self.streams = streams
-        specs = self._curve_specs()
+        specs = curve_specs(self.model)
         if self._placeholder is not None:
-            self._placeholder.object = self._placeholder_html("Drawing the plots…")
+            self._placeholder.object = placeholder_html("Drawing the plots…")
         if not specs:
             self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>")]
         for i, (metric, splits) in enumerate(specs):
-            self._schedule(f"build:curves:{metric}", partial(self._build_curve_pane, metric, splits, first=i == 0))
-        self._schedule("build:heatmap", self._build_heatmap_pane)
-        self._schedule("build:projection", self._build_projection_pane)
-        self._schedule("build:training", self._build_training_panes)
-        self._schedule("build:utilization", self._build_utilization_pane)
+            self._redraws.schedule(f"build:curves:{metric}",
+                                   partial(self._build_curve_pane, metric, splits, first=i == 0))
+        self._redraws.schedule("build:heatmap", self._build_heatmap_pane)
+        self._redraws.schedule("build:projection", self._build_projection_pane)
+        self._redraws.schedule("build:training", self._build_training_panes)
+        self._redraws.schedule("build:utilization", self._build_utilization_pane)
 
     @property
     def _curves_drawn(self) -> bool:
@@ -316,8 +245,8 @@ class LiveView(pn.viewable.Viewer):
 
     def _build_curve_pane(self, metric: str, splits, first: bool) -> None:
         pipe = self.streams[f"curves:{metric}"]
-        self._tasks.pop(f"send:curves:{metric}", None)
-        pipe.send(self._curves_data(metric, splits))        # no plot subscribed yet: only stores the data
+        self._redraws.discard(f"send:curves:{metric}")
+        pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
         dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
         pane = pn.pane.HoloViews(dmap, sizing_mode="fixed", margin=4)
         if first:
@@ -326,7 +255,7 @@ class LiveView(pn.viewable.Viewer):
             self._curves_box.append(pane)
 
     def _build_heatmap_pane(self) -> None:
-        self._tasks.pop("send:heatmap", None)
+        self._redraws.discard("send:heatmap")
         self.streams["heatmap"].send(self._heatmap_data())
         self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[self.streams["heatmap"]])
         self._details.visible = True
@@ -339,7 +268,7 @@ class LiveView(pn.viewable.Viewer):
         self._sync_projection_widgets()
 
     def _build_training_panes(self) -> None:
-        self._tasks.pop("send:training", None)
+        self._redraws.discard("send:training")
         self._send_training()
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
@@ -350,39 +279,17 @@ class LiveView(pn.viewable.Viewer):
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
         if util is not None:
-            self._tasks.pop("send:utilization", None)
+            self._redraws.discard("send:utilization")
             util.send(self.model.utilization_frame())
         self._utilization_pane.object = None if util is None else hv.DynamicMap(
             partial(self._render_utilization, layers=list(self.model.layers)), streams=[util])
 
     # ------------------------------------------------------------------ stream payloads
-    def _curves_data(self, metric: str, splits) -> pd.DataFrame:
-        frames = []
-        for split in splits:
-            f = self.model.summary_frame(metric, split)
-            f.insert(0, "split", split)
-            frames.append(f)
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
     def _heatmap_data(self) -> dict:
-        return {"frame": self.model.heatmap_frame(self.heatmap_metric, self.heatmap_split),
-                "metric": self.heatmap_metric, "split": self.heatmap_split}
+        return heatmap_data(self.model, self.heatmap_metric, self.heatmap_split)
 
     def _projection_data(self) -> dict:
-        m = self.model
-        layer = self.projection_layer
-        proj = m.projection(layer, self.projection_epoch) if layer else None
-        if proj is None:
-            return {"frame": plots.empty_projection_frame(), "title": "unseen classes · waiting for a layout",
-                    "classes": [plots.plot_text(n) for n in m.unseen]}
-        names = [plots.plot_text(n) for n in (proj.class_names or list(m.unseen))]
-        labels = [names[int(i)] if 0 <= int(i) < len(names) else str(i) for i in proj.labels]
-        thumbs = self.thumbnails.get(proj.indices) if self.thumbnails is not None else [""] * len(labels)
-        frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),
-                              "class": labels, "index": proj.indices.astype(int), "thumb": thumbs})
-        epoch = self.projection_epoch if self.projection_epoch is not None else max(m.projection_epochs(layer))
-        title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {epoch}"
-        return {"frame": frame, "title": title, "classes": list(names)}
+        return projection_data(self.model, self.projection_layer, self.projection_epoch, self.thumbnails)
 
     # ------------------------------------------------------------------ renderers (DynamicMap callbacks)
     def _render_curves(self, data, metric, splits):
@@ -404,21 +311,23 @@ class LiveView(pn.viewable.Viewer):
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
-        """Schedule the redraws ``changed`` needs (run by :meth:`_pump`) and update the text at once."""
+        """Schedule the redraws ``changed`` needs (run in turns by the redraw queue) and update the text at once."""
         m = self.model
         dirty = set(m.dirty_metrics)
         m.dirty_metrics.clear()
         if self.streams:
             if "curves" in changed:
-                for metric, splits in self._curve_specs():
+                for metric, splits in curve_specs(self.model):
                     if metric in dirty and f"curves:{metric}" in self.streams:
-                        self._schedule(f"send:curves:{metric}", partial(self._send_curves, metric, splits))
+                        self._redraws.schedule(f"send:curves:{metric}",
+                                               partial(self._send_curves, metric, splits))
             if "heatmap" in changed and self.heatmap_metric in dirty:
-                self._schedule("send:heatmap", self._send_heatmap)
+                self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
-                self._schedule("send:training", self._send_training)
+                self._redraws.schedule("send:training", self._send_training)
             if "utilization" in changed and "utilization" in self.streams:
-                self._schedule("send:utilization", lambda: self.streams["utilization"].send(m.utilization_frame()))
+                self._redraws.schedule("send:utilization",
+                                       lambda: self.streams["utilization"].send(m.utilization_frame()))
             if "projection" in changed:
                 self._on_new_projection()
         if changed & {"verdict", "status", "progress"}:
@@ -426,7 +335,7 @@ class LiveView(pn.viewable.Viewer):
         self._refresh_status()
 
     def _send_curves(self, metric: str, splits) -> None:
-        self.streams[f"curves:{metric}"].send(self._curves_data(metric, splits))
+        self.streams[f"curves:{metric}"].send(curves_data(self.model, metric, splits))
 
     def _send_heatmap(self) -> None:
         self.streams["heatmap"].send(self._heatmap_data())
@@ -450,7 +359,7 @@ class LiveView(pn.viewable.Viewer):
         if (self.projection_layer, self.projection_epoch) == before and current is self._shown_projection:
             return                      # the new layout is for another layer or epoch: nothing to redraw
         self._sync_projection_widgets()
-        self._schedule("send:projection", self._send_projection)
+        self._redraws.schedule("send:projection", self._send_projection)
 
     def _send_projection(self) -> None:
         pipe = self.streams.get("projection")
@@ -507,33 +416,9 @@ class LiveView(pn.viewable.Viewer):
     def _refresh_verdict(self) -> None:
         self._verdict.object = verdict_html(self.model.verdict(), running=self.status == "running")
 
-    def _status_html(self) -> str:
-        m = self.model
-        status = self.status
-        parts = [f"<b class='ls-run-status' data-status='{status}'>{status}</b>"]
-        if m.run_id:
-            parts.append(f"run <code>{html.escape(m.run_id)}</code>")
-        p = m.progress
-        if status in ("running", "stopping") and p is not None:
-            stage = STAGE_LABELS.get(p.stage, p.stage)
-            where = []
-            if p.seed is not None and len(m.seeds) > 1:
-                where.append(f"seed {p.seed}")
-            if p.epoch is not None:
-                where.append(f"epoch {p.epoch}/{m.n_epochs}")
-            parts.append(f"{stage} {p.done}/{p.total}" + (f" ({', '.join(where)})" if where else ""))
-            eta = m.eta_seconds()
-            if eta is not None:
-                parts.append(f"about {_fmt_seconds(eta)} left")
-        elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
-            parts.append(f"after {_fmt_seconds(m.ended_at - m.started_at)}")
-        if self._message and status in ("starting", "queued", "idle", "stopping"):
-            parts.append(html.escape(self._message))
-        return " &nbsp;·&nbsp; ".join(parts)
-
     def _refresh_status(self) -> None:
         m = self.model
-        self._status_md.object = self._status_html()
+        self._status_md.object = status_html(m, self.status, self._message)
         running = self.status in ("running", "starting", "queued", "stopping")
         self._progress.param.update(
             value=int(1000 * m.fraction_done()) if self.status != "queued" else 0,
@@ -541,24 +426,12 @@ class LiveView(pn.viewable.Viewer):
             visible=running or self.status == "finished",
         )
         if m.status in ("failed", "cancelled"):
-            self._alert.param.update(object=self._end_message(), visible=True,
+            self._alert.param.update(object=end_message(m), visible=True,
                                      alert_type="danger" if m.status == "failed" else "warning")
             if not self.streams and self._placeholder is not None:
-                self._placeholder.object = self._placeholder_html(
+                self._placeholder.object = placeholder_html(
                     "The run ended before any layer was measured; see the message above.")
-        self._probe.object = self._probe_html()
-
-    def _end_message(self) -> str:
-        m = self.model
-        head = f"**The run failed:** {m.message}" if m.status == "failed" else \
-            f"**Run cancelled** ({m.message or 'stopped'})."
-        frame = m.metrics
-        cells = frame[["epoch", "layer"]].drop_duplicates() if len(frame) else frame
-        if not len(cells):
-            return head + " Nothing had been measured yet."
-        where = f" and stored in run `{m.run_id}`" if m.run_id else ""
-        return (f"{head} What was computed stays visible{where}: {len(cells)} layer measurement(s) over "
-                f"{cells['epoch'].nunique()} epoch(s), {m.epochs_done} completed evaluation(s).")
+        self._probe.object = probe_html(self.probe())
 
     def probe(self) -> dict:
         """Counts of what the views show (for tests and the browser-test hook)."""
@@ -577,10 +450,6 @@ class LiveView(pn.viewable.Viewer):
             "epochs_done": m.epochs_done, "message": m.message,
             "stage": m.progress.stage if m.progress is not None else None,
         }
-
-    def _probe_html(self) -> str:
-        payload = html.escape(json.dumps(self.probe()), quote=True)
-        return f"<div class='ls-probe' data-probe=\"{payload}\" data-time='{time.time():.1f}'></div>"
 
     # ------------------------------------------------------------------ layout
     def _build_layout(self):

@@ -7,7 +7,7 @@ so that HoloViews updates the existing Bokeh glyphs in place.
 
 Exported and shipped notebooks draw with the same module (``from app import plots``): the
 figures of stored runs (:func:`layer_curves`, :func:`layer_epoch_heatmap`, :func:`epoch_curves`,
-:func:`projection_plot`, :func:`accuracy_vs_g`) take their numbers from :mod:`lab.tables`,
+:func:`projection_plot`, :func:`accuracy_vs_g`) take their numbers from :mod:`lab.export.tables`,
 that is from :mod:`lab.analysis`; names, labels and log scales come from :mod:`lab.catalogue`.
 Text a user typed (run and class names) reaches a plot only through :func:`plot_text`.
 """
@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from lab import catalogue, tables
+from lab import catalogue
+from lab.export import tables
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "plot_text", "plot_title", "epoch_keys", "metric_curves",
@@ -326,7 +327,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
 
 
 # ---------------------------------------------------------------------------------------------
-# figures of stored runs (exported and shipped notebooks): numbers from lab.tables / lab.analysis
+# figures of stored runs (exported and shipped notebooks): numbers from lab.export.tables / lab.analysis
 # ---------------------------------------------------------------------------------------------
 
 _NOTEBOOK_FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
@@ -348,9 +349,9 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
 
     Parameters
     ----------
-    runs : {key: RunRecord} or list of records (see :mod:`lab.tables`)
+    runs : {key: RunRecord} or list of records (see :mod:`lab.export.tables`)
     epoch : None = each run's last complete evaluation
-    labels : {key: label}; default :func:`lab.tables.run_labels`
+    labels : {key: label}; default :func:`lab.export.tables.run_labels`
 
     Runs of one architecture share the x axis by layer name; runs with different layers are
     placed by relative depth (0 = input, 1 = output), the layer named in the hover.
@@ -451,7 +452,7 @@ def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accura
                   height: int = 420, width: int = 560) -> hv.Overlay:
     """Seen accuracy against g: one point per row, the rows of one ``by`` group joined in epoch order.
 
-    ``table`` is :func:`lab.tables.generalization_table` (or any frame with ``by``, ``x``, ``y``);
+    ``table`` is :func:`lab.export.tables.generalization_table` (or any frame with ``by``, ``x``, ``y``);
     where no row has an ``x`` value, g is drawn against the epoch instead.
     """
     if not (len(table) and table[x].notna().any()) and "epoch" in table:

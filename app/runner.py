@@ -19,6 +19,7 @@ import panel as pn
 import param
 
 from lab import events as ev
+from lab.runs.names import check_names
 
 from ._thumbs import ThumbnailSource
 from .live import LiveView
@@ -83,6 +84,7 @@ class RunControl(pn.viewable.Viewer):
             return False
         try:
             cfg = self._make_config()
+            check_names(cfg, store=self._store)   # a mistyped name is reported before anything loads
         except Exception as exc:  # bad choices: say so, keep the page alive
             message = readable_error(exc)
             self.live.set_message(f"Cannot start: {message}", status="idle", alert="danger")

@@ -12,7 +12,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from lab import tables
+from lab.export import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
 from . import plots
@@ -146,7 +146,7 @@ class RunsPanel(pn.viewable.Viewer):
                 self.message = f"Could not load run {run_id}: {exc}"
                 continue
             label = plots.plot_text(f"{rec.name or run_id} ({rec.config_dict.get('backbone', '?')})")
-            # the mean over seeds per layer at the last complete evaluation: lab.analysis via lab.tables
+            # the mean over seeds per layer at the last complete evaluation: lab.analysis via lab.export.tables
             curve = tables.curve_table({run_id: rec}, self.compare_metric, split=self.compare_split,
                                        labels={run_id: label})
             if not curve.empty:

@@ -5,7 +5,7 @@ with Playwright in Debian's Chromium, and prints, per preset, the seconds from
 clicking Run to the first layer metrics on the page and to the run's end, plus
 the 1-minute load average (the machine may be shared). Needs ``chromium``.
 
-    .venv/bin/python benchmarks/app_timings.py [--presets "Tiny demo (fast)" ...]
+    .venv/bin/python benchmarks/app_timings.py [--presets "Tiny demo (fast)" ...] [--save]
 """
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._results import add_save_option, recording  # noqa: E402
+
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync"]
 DEFAULT_PRESETS = ["Which layer generalizes (glyphs, 15/5)", "Tiny demo (fast)"]
@@ -48,11 +52,18 @@ def _wait(page, check, timeout: float) -> dict:
     raise TimeoutError(f"no change within {timeout} s; last probe {_probe(page)}")
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="*", default=DEFAULT_PRESETS)
     parser.add_argument("--timeout", type=float, default=1800)
-    args = parser.parse_args()
+    add_save_option(parser)
+    args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv, ignore=("timeout",)):
+        return _timings(args)
+
+
+def _timings(args: argparse.Namespace) -> int:
+    """Serve the app, drive it per preset and print the timings; the exit code."""
     chromium = shutil.which("chromium")
     if chromium is None:
         print("chromium is not installed (apt-get install chromium)")

@@ -13,7 +13,7 @@ the rise over the value before the load, divided by the decoded size.
 Goals (issue 14): first load <= 0.6x the old loader on 2 cores, cached load <= 2 s,
 peak RSS / decoded size <= 1.5.
 
-    python benchmarks/data.py [--n 20000] [--size 64] [--classes 20] [--folder DIR] [--skip-legacy]
+    python benchmarks/data.py [--n 20000] [--size 64] [--classes 20] [--folder DIR] [--skip-legacy] [--save]
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._results import add_save_option, recording  # noqa: E402
 
 
 def make_folder(root: Path, n: int, classes: int, size: int, seed: int = 0) -> None:
@@ -171,15 +173,21 @@ class PeakRSS:
         return self.anon_peak - self.anon_start
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--classes", type=int, default=20)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--folder", help="reuse (or build) the image folder here instead of a temp folder")
     ap.add_argument("--skip-legacy", action="store_true", help="do not time the old loader")
-    args = ap.parse_args()
+    add_save_option(ap)
+    args = ap.parse_args(argv)
+    with recording(__file__, ap, args, argv=argv, ignore=("folder",), device="cpu"):
+        _measure(args)
 
+
+def _measure(args: argparse.Namespace) -> None:
+    """Build (or reuse) the folder, time the loads and print the table."""
     work = Path(tempfile.mkdtemp(prefix="layerscope-bench-data-"))
     folder = Path(args.folder) if args.folder else work / "images"
     os.environ["LAB_CACHE_DIR"] = str(work / "cache")      # an empty cache: the first load decodes

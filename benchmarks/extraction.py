@@ -11,7 +11,7 @@ On a machine busy with other processes the wall-clock ratio is noisy (the load
 average is printed); ``--threads 1`` gives a steadier reading. The hooks' own
 pooling costs well under 1 % of a forward pass (about 40 us per feature map here).
 
-Run: ``python benchmarks/extraction.py [--repeats N] [--device cpu]``
+Run: ``python benchmarks/extraction.py [--repeats N] [--device cpu] [--threads N] [--save]``
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._results import add_save_option, recording  # noqa: E402
 from lab import backbones, features  # noqa: E402
 
 GOAL = 1.10
@@ -89,7 +90,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    add_save_option(parser)
     args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv, device=args.device):
+        return _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> int:
+    """Time every case and print the table; 0 when the goal is met."""
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

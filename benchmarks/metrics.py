@@ -19,7 +19,7 @@ Prints, measured in one process:
 Both sides run under the same thread limits (``--threads``, default 1: on a shared 2-core
 box OpenMP/BLAS threads spin against each other and make timings meaningless).
 
-    .venv/bin/python benchmarks/metrics.py [--threads 1] [--skip-large] [--scale]
+    .venv/bin/python benchmarks/metrics.py [--threads 1] [--skip-large] [--scale] [--save]
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._results import add_save_option, recording  # noqa: E402
 from lab import metrics  # noqa: E402
 
 K = 5
@@ -318,7 +319,14 @@ def main(argv=None) -> None:
     parser.add_argument("--scale", action="store_true",
                         help="only the one-pass kNN scaling: ratio to X·Xᵀ at N=5k, 20k and the time at 100k")
     parser.add_argument("--scale-sizes", default="5000,20000,100000", help="N values for --scale")
+    add_save_option(parser)
     args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv, device="cpu"):
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
+    """Run the benchmarks ``args`` selects under its thread limit."""
     torch.set_num_threads(args.threads)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"torch {torch.__version__}, numpy {np.__version__}, threads={args.threads}, device=cpu, "

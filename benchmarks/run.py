@@ -19,7 +19,7 @@
    forward; the engine forwards a batch in smaller passes on CPU, and the ratio against
    one such pass is printed too). Goal: <= 1.5x.
 
-Run: ``python benchmarks/run.py [--repeats N] [--quick]``
+Run: ``python benchmarks/run.py [--repeats N] [--quick] [--only first|overhead|memory] [--save]``
 """
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benchmarks._results import add_save_option, recording  # noqa: E402
 
 GOAL_FIRST = 5.0
 GOAL_OVERHEAD = 0.10
@@ -271,7 +273,14 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller evaluation sets, 2 repeats")
     parser.add_argument("--only", choices=("first", "overhead", "memory"), default=None)
+    add_save_option(parser)
     args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv):
+        return _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> int:
+    """Measure the goals ``args`` selects."""
     repeats = 2 if args.quick else args.repeats
     print(f"benchmarks/run.py on {os.cpu_count()} CPU(s), load average {_load()}")
     if args.only in (None, "first"):

@@ -17,7 +17,9 @@ the renderer's stroke-width variation::
 
 Run (about 2.5 min on 2 cores for the preset's 6 epochs)::
 
-    .venv/bin/python benchmarks/seen_accuracy.py [--epochs N] [--lr LR] [--no-augment] [--archive PATH] [--threads 2]
+    .venv/bin/python benchmarks/seen_accuracy.py [--epochs N] [--lr LR] [--no-augment] [--archive PATH] [--threads 2] [--save]
+
+``--save`` also writes the output to ``benchmarks/results/seen_accuracy.txt`` (other options add to the name).
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._results import add_save_option, recording  # noqa: E402
 
 
 def groups_of(cm: np.ndarray, at: float) -> list[list[int]]:
@@ -62,8 +66,14 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--group-at", type=float, default=0.1)
+    add_save_option(p)
     args = p.parse_args(argv)
+    with recording(__file__, p, args, argv=argv, device="cpu"):
+        return _measure(args)
 
+
+def _measure(args: argparse.Namespace) -> int:
+    """Fine-tune, score the held-out images and print the per-style breakdown."""
     import torch
     from sklearn.metrics import confusion_matrix
 
@@ -106,7 +116,7 @@ def main(argv=None) -> int:
 
     pred = logits.argmax(1).cpu().numpy()
     cm = confusion_matrix(y_heldout.numpy(), pred, labels=range(len(names)))
-    print(f"\nper style (held-out accuracy; taken for):")
+    print("\nper style (held-out accuracy; taken for):")
     for i, name in enumerate(names):
         off = ", ".join(f"{names[j]} {cm[i, j]}" for j in np.argsort(-cm[i]) if j != i and cm[i, j])
         print(f"  {name:18s} {cm[i, i] / cm[i].sum():.2f}   {off}")

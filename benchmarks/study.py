@@ -6,21 +6,25 @@ with 1 torch thread; a 1-worker x 1-thread cluster within 5 % of that loop. Clus
 reported apart (it is paid once per study, not per run); each worker runs one untimed warm-up run
 first, as the serial loop does, so that imports and first-call costs are not counted on one side only.
 
-    python benchmarks/study.py [--runs 4] [--epochs 8]
+    python benchmarks/study.py [--runs 4] [--epochs 8] [--save]
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 from threadpoolctl import threadpool_limits
 
-import lab
-from lab.store import RunStore
-from lab.study import Study
-from lab.study_runner import local_cluster
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import lab  # noqa: E402
+from benchmarks._results import add_save_option, recording  # noqa: E402
+from lab.store import RunStore  # noqa: E402
+from lab.study import Study, local_cluster  # noqa: E402
 
 
 def _base(epochs: int) -> dict:
@@ -63,11 +67,18 @@ def _on_cluster(study: Study, n_workers: int, epochs: int) -> tuple[float, float
     return took, start
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=8)
-    args = parser.parse_args()
+    add_save_option(parser)
+    args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv):
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
+    """Time the study serially and on 2- and 1-worker clusters; print the goals."""
     study = Study("bench", _base(args.epochs), {"seeds": [[i] for i in range(args.runs)]})
     _warm_up(args.epochs)
     serial = _serial(study)

@@ -21,7 +21,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import re
@@ -30,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lab import catalogue
+from lab._numpydoc import parameter_docs
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
@@ -427,7 +427,7 @@ class RunConfig:
 
         The command line's ``--help`` and the app's form both read their help text here.
         """
-        return _parameter_docs(cls)
+        return parameter_docs(cls)
 
     @classmethod
     def _unknown_message(cls, unknown) -> str:
@@ -464,31 +464,3 @@ class RunConfig:
         except json.JSONDecodeError as exc:
             raise ValueError(f"the RunConfig JSON could not be parsed: {exc}.") from exc
         return cls.from_dict(data)
-
-
-def _parameter_docs(cls: type) -> dict[str, str]:
-    """Descriptions of the numpydoc ``Parameters`` section of ``cls``, by name (``a, b : ...`` gives both)."""
-    lines = (inspect.getdoc(cls) or "").splitlines()
-    out: dict[str, str] = {}
-    names: list[str] = []
-    text: list[str] = []
-    inside = False
-    for i, line in enumerate(lines):
-        underline = i + 1 < len(lines) and lines[i + 1].strip() and set(lines[i + 1].strip()) == {"-"}
-        if underline:
-            if inside:
-                break                     # the next section
-            inside = line.strip() == "Parameters"
-            continue
-        if not inside or (line.strip() and set(line.strip()) == {"-"}):
-            continue
-        if line and not line[0].isspace():
-            for n in names:
-                out[n] = " ".join(text)
-            names = [n.strip() for n in line.split(" : ")[0].split(",")]
-            text = []
-        elif line.strip():
-            text.append(line.strip())
-    for n in names:
-        out[n] = " ".join(text)
-    return out

@@ -21,9 +21,44 @@ import tempfile
 import traceback as _traceback
 from pathlib import Path
 
-__all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message"]
+__all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
+           "UnknownNameError"]
 
 _BUG = "This looks like a bug in layerscope rather than a problem with the input"
+
+
+class UnknownNameError(ValueError):
+    """A backbone, dataset or checkpoint name that cannot be loaded here, found before anything is built.
+
+    Parameters
+    ----------
+    kind : {"backbone", "dataset", "checkpoint"}
+    value : the name as given
+    suggestions : the closest valid names (possibly empty), best first
+    fix : what to write instead
+    reason : why the name cannot load, when it is not simply unknown (a missing folder, a hub id
+        absent from the cache); it follows the name in the message
+
+    ``str(exc)`` is one line: ``unknown backbone 'resnet1'; closest: 'resnet18', ...; use ...``.
+    """
+
+    def __init__(self, kind: str, value, suggestions=(), fix: str = "", reason: str | None = None):
+        self.kind, self.value, self.fix, self.reason = kind, value, fix, reason
+        self.suggestions = list(suggestions)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        head = (f"unknown {self.kind} {self.value!r}" if self.reason is None
+                else f"{self.kind} {self.value!r}: {self.reason}")
+        parts = [head.rstrip(" .;")]
+        if self.suggestions:
+            parts.append("closest: " + ", ".join(repr(s) for s in self.suggestions))
+        if self.fix:
+            parts.append(self.fix.rstrip(" ."))
+        return _one_line("; ".join(parts))
+
+    def __reduce__(self):   # Dask ships errors between processes: rebuild from the fields, not the text
+        return type(self), (self.kind, self.value, self.suggestions, self.fix, self.reason)
 
 
 def _first_file_in(path: Path) -> Path | None:

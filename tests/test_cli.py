@@ -63,7 +63,9 @@ def _run_config(argv, monkeypatch, store):
         yield ev.RunFinished(w.run_id, seconds=0.0)
         w.finish("finished")
 
-    monkeypatch.setitem(sys.modules, "lab.runs", types.SimpleNamespace(run=fake_run))
+    import lab.runs
+
+    monkeypatch.setattr(lab.runs, "run", fake_run)
     assert main(["run", "--runs-dir", str(store.root), "--no-progress", *argv]) == 0
     return seen["config"]
 
@@ -87,6 +89,9 @@ def test_flags_override_the_config_file(tmp_path, monkeypatch, store, capsys):
     (["run", "--strategy", "bogus"], r"strategy must be one of 'none', 'linear'"),
     (["run", "--seeds"], r"argument --seeds: expected at least one argument"),
     (["run", "--config", "/no/such/file.json"], r"cannot read --config /no/such/file.json"),
+    (["run", "--backbone", "resnet1"], r"unknown backbone 'resnet1'; closest: 'resnet18'"),
+    (["run", "--dataset", "glyph"], r"unknown dataset 'glyph'; closest: 'glyphs'"),
+    (["run", "--backbone", "mlp", "--checkpoint", "run:nope"], r"checkpoint 'run:nope': no such run in the store"),
     (["runs", "show", "nope"], r"no run 'nope' in the store"),
     (["runs", "show", "../../etc"], r"run id '../../etc' is not valid"),
     (["runs", "delete", "/etc/passwd"], r"run id '/etc/passwd' is not valid"),
@@ -96,6 +101,7 @@ def test_flags_override_the_config_file(tmp_path, monkeypatch, store, capsys):
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, store, capsys):
     assert _exit_code([*argv, "--runs-dir", str(store.root)] if argv[0] != "frobnicate" else argv) == 2
+    assert not store.root.exists() or store.list().empty               # nothing was started
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert re.search(message, err), err
@@ -173,9 +179,9 @@ def test_runs_show_says_whether_the_best_layer_is_the_final_representation(popul
 
 
 def test_console_best_layer_is_lab_analysis_per_seed(capsys):
-    from lab.__main__ import _Console
+    from lab.cli.console import RunConsole
 
-    console = _Console(progress=False)
+    console = RunConsole(progress=False)
     w = types.SimpleNamespace(run_id="r")
     for e in (_started(w), *_epoch(w, 0, 0, nmis=(0.2, 0.8, 0.8))):     # a tie: the deeper layer
         console.handle(e)
@@ -198,7 +204,7 @@ def test_runs_delete(populated, capsys):
 # ------------------------------------------------------------------------------- run (fake engine)
 
 def _fake_engine(monkeypatch, script):
-    """Install a lab.runs whose run() writes to the store and yields what ``script`` says."""
+    """Replace lab.runs.run by one that writes to the store and yields what ``script`` says."""
     closed = []
 
     def fake_run(config, store=None, cancel=None):
@@ -210,7 +216,9 @@ def _fake_engine(monkeypatch, script):
             w.finish("cancelled")
             raise
 
-    monkeypatch.setitem(sys.modules, "lab.runs", types.SimpleNamespace(run=fake_run))
+    import lab.runs
+
+    monkeypatch.setattr(lab.runs, "run", fake_run)
     return closed
 
 
@@ -255,7 +263,7 @@ def test_run_failed_before_start_is_bad_input(monkeypatch, store, capsys):
         w.finish("failed")
 
     _fake_engine(monkeypatch, script)
-    assert main(["run", "--runs-dir", str(store.root), "--dataset", "nope"]) == 2
+    assert main(["run", "--runs-dir", str(store.root), "--dataset", "digits"]) == 2
     err = capsys.readouterr().err
     assert err == "python -m lab: error: unknown dataset 'nope': expected 'glyphs', 'digits', ...\n"
     assert store.list().empty                  # nothing was measured: no record kept
@@ -292,16 +300,16 @@ def test_ctrl_c_closes_the_engine(monkeypatch, store, capsys):
         yield ev.RunFinished(w.run_id, seconds=1.0)
 
     closed = _fake_engine(monkeypatch, script)
-    import lab.__main__ as cli
+    from lab.cli.console import RunConsole
 
-    original = cli._Console.handle
+    original = RunConsole.handle
 
     def interrupt(self, event):
         if event.kind == "progress" and event.stage == "train":
             raise KeyboardInterrupt
         original(self, event)
 
-    monkeypatch.setattr(cli._Console, "handle", interrupt)
+    monkeypatch.setattr(RunConsole, "handle", interrupt)
     assert main(["run", "--runs-dir", str(store.root)]) == 130
     assert len(closed) == 1 and store.load(closed[0]).status == "cancelled"
     assert "cancelled (partial results in" in capsys.readouterr().err

@@ -15,7 +15,8 @@ import pytest
 import lab
 from lab.export import build_study_notebook, notebook_tables, study_to_notebook, table_metadata
 from lab.store import RunStore
-from lab.study import Study, _tag_run, figures
+from lab.study import Study, figures
+from lab.study.records import tag_run
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = ["fc1", "fc2", "pre_logits"]
@@ -52,7 +53,7 @@ def _tagged_run(store, study: Study, cell, *, nmi: float, accuracy: float) -> st
             w.append_training({"seed": seed, "epoch": epoch, "train_loss": 1.0, "train_accuracy": accuracy + 0.1,
                                "heldout_accuracy": accuracy, "seconds": 0.1})
     w.finish("finished")
-    _tag_run(store, w.run_id, study.name, cell.values)
+    tag_run(store, w.run_id, study.name, cell.values)
     return w.run_id
 
 
@@ -121,13 +122,13 @@ def test_bad_input_is_refused_with_a_message(hand_study, tmp_path):
 
 
 def test_a_spec_file_or_a_saved_name_resolves(hand_study, tmp_path):
-    from lab._cli_study import _save_spec
+    from lab.study import save_spec
 
     store, study, ids, _ = hand_study
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(study.to_dict()))
     assert build_study_notebook(str(spec), store).metadata["layerscope"]["run_ids"] == ids
-    _save_spec(store, study)
+    save_spec(store, study)
     assert build_study_notebook(study.name, store).metadata["layerscope"]["run_ids"] == ids
 
 
@@ -221,10 +222,10 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
 
 @pytest.mark.slow
 def test_cli_exports_a_study_by_name_and_by_spec(finished_study, tmp_path):
-    from lab._cli_study import _save_spec
+    from lab.study import save_spec
 
     store, study, nb, _ = finished_study
-    _save_spec(store, study)
+    save_spec(store, study)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(study.to_dict()))
     for name in (study.name, str(spec)):

@@ -1,10 +1,12 @@
-"""benchmarks/paper_claims.py: the fast mode runs end to end and reports every claim.
+"""benchmarks/paper_claims.py (and the experiments of benchmarks/claims/): the fast mode runs end to end
+and reports every claim.
 
 Checks the report's shape (every row measured, every verdict from the allowed set, the
 JSON agrees with the printed table), never whether a claim is reproduced.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -31,6 +33,13 @@ def claims(repo_root):
     return sys.modules[name]
 
 
+@pytest.fixture(scope="session")
+def experiments(claims):
+    """The package benchmarks.claims that the script runs (importable once the script has put the repository
+    root on sys.path)."""
+    return importlib.import_module("benchmarks.claims")
+
+
 @pytest.fixture(scope="module")
 def fast_run(tmp_path_factory, repo_root):
     """One fast-mode run in a subprocess (its own torch threads and store): (stdout, stderr, json)."""
@@ -45,9 +54,9 @@ def fast_run(tmp_path_factory, repo_root):
 
 
 @pytest.mark.slow
-def test_fast_mode_reports_every_claim_with_a_measured_value_and_an_allowed_verdict(fast_run, claims):
+def test_fast_mode_reports_every_claim_with_a_measured_value_and_an_allowed_verdict(fast_run, experiments):
     stdout, stderr, data = fast_run
-    module = claims
+    module = experiments
     rows = data["rows"]
     keys = {row["key"] for row in rows}
     assert EXPECTED_KEYS <= keys
@@ -95,25 +104,25 @@ def test_fast_mode_numbers_are_consistent(fast_run):
     assert set(wang) == {"0.0", "0.2", "0.5"}
 
 
-def test_table_wraps_cells_and_keeps_every_row(claims):
-    module = claims
+def test_table_wraps_cells_and_keeps_every_row(claims, experiments):
+    module = experiments
     rows = [module.Row(key=f"k{i}", source="src", claim="a claim " * 8, paper="p", measured="m 0.5",
                        verdict=module.MIXED, rule="r") for i in range(3)]
-    text = module._table(rows)
+    text = claims._table(rows)
     widths = {len(line) for line in text.splitlines()}
     assert len(widths) == 1                      # every line the same width
     for i in range(1, 4):
         assert any(line.startswith(f"| {i} ") for line in text.splitlines())
 
 
-def test_spearman_and_fast_verdicts(claims):
-    module = claims
-    assert module._spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-    assert module._spearman([1, 2, 3], [1, 1, 1]) != module._spearman([1, 2, 3], [1, 1, 1])   # NaN
+def test_spearman_and_fast_verdicts(experiments):
+    module = experiments
+    assert module.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert module.spearman([1, 2, 3], [1, 1, 1]) != module.spearman([1, 2, 3], [1, 1, 1])   # NaN
     fast, full = module.Settings.fast_preset(), module.Settings.full()
-    assert module._fast_or(fast, module.REPRODUCED, True) == module.FAST_VERDICT
-    assert module._fast_or(fast, module.REPRODUCED, False) == module.REPRODUCED
-    assert module._fast_or(full, module.NOT_REPRODUCED, True) == module.NOT_REPRODUCED
+    assert module.fast_or(fast, module.REPRODUCED, True) == module.FAST_VERDICT
+    assert module.fast_or(fast, module.REPRODUCED, False) == module.REPRODUCED
+    assert module.fast_or(full, module.NOT_REPRODUCED, True) == module.NOT_REPRODUCED
 
 
 def test_bad_threads_is_rejected(capsys, claims):
@@ -123,10 +132,12 @@ def test_bad_threads_is_rejected(capsys, claims):
     assert "--threads must be >= 1" in capsys.readouterr().err
 
 
-def test_seed_spreads_come_from_lab_analysis(claims):
+def test_seed_spreads_come_from_lab_analysis(claims, experiments):
     import numpy as np
 
-    mean, std = claims._seed_spread([0.6, 0.7, np.nan])
+    mean, std = experiments.seed_spread([0.6, 0.7, np.nan])
     assert mean == pytest.approx(0.65) and std == pytest.approx(np.std([0.6, 0.7], ddof=1))
-    assert np.isnan(claims._seed_spread([0.5])[1])                  # one seed: no spread
-    assert not hasattr(claims, "_load_data")                         # lab.runs.prepare_data, not a copy
+    assert np.isnan(experiments.seed_spread([0.5])[1])              # one seed: no spread
+    for module in (claims, experiments, *(importlib.import_module(f"benchmarks.claims.{name}")
+                                          for name in ("_common", "nc_transfer", "dyballa", "wang_yang"))):
+        assert not hasattr(module, "_load_data")                     # lab.runs.prepare_data, not a copy

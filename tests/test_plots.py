@@ -1,4 +1,4 @@
-"""app.plots (the figures notebooks and the app share), lab.tables (what they draw) and lab.progress.
+"""app.plots (the figures notebooks and the app share), lab.export.tables (what they draw) and lab.progress.
 
 The stored values are a known function of (seed, epoch, layer), so every mean and std is checked
 against numpy on the same numbers, not against lab.analysis itself.
@@ -17,7 +17,8 @@ import pytest
 
 import lab
 from app import plots
-from lab import catalogue, tables
+from lab import catalogue
+from lab.export import tables
 from lab.progress import run_with_progress
 from lab.store import RunStore
 
@@ -74,7 +75,7 @@ def _reference(metric, split_epoch):
     return values.mean(axis=0), values.std(axis=0, ddof=1)
 
 
-# ------------------------------------------------------------------------------------- lab.tables
+# ------------------------------------------------------------------------------ lab.export.tables
 
 def test_labels_and_status_table(runs):
     labels = tables.run_labels(runs)
@@ -216,7 +217,7 @@ def test_run_with_progress_returns_the_stored_run_and_raises_on_failure(tmp_path
 
 
 def test_tables_and_progress_import_no_plotting_library():
-    code = ("import sys, lab.tables, lab.progress, lab.export; "
+    code = ("import sys, lab.export.tables, lab.progress, lab.export; "
             "bad = [m for m in ('panel', 'bokeh', 'holoviews', 'hvplot', 'app') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

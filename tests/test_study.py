@@ -100,7 +100,7 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
     import dask
     from distributed import Client
 
-    from lab.study_runner import local_cluster
+    from lab.study import local_cluster
 
     store = RunStore(tmp_path / "runs")
     study = Study("kill", BASE, AXES)

@@ -143,6 +143,37 @@ def test_a_bad_axis_value_exits_2_naming_axis_and_position_and_runs_nothing(tmp_
     assert not runs.exists()
 
 
+def test_a_mistyped_backbone_exits_2_naming_the_cell_and_the_closest_names_and_starts_nothing(tmp_path):
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(SPEC.replace("  label_noise: [0.0, 0.3]\n",
+                                 '  backbone: ["mlp:depth=3,width=16", "resnet1", "no_such_model_xyz"]\n'))
+    runs = tmp_path / "runs"
+    proc = lab_cli("study", "run", str(spec), "--workers", "2", runs=runs)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    message = proc.stderr.strip()
+    assert "\n" not in message, message
+    # the first bad cell (backbone is the first axis: cells 3 and 4 are its second value, seeds 0 and 1)
+    assert "cell 3 (backbone=resnet1, seeds=[0]): unknown backbone 'resnet1'; closest: 'resnet18'" in message
+    assert "3 more cell(s)" in message                      # cell 4 and the two 'no_such_model_xyz' cells
+    assert proc.stdout == "" and "dashboard" not in proc.stderr
+    assert not runs.exists()                                # no spec saved, no run, no cluster
+
+
+def test_study_run_checks_names_before_the_runner_is_called(tmp_path, monkeypatch):
+    import lab.study.runner
+
+    called = []
+    monkeypatch.setattr(lab.study.runner, "run_study", lambda *a, **k: called.append(a))
+    study = Study("typo", {"dataset": "digit", "backbone": "mlp:depth=3,width=16"}, {"seeds": [[0], [1]]})
+    with pytest.raises(ValueError) as info:
+        study.run(store=RunStore(tmp_path / "runs"))
+    assert str(info.value).startswith("study 'typo': cell 1 (seeds=[0]): unknown dataset 'digit'; closest: 'digits'")
+    assert called == []
+    good = Study("fine", {"dataset": "digits", "backbone": "mlp:depth=3,width=16"}, {"seeds": [[0], [1]]})
+    good.run(store=RunStore(tmp_path / "runs"))
+    assert len(called) == 1
+
+
 def test_unpack_of_a_non_archive_exits_2_with_a_clear_message(tmp_path):
     junk = tmp_path / "notes.tar.gz"
     junk.write_text("these are notes, not runs\n")

@@ -31,6 +31,9 @@ Seed-paper families with random init on CPU: timm ResNet (``resnet18``), ViT
 (``swin_tiny_patch4_window7_224``), PVT-v2 (``pvt_v2_b0``), PoolFormer (``poolformer_s12``),
 ConvNeXt-V2 (``convnextv2_atto``); CvT (which timm lacks) and PVT v1 through ``hf:cvt``/``hf:pvt``.
 
+:func:`check_name` tells, without building anything, whether a name can load here (and
+:func:`check_checkpoint` whether a checkpoint can): a study or the app checks its names up front.
+
 Checkpoints are paths; a stored run's weights (``"run:ID[/seed]"``) are resolved to a path
 by whoever holds the store (:func:`lab.store.resolve_checkpoint`; runs and the app do it).
 """
@@ -40,19 +43,13 @@ from lab.backbones import _hf, _timm, _zoo
 from lab.backbones._checkpoint import checkpoint_path, load_checkpoint
 from lab.backbones._core import PRE_LOGITS, Backbone, Tap, first_tensor
 from lab.backbones._hf import HF_FAMILIES
+from lab.backbones._names import check_checkpoint, check_name, source_of
 from lab.backbones._normalize import Normalization, from_stats, lab_default
 from lab.backbones._zoo import zoo_dir, zoo_names
 from lab.device import resolve_device
 
 __all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "first_tensor",
-           "PRE_LOGITS", "HF_FAMILIES"]
-
-
-def _is_timm_name(name: str) -> bool:
-    import timm
-
-    source, _ = timm.models.parse_model_name(name)
-    return source is not None or timm.is_model(name)
+           "PRE_LOGITS", "HF_FAMILIES", "check_name", "check_checkpoint"]
 
 
 def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: int = 0, in_chans: int = 3,
@@ -114,8 +111,9 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
     path = checkpoint_path(checkpoint) if checkpoint is not None else None
     num_classes, in_chans = int(num_classes), int(in_chans)
 
-    if name.startswith("hf:"):
-        model, config, folder, label = _hf.create(name[3:].strip(), pretrained=pretrained, num_classes=num_classes,
+    source, spec = source_of(name)
+    if source == "hf":
+        model, config, folder, label = _hf.create(spec, pretrained=pretrained, num_classes=num_classes,
                                                   in_chans=in_chans, img_size=img_size, kwargs=kwargs)
         if path is not None:
             load_checkpoint(model, path)
@@ -125,17 +123,13 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         return Backbone(model, name=name, device=dev, taps=taps, stem_group=None, in_chans=size[0],
                         input_size=size, normalization=_hf.normalization(config, folder, label), source="hf")
 
-    zoo_name = name[4:].strip() if name.startswith("zoo:") else None
-    if zoo_name is None and name in zoo_names() and not _is_timm_name(name):
-        zoo_name = name
-    if zoo_name is not None:
+    if source == "zoo":
         if kwargs:
-            raise ValueError(f"zoo model {zoo_name!r} is built from its card; options {sorted(kwargs)} do not apply.")
-        model, card = _zoo.build(zoo_name, num_classes=num_classes)
+            raise ValueError(f"zoo model {spec!r} is built from its card; options {sorted(kwargs)} do not apply.")
+        model, card = _zoo.build(spec, num_classes=num_classes)
         size = tuple(int(v) for v in card["input_size"])
-        norm = from_stats(card["mean"], card["std"], size[0], f"zoo card ({zoo_name})", size=size[1:])
-        source = "zoo"
-    elif name == "mlp" or name.startswith("mlp:"):
+        norm = from_stats(card["mean"], card["std"], size[0], f"zoo card ({spec})", size=size[1:])
+    elif source == "mlp":
         from lab._mlp import MLP, parse_mlp_spec
 
         if pretrained:
@@ -146,14 +140,14 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
                              f"keywords. Got {sorted(kwargs)} instead.")
         side = 32 if img_size is None else int(img_size)
         model = MLP(**parse_mlp_spec(name), in_chans=in_chans, img_size=side, num_classes=num_classes)
-        size, norm, source = (in_chans, side, side), lab_default(in_chans), "mlp"
+        size, norm = (in_chans, side, side), lab_default(in_chans)
     else:
-        if not _is_timm_name(name):  # "hf-hub:..." / "local-dir:..." go to timm as they are
+        if not _timm.is_timm_name(name):  # "hf-hub:..." / "local-dir:..." go to timm as they are
             raise _timm.unknown_model(name, zoo_names())
         model = _timm.create(name, pretrained=pretrained, num_classes=num_classes, in_chans=in_chans,
                              img_size=img_size, kwargs=kwargs)
         size = _timm.input_size(model, in_chans, img_size)
-        norm, source = _timm.normalization(model, name, in_chans), "timm"
+        norm = _timm.normalization(model, name, in_chans)
     if path is not None:
         load_checkpoint(model, path)
     model = model.to(dev).eval()

@@ -35,7 +35,8 @@ from torch import nn
 from lab.backbones._core import STEM, Tap, dummy_forward
 from lab.backbones._normalize import Normalization, from_stats
 
-__all__ = ["HF_FAMILIES", "HFNet", "create", "build_catalogue", "normalization"]
+__all__ = ["HF_FAMILIES", "HFNet", "create", "build_catalogue", "normalization", "cache_dir", "looks_like_dir",
+           "cached_snapshot"]
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,30 @@ class HFNet(nn.Module):
 # ------------------------------------------------------------------------------------------------ building
 
 
-def _cache_dir() -> str:
+def cache_dir() -> str:
+    """The Hugging Face hub cache that hub ids are read from: ``$HF_HUB_CACHE`` as set now (so that
+    setting it after import counts), else huggingface_hub's own (``$HF_HOME/hub``, ...)."""
     from huggingface_hub import constants
 
-    return str(constants.HF_HUB_CACHE)
+    return os.environ.get("HF_HUB_CACHE") or str(constants.HF_HUB_CACHE)
+
+
+def looks_like_dir(spec: str) -> bool:
+    """Whether ``hf:spec`` names a directory (a path, or an existing folder), not a family or a hub id."""
+    path = os.path.expanduser(spec)
+    return spec.startswith(("/", ".", "~")) or (os.sep in spec and os.path.exists(path)) or os.path.isdir(path)
+
+
+def cached_snapshot(repo_id: str) -> str | None:
+    """The local snapshot folder of hub id ``repo_id`` (with a config.json) in :func:`cache_dir`, or
+    None; looks in the cache only, never on the network."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        path = snapshot_download(repo_id, local_files_only=True, cache_dir=cache_dir())
+    except Exception:  # not cached (LocalEntryNotFoundError), or a malformed id
+        return None
+    return path if os.path.isfile(os.path.join(path, "config.json")) else None
 
 
 def _families_line() -> str:
@@ -126,8 +147,7 @@ def _resolve_dir(spec: str) -> tuple[str | None, str]:
     """(directory or None for a family, what to call it in messages)."""
     if spec in _FAMILIES:
         return None, f"hf:{spec}"
-    looks_like_path = spec.startswith(("/", ".", "~")) or os.sep in spec and os.path.exists(os.path.expanduser(spec))
-    if looks_like_path or os.path.isdir(os.path.expanduser(spec)):
+    if looks_like_dir(spec):
         path = os.path.expanduser(spec)
         if not os.path.isdir(path):
             raise ValueError(f"hf:{spec}: directory {path!r} does not exist; give a directory written by "
@@ -141,14 +161,9 @@ def _resolve_dir(spec: str) -> tuple[str | None, str]:
         hint = f" Did you mean {', '.join(f'hf:{c}' for c in close)}?" if close else ""
         raise ValueError(f"unknown Hugging Face family 'hf:{spec}'; families: {_families_line()} "
                          f"(or a hub id 'org/name' in the cache, or a save_pretrained directory).{hint}")
-    from huggingface_hub import snapshot_download
-
-    try:
-        path = snapshot_download(spec, local_files_only=True)
-    except Exception:  # not cached (LocalEntryNotFoundError), or a malformed id
-        path = None
-    if path is None or not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"hf:{spec} is not in the Hugging Face cache ({_cache_dir()}) and nothing is downloaded; "
+    path = cached_snapshot(spec)
+    if path is None:
+        raise ValueError(f"hf:{spec} is not in the Hugging Face cache ({cache_dir()}) and nothing is downloaded; "
                          f"fill the cache where there is network (`hf download {spec}`) and copy it here, "
                          f"or set HF_HUB_CACHE to a cache that has it.")
     return path, spec

@@ -179,6 +179,15 @@ def build_catalogue(model: nn.Module, input_size: tuple[int, int, int], device: 
     return taps, stem_group
 
 
+def is_timm_name(name: str) -> bool:
+    """Whether timm takes ``name``: a registered architecture (with or without a pretrained tag), or
+    an ``hf-hub:``/``local-dir:`` source. Raises ValueError for a path or hub id without a source."""
+    import timm
+
+    source, _ = timm.models.parse_model_name(name)
+    return source is not None or timm.is_model(name)
+
+
 def unknown_model(name: str, zoo: list[str] = ()) -> ValueError:
     import timm
 

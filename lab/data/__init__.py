@@ -6,7 +6,8 @@
 >>> unseen = ds.subset(split.unseen)
 
 Specs: ``"glyphs"``, ``"glyphs:character"``, ``"digits"``, ``"folder:PATH"``,
-``"cifar10:PATH"``, ``"cifar100:PATH"``. Nothing is ever downloaded. Image folders are
+``"cifar10:PATH"``, ``"cifar100:PATH"``; :func:`check_name` tells, loading nothing, whether a
+spec can load here. Nothing is ever downloaded. Image folders are
 decoded once into a memory-mapped cache (``$LAB_CACHE_DIR``, see :func:`cache_dir`).
 
 Names load lazily, so that image-decoding worker processes (which import
@@ -17,12 +18,12 @@ from __future__ import annotations
 import importlib
 
 _ATTRS = {
-    "load": "._sources", "SPECS": "._sources", "ImageDataset": "._dataset", "standardize": "._dataset",
-    "Split": ".splits", "UnsafePickleError": "._cifar", "cache_dir": "._folder",
+    "load": "._sources", "SPECS": "._names", "check_name": "._names", "ImageDataset": "._dataset",
+    "standardize": "._dataset", "Split": ".splits", "UnsafePickleError": "._cifar", "cache_dir": "._folder",
 }
 
 __all__ = ["load", "Dataset", "ImageDataset", "Split", "SPECS", "UnsafePickleError", "standardize",
-           "cache_dir"]
+           "cache_dir", "check_name"]
 
 
 def __getattr__(name: str):

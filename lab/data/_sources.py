@@ -7,10 +7,9 @@ import torch
 
 from ._cifar import load_cifar
 from ._dataset import ImageDataset
+from ._names import SPECS, split_spec
 
 __all__ = ["load", "SPECS"]
-
-SPECS = ("glyphs", "glyphs:character", "digits", "folder:PATH", "cifar10:PATH", "cifar100:PATH")
 _DEFAULT_FOLDER_SIZE = 64
 
 
@@ -59,8 +58,7 @@ def load(spec: str, image_size: int | None = None, *, progress=None, mode: str =
         raise ValueError(f"image_size must be an int >= 4 or None; got {image_size!r}.")
     if max_image_pixels not in (None, -1) and (not isinstance(max_image_pixels, int) or max_image_pixels < 1):
         raise ValueError(f"max_image_pixels must be a positive int or None; got {max_image_pixels!r}.")
-    kind, _, arg = spec.partition(":")
-    kind = kind.strip().lower()
+    kind, arg = split_spec(spec)
     if mode != "auto" and kind != "folder":
         raise ValueError(f"mode={mode!r} applies to 'folder:PATH' datasets only; leave it at 'auto' for {spec!r}.")
     if kind == "glyphs" and arg in ("", "character"):

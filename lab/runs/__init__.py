@@ -23,6 +23,7 @@ projections     PCA layouts at once, UMAP in the background
 contribution    re-initialise each tap, measure, restore (Wang & Yang)
 results         g, seed aggregates and the summary, from :mod:`lab.analysis`
 recorder        the one writer of a run (store, I/O thread, row buffers, timings)
+names           :func:`check_names`: dataset, backbone and checkpoint resolved before anything loads
 worker          :class:`CancelToken`; the thread that streams a long call's progress
 ==============  =======================================================================
 
@@ -56,6 +57,7 @@ from lab._cancel import Cancelled
 from lab.runs.compute import few_threads as _few_threads   # benchmarks/run.py times metrics the same way
 from lab.runs.data import RunData, prepare_data
 from lab.runs.engine import run
+from lab.runs.names import check_names
 from lab.runs.worker import CancelToken
 
-__all__ = ["run", "CancelToken", "RunData", "prepare_data", "Cancelled"]
+__all__ = ["run", "CancelToken", "RunData", "prepare_data", "Cancelled", "check_names"]

@@ -55,7 +55,9 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 # Everything below was importable from the single-file lab.store; the private names stay importable
-# (lab.study and lab._cli_study use _read_json/_write_json; tests patch _write_json/_write_parquet).
+# (lab.study uses _read_json/_write_json). Writes go through _files._write_json and
+# _tables._write_parquet, looked up per call, so that tests of full and read-only disks can patch them.
+from lab.store import _files
 from lab.store._files import (  # noqa: F401
     _TMP_PREFIX, _atomic_file, _fsync_dir, _git_commit, _json_default, _layer_file, _now, _one_line,
     _parse_time, _pid_alive, _proc_start_time, _read_json, _umask, _versions, _write_json)
@@ -68,6 +70,7 @@ from lab.store._writer import _METHOD_RE, RunWriter, _as_numpy, _check_int  # no
 
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
+    "check_run_checkpoint",
     "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
 ]
 
@@ -187,11 +190,11 @@ class RunStore:
         staging = self.root / f"{_TMP_PREFIX}{secrets.token_hex(8)}"
         staging.mkdir()                   # (mkdtemp would make it private to this user)
         try:
-            _write_json(staging / "config.json", cfg)
+            _files._write_json(staging / "config.json", cfg)
             for _ in range(64):
                 run_id = validate_run_id(f"{base}-{secrets.token_hex(2)}", self.root)
                 meta["run_id"] = run_id
-                _write_json(staging / "meta.json", meta)
+                _files._write_json(staging / "meta.json", meta)
                 path = self.root / run_id
                 if path.exists():
                     continue
@@ -350,6 +353,30 @@ def _parse_checkpoint_spec(spec: str) -> tuple[str, int | None]:
         raise ValueError(f"checkpoint {spec!r} is not valid: expected 'run:ID' or 'run:ID/SEED' with an "
                          f"integer seed; got seed {seed!r}")
     return run_id, int(seed) if seed else None
+
+
+def check_run_checkpoint(spec: str, store: "RunStore | None" = None) -> None:
+    """Raise :class:`lab.errors.UnknownNameError` (``kind="checkpoint"``) unless ``"run:ID[/SEED]"``
+    names stored weights, looked up as a run does it: in ``store`` (default: :class:`RunStore`) first,
+    then in the default and the other stores opened in this process (:func:`resolve_checkpoint`).
+    Nothing is loaded."""
+    import difflib
+
+    from lab.errors import UnknownNameError
+
+    store = RunStore() if store is None else store
+    for lookup in (store.checkpoint_path, resolve_checkpoint):
+        try:
+            lookup(spec)
+            return
+        except RunNotFoundError:                  # not in this store: look where a run looks next
+            continue
+        except (ValueError, FileNotFoundError) as exc:   # a bad seed or id, a damaged run, no such weights
+            raise UnknownNameError("checkpoint", spec, [], "", reason=str(exc)) from exc
+    close = difflib.get_close_matches(spec, [f"run:{i}" for i in store.ids()], n=5, cutoff=0.6)
+    raise UnknownNameError("checkpoint", spec, close, "`python -m lab runs list` shows the stored runs; give "
+                           "run:ID[/SEED] of one of them, or the path of a weights file",
+                           reason=f"no such run in the store {store.root.resolve()}")
 
 
 def resolve_checkpoint(spec: str, root: str | os.PathLike | None = None) -> Path:

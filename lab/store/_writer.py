@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
-# The package, for _write_json and _write_parquet: looked up on each call so that patching
-# lab.store._write_json / lab.store._write_parquet (tests of full and read-only disks) reaches the writer.
-import lab.store as _store
+# The modules, for _write_json and _write_parquet: looked up on each call so that patching
+# lab.store._files._write_json / lab.store._tables._write_parquet (tests of full and read-only disks)
+# reaches the writer.
+from lab.store import _files, _tables
 from lab.store._files import _atomic_file, _json_default, _layer_file, _now
 from lab.store._record import TERMINAL_STATUSES, _summary
 from lab.store._tables import _PART_RE, _TABLES, _frame, _group_files
@@ -67,7 +68,7 @@ class RunWriter:
         """Merge ``fields`` (JSON-able: layers, classes, split, device, n_images ...) into meta.json."""
         with self._lock:
             meta = {**self._meta, **fields, "updated": _now()}
-            _store._write_json(self.path / "meta.json", meta)    # raises before anything changes
+            _files._write_json(self.path / "meta.json", meta)    # raises before anything changes
             self._meta = meta
 
     def heartbeat(self) -> None:
@@ -128,7 +129,7 @@ class RunWriter:
                 key = key if isinstance(key, tuple) else (key,)
                 group = f"s{int(key[0])}" + (f"-e{int(key[1]):04d}" if len(key) > 1 else "")
                 name = f"{group}-{next(self._seq):06d}.parquet"
-                _store._write_parquet(self.path / "tables" / table / name, part)
+                _tables._write_parquet(self.path / "tables" / table / name, part)
 
     def _compact(self, table: str, key: tuple | None) -> None:
         """Merge the parts of one group (or of every group) into one file; safe to interrupt."""

@@ -101,7 +101,8 @@ def test_small_class_error_via_cli_keeps_no_record(hcli, image_folder, store, ke
 def test_missing_dataset_folder(hcli, tmp_path):
     res = hcli("run", "--dataset", f"folder:{tmp_path / 'nope'}", "--backbone", "mlp", "--no-progress",
                "--runs-dir", tmp_path / "runs")
-    assert res.returncode == 2 and "is not a directory" in res.stderr and "one sub-folder" in res.stderr
+    # resolved before anything loads (lab.runs.check_names): the path and what to write instead
+    assert res.returncode == 2 and f"{tmp_path / 'nope'} does not exist" in res.stderr and "folder:PATH" in res.stderr
     assert_one_line(res.stderr)
 
 
@@ -228,7 +229,7 @@ def _no_space(*args, **kwargs):
 def test_disk_full_during_a_run(store, kept, monkeypatch, one_thread):
     import lab.store
 
-    monkeypatch.setattr(lab.store, "_write_parquet", _no_space)        # the table write hits a full disk
+    monkeypatch.setattr(lab.store._tables, "_write_parquet", _no_space)        # the table write hits a full disk
     events = _events(RunConfig(dataset="digits", **SMALL), store=store)
     failed = events[-1]
     assert failed.kind == "run_failed"
@@ -247,7 +248,7 @@ def test_read_only_file_system_when_creating_the_run(store, kept, monkeypatch, o
     def read_only(path, obj):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
 
-    monkeypatch.setattr(lab.store, "_write_json", read_only)
+    monkeypatch.setattr(lab.store._files, "_write_json", read_only)
     events = _events(RunConfig(dataset="digits", **SMALL), store=store)
     message = _failed_up_front(events)
     assert "is on a read-only file system" in message and "--runs-dir" in message

@@ -11,7 +11,7 @@ notebooks key by backbone or noise level) or a list of records (keyed by run id)
 Examples
 --------
 >>> import lab                                                        # doctest: +SKIP
->>> from lab import tables                                            # doctest: +SKIP
+>>> from lab.export import tables                                           # doctest: +SKIP
 >>> store = lab.RunStore("runs")                                      # doctest: +SKIP
 >>> runs = {run_id: store.load(run_id) for run_id in store.ids()}     # doctest: +SKIP
 >>> tables.generalization_table(runs)                                 # doctest: +SKIP

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable
 
 from lab.archive import pack_bytes, unpack_bytes
-from lab.study import StudyResult, _runs_by_cell, _tag_run
+from lab.study.records import StudyResult, runs_by_cell, tag_run
 
 __all__ = ["run_study", "run_cell", "machine_cores", "local_cluster"]
 
@@ -91,7 +91,7 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
             if ev.kind in _TERMINAL:
                 final = ev
         status = {"run_finished": "finished", "run_failed": "failed"}.get(final.kind, "cancelled")
-        _tag_run(store, final.run_id, study, cell)
+        tag_run(store, final.run_id, study, cell)
         return {"run_id": final.run_id, "status": status, "message": getattr(final, "message", None),
                 "archive": pack_bytes(store, [final.run_id])}
 
@@ -162,7 +162,7 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     t0 = time.monotonic()
     emit = on_event or (lambda msg: None)
     cells = study.cells()
-    stored = _runs_by_cell(store, study.name)
+    stored = runs_by_cell(store, study.name)
     todo = [c for c in cells if not (c.key in stored and stored[c.key].status == "finished")]
     skipped = [c.index for c in cells if c not in todo]
     result = StudyResult(study.name, {c.index: stored[c.key].run_id for c in cells if c.index in skipped},

@@ -5,7 +5,7 @@
 - opens with a markdown summary of each run (dataset, class split, backbone,
   strategy, seeds, status, best layer and g, when and where it ran, versions);
 - reloads the runs from the :class:`lab.store.RunStore` by id, tabulates them with
-  :mod:`lab.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
+  :mod:`lab.export.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
   metric-vs-layer curves (mean ± std over seeds), the layer × epoch heatmap, seen
   accuracy vs the generalization index g, and the 2-D layout (UMAP, else PCA) of a
   chosen layer; several runs are overlaid for comparison. Its cells only call the
@@ -27,101 +27,28 @@ Examples
 >>> store = lab.RunStore("runs")                                  # doctest: +SKIP
 >>> lab.export.to_notebook([run_id], "run.ipynb", store=store)   # doctest: +SKIP
 
-A whole study (:mod:`lab.study`) exports with :func:`study_to_notebook` (in :mod:`lab._export_study`):
+A whole study (:mod:`lab.study`) exports with :func:`study_to_notebook` (in :mod:`lab.export.study`):
 
 >>> lab.export.study_to_notebook("utilization-vs-noise", "study.ipynb", store=store)   # doctest: +SKIP
 """
 from __future__ import annotations
 
-import ast
 import datetime as _dt
 import json
-import math
 import os
-import pprint
-import re
-import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from lab import analysis, catalogue
-from lab._export_markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
+from lab.export._cells import check_ipynb, fill, py_literal, resolve_store, write_notebook
+from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
 
-__all__ = ["to_notebook", "build_notebook", "execute_notebook", "notebook_summary", "escape_markdown", "py_literal",
-           "study_to_notebook", "build_study_notebook", "notebook_tables", "table_metadata"]
+__all__ = ["to_notebook", "build_notebook", "notebook_summary", "SUMMARY_TAG"]
 
 _PREFERRED_METRICS = ("nmi", "knn_accuracy", "linear_probe_accuracy", "nc1")
 SUMMARY_TAG = "summary"
 """Tag of the exported cell whose output is the status table; see :func:`notebook_summary`."""
 _SUMMARY_KEY = "layerscope_summary"
-
-
-# ----------------------------------------------------------------------------------------------
-# escaping: user text is data, never code or markup
-# ----------------------------------------------------------------------------------------------
-
-def py_literal(value: Any, *, width: int = 96) -> str:
-    """Python source that evaluates to ``value``, built from data only.
-
-    Parameters
-    ----------
-    value : str, int, float, bool, None, or lists, tuples and dicts of them
-        Strings are rendered with :func:`repr`, which always yields a valid,
-        self-contained string literal whatever the string holds.
-    width : int
-        Line width of the pretty-printed result.
-
-    Returns
-    -------
-    str
-        A literal; :func:`ast.literal_eval` of it equals ``value``.
-
-    Raises
-    ------
-    ValueError
-        If ``value`` holds anything else (objects, NaN or infinite floats), since
-        its source would not be a plain literal.
-    """
-    _check_literal(value)
-    text = pprint.pformat(value, width=width, sort_dicts=False)
-    if ast.literal_eval(text) != value:          # pragma: no cover - guards pprint itself
-        raise ValueError(f"could not write {value!r} as a Python literal")
-    return text
-
-
-def _check_literal(value: Any, where: str = "value") -> None:
-    if value is None or isinstance(value, (str, bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where} must be a finite number to be written as a literal; got {value!r}")
-        return
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _check_literal(item, f"{where}[{i}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where} keys must be strings to be written as a literal; got {key!r}")
-            _check_literal(item, f"{where}[{key!r}]")
-        return
-    raise ValueError(
-        f"{where} must be made of str, int, float, bool, None, lists and dicts to be written as a "
-        f"literal; got {type(value).__name__}")
-
-
-_SLOT_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
-
-
-def _code(template: str, **slots: str) -> str:
-    """Fill ``{{NAME}}`` slots of a code template in one pass (values are literals, never re-scanned)."""
-    missing = set(_SLOT_RE.findall(template)) - set(slots)
-    if missing:                                   # pragma: no cover - a template bug
-        raise KeyError(f"template slots without values: {sorted(missing)}")
-    source = _SLOT_RE.sub(lambda m: slots[m.group(1)], template).strip("\n")
-    ast.parse(source)                             # every code cell must at least be valid Python
-    return source
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,7 +61,7 @@ import holoviews as hv
 from IPython.display import display
 
 import lab
-from lab import tables   # the tables below, with every number from lab.analysis
+from lab.export import tables   # the tables below, with every number from lab.analysis
 from app import plots    # the app's plot builders (installed with layerscope; no server needed)
 
 hv.extension("bokeh")
@@ -276,18 +203,6 @@ def _config_literal(records: list) -> str:
 # public API
 # ----------------------------------------------------------------------------------------------
 
-def _resolve_store(store):
-    from lab.store import RunStore
-
-    if store is None:
-        return RunStore()
-    if isinstance(store, (str, os.PathLike)):
-        return RunStore(store)
-    if not hasattr(store, "load") or not hasattr(store, "root"):
-        raise ValueError(f"store must be a lab.RunStore, a folder path or None. Got {type(store).__name__} instead.")
-    return store
-
-
 def _run_id_list(run_ids) -> list[str]:
     if isinstance(run_ids, str):
         run_ids = [run_ids]
@@ -329,7 +244,7 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
     import lab
 
     ids = _run_id_list(run_ids)
-    store = _resolve_store(store)
+    store = resolve_store(store)
     records = [store.load(run_id) for run_id in ids]
     root = Path(store.root).resolve()
     now = _dt.datetime.now(_dt.timezone.utc).astimezone()
@@ -359,36 +274,36 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
         v4.new_markdown_cell("## Reload the runs\n\nThe notebook needs layerscope installed (`lab`, and `app.plots` "
                              "to draw) and the run store at `STORE_ROOT`; no server. Nothing is re-measured: every "
                              "number below is read from the store and summarised by `lab.analysis`."),
-        v4.new_code_cell(_code(_SETUP)),
-        v4.new_code_cell(_code(_LOAD, STORE_ROOT=py_literal(str(root)), RUN_IDS=py_literal(ids)),
+        v4.new_code_cell(fill(_SETUP)),
+        v4.new_code_cell(fill(_LOAD, STORE_ROOT=py_literal(str(root)), RUN_IDS=py_literal(ids)),
                          metadata={"tags": [SUMMARY_TAG]}),
         v4.new_markdown_cell(
             "## Per-layer metrics\n\nMean over seeds of every metric at each layer, at each run's last "
             "evaluated epoch, on the **unseen** classes (NMI, kNN and linear-probe accuracy measure how well "
             "a layer separates classes it was never trained on; NC1, CDNV, rank and NC2 measure collapse)."),
-        v4.new_code_cell(_code(_TABLE), metadata={"tags": ["metric-table"]}),
+        v4.new_code_cell(fill(_TABLE), metadata={"tags": ["metric-table"]}),
         v4.new_markdown_cell(
             "## Metric vs layer\n\nEach curve is one run; the bars are ± one standard deviation over seeds. "
             "The layer with the highest unseen NMI is the run's *best layer*, and that NMI is its "
             "generalization index *g*. Edit `CURVE_METRICS`, `SPLIT` or `EPOCH` to look elsewhere."),
-        v4.new_code_cell(_code(_CURVES, CURVE_METRICS=py_literal(_curve_metrics(records)))),
+        v4.new_code_cell(fill(_CURVES, CURVE_METRICS=py_literal(_curve_metrics(records)))),
         v4.new_markdown_cell(
             "## Layer × epoch\n\nHow fine-tuning changes each layer, epoch by epoch (epoch 0 is the backbone "
             "before any training)."),
-        v4.new_code_cell(_code(_HEATMAP)),
+        v4.new_code_cell(fill(_HEATMAP)),
         v4.new_markdown_cell(
             "## Seen accuracy vs unseen generalization\n\nThe seed papers' question: does accuracy on the "
             "classes a model was trained on predict how well its best layer separates classes it never saw?"),
-        v4.new_code_cell(_code(_GENERALIZATION), metadata={"tags": ["generalization-table"]}),
+        v4.new_code_cell(fill(_GENERALIZATION), metadata={"tags": ["generalization-table"]}),
         v4.new_markdown_cell(
             "## The unseen classes at one layer\n\nA 2-D layout (UMAP when the run stored one, else PCA) of "
             "the unseen images' features at `LAYER` (by default the best layer); colours are classes."),
-        v4.new_code_cell(_code(_PROJECTION, LAYER=py_literal(layer))),
+        v4.new_code_cell(fill(_PROJECTION, LAYER=py_literal(layer))),
         v4.new_markdown_cell(
             "## Reproduce\n\nThe exact `RunConfig` of every run, as a Python literal. Set `RERUN = True` and "
             "execute the cell to train and evaluate it again from scratch (a new run in the same store); it "
             "then prints how far the new metric values are from the stored ones."),
-        v4.new_code_cell(_code(_RERUN, CONFIGS=_config_literal(records), RERUN=py_literal(bool(rerun))),
+        v4.new_code_cell(fill(_RERUN, CONFIGS=_config_literal(records), RERUN=py_literal(bool(rerun))),
                          metadata={"tags": ["reproduce"]}),
     ]
     nb = v4.new_notebook(cells=cells)
@@ -437,65 +352,6 @@ def notebook_summary(nb) -> dict[str, dict]:
                      "(lab.export.execute_notebook, or to_notebook(..., execute=True)).")
 
 
-def _current_python_kernel_manager():
-    """A kernel manager whose kernel is this interpreter's ipykernel, whatever kernelspecs are installed."""
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-
-    class _ThisPython(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name, *args, **kwargs):
-            return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                              display_name="Python 3 (ipykernel)", language="python", resource_dir="")
-
-    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython())
-
-
-def execute_notebook(nb, cwd: str | os.PathLike | None = None, *, timeout: int = 600,
-                     env: dict[str, str] | None = None):
-    """Execute ``nb`` in place with nbclient, in a kernel running this Python interpreter.
-
-    Parameters
-    ----------
-    nb : nbformat.NotebookNode
-        Executed in place (outputs are added to its cells).
-    cwd : path, optional
-        Working folder of the kernel (default: the current one).
-    timeout : int or float
-        Seconds allowed per cell.
-    env : dict, optional
-        Extra environment variables for the kernel. The folder holding ``lab`` is
-        prepended to ``PYTHONPATH`` so the kernel imports this very ``lab``.
-
-    Returns
-    -------
-    nbformat.NotebookNode
-        ``nb``, executed.
-
-    Raises
-    ------
-    nbclient.exceptions.CellExecutionError
-        When a cell raises; ``nb`` keeps the outputs up to and including that cell.
-    """
-    from nbclient import NotebookClient
-
-    import lab
-
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds. Got {timeout!r} instead.")
-    timeout = int(math.ceil(timeout))
-    kernel_env = dict(os.environ)
-    kernel_env.update(env or {})
-    lab_parent = str(Path(lab.__file__).resolve().parent.parent)
-    paths = [p for p in kernel_env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    kernel_env["PYTHONPATH"] = os.pathsep.join([lab_parent] + [p for p in paths if p != lab_parent])
-    kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    folder = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
-    client = NotebookClient(nb, km=_current_python_kernel_manager(), timeout=timeout,
-                            resources={"metadata": {"path": folder}})
-    client.execute(env=kernel_env)
-    return nb
-
-
 def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=None, execute: bool = False,
                 timeout: int = 600, *, rerun: bool = False) -> Path:
     """Write a notebook that reloads, re-plots and can reproduce stored runs.
@@ -533,29 +389,6 @@ def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=Non
         ``execute=True`` and a cell failed; the notebook is saved with its outputs
         (including the error) before this is raised.
     """
-    import nbformat
-
-    target = Path(path)
-    if target.suffix != ".ipynb":
-        raise ValueError(f"path must name a .ipynb file. Got {str(target)!r} instead; add the .ipynb suffix.")
-    nb = build_notebook(run_ids, store, rerun=rerun)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if execute:
-        from nbclient.exceptions import CellExecutionError
-
-        try:
-            execute_notebook(nb, target.parent, timeout=timeout)
-        except CellExecutionError as exc:
-            nbformat.write(nb, str(target))
-            raise RuntimeError(
-                f"the exported notebook {str(target)!r} failed while executing; it was saved with its outputs, "
-                f"open it to see the failing cell. {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-            ) from exc
-    nbformat.write(nb, str(target))
-    return target
-
-
-# studies: a notebook of a study's figures (lab._export_study imports the helpers above)
-from lab._export_study import (  # noqa: E402
-    build_study_notebook, notebook_tables, study_to_notebook, table_metadata,
-)
+    target = check_ipynb(path)
+    return write_notebook(build_notebook(run_ids, store, rerun=rerun), target, execute=execute,
+                          timeout=timeout)

@@ -28,15 +28,15 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import pandas as pd
 
 from lab.config import RunConfig
+from lab.study._keys import axis_fields, cell_key, group_label, short_value
+from lab.study.records import StudyResult, default_store, runs_by_cell, study_status
 
-__all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status"]
-
-_TERMINAL = ("run_finished", "run_failed", "run_cancelled")
+__all__ = ["Study", "Cell", "load_study"]
 
 
 @dataclass(frozen=True)
@@ -50,39 +50,10 @@ class Cell:
     @property
     def key(self) -> str:
         """Canonical text of the axis values (how stored runs are matched to cells)."""
-        return _cell_key(self.values)
+        return cell_key(self.values)
 
     def label(self) -> str:
         return group_label(self.values, list(self.values)) if self.values else "(base)"
-
-
-@dataclass
-class StudyResult:
-    """What :meth:`Study.run` did: run ids per cell index, and the cells skipped or failed."""
-
-    name: str
-    run_ids: dict[int, str]
-    skipped: list[int]
-    failed: dict[int, str]
-    cancelled: bool = False
-    seconds: float = 0.0
-
-
-def _cell_key(values: Mapping) -> str:
-    return json.dumps(values, sort_keys=True, default=list)
-
-
-def _fields(axis: str, value: Any) -> dict:
-    """The RunConfig fields one axis value sets: ``{axis: value}``, or the value itself when it is a
-    mapping (a variant that sets several fields together, e.g. ``{strategy: layer, block: fc4}``)."""
-    return dict(value) if isinstance(value, Mapping) else {axis: value}
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}={_short(v)}" for k, v in value.items())
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 40 else text[:39] + "…"
 
 
 class Study:
@@ -166,7 +137,7 @@ class Study:
                 raise ValueError(f"study {self.name!r}: axis {axis!r} must be a non-empty list of values. "
                                  f"Got {values!r} instead.")
             for i, value in enumerate(values):
-                fields = _fields(axis, value)
+                fields = axis_fields(axis, value)
                 bad = [f for f in fields if f not in names]
                 if bad:
                     raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} sets {bad[0]!r}, which is "
@@ -176,26 +147,53 @@ class Study:
                 RunConfig.from_dict(self.base)
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"study {self.name!r}: base config is not valid: {exc}") from None
-        first = {k: v for axis, values in self.axes.items() for k, v in _fields(axis, values[0]).items()}
+        first = {k: v for axis, values in self.axes.items() for k, v in axis_fields(axis, values[0]).items()}
         for axis, values in self.axes.items():
             for i, value in enumerate(values):
                 try:
-                    RunConfig.from_dict({**self.base, **first, **_fields(axis, value)})
+                    RunConfig.from_dict({**self.base, **first, **axis_fields(axis, value)})
                 except (ValueError, TypeError) as exc:
-                    raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} ({_short(value)}) is not "
+                    raise ValueError(f"study {self.name!r}: axis {axis!r} value #{i + 1} ({short_value(value)}) is not "
                                      f"valid: {exc}") from None
         cells = []
         for index, combo in enumerate(itertools.product(*self.axes.values())):
             values = dict(zip(self.axes, combo))
-            fields = {k: v for axis, value in values.items() for k, v in _fields(axis, value).items()}
+            fields = {k: v for axis, value in values.items() for k, v in axis_fields(axis, value).items()}
             try:
                 config = RunConfig.from_dict({**self.base, **fields})
             except (ValueError, TypeError) as exc:
-                label = ", ".join(f"{k}={_short(v)}" for k, v in values.items())
+                label = ", ".join(f"{k}={short_value(v)}" for k, v in values.items())
                 raise ValueError(f"study {self.name!r}: cell {index + 1} ({label}) is not valid: {exc}") from None
             cells.append(Cell(index, values, config))
         self._cells = cells
         return cells
+
+    def check_names(self, store=None) -> None:
+        """Resolve every cell's dataset, backbone and checkpoint here, without building anything.
+
+        A name is otherwise only resolved when a worker loads it: a typo in one cell of a large study
+        would start the cluster and fail that cell an hour later. Raises ValueError naming the first
+        bad cell, the value and the closest valid names (see :func:`lab.runs.check_names`).
+        """
+        from lab.runs.names import check_names
+
+        verdicts: dict[tuple, str | None] = {}
+        bad: list[tuple[Cell, str]] = []
+        for cell in self.cells():
+            cfg = cell.config
+            names = (cfg.dataset, cfg.backbone, cfg.checkpoint)
+            if names not in verdicts:
+                try:
+                    check_names(cfg, store=store)
+                    verdicts[names] = None
+                except ValueError as exc:
+                    verdicts[names] = str(exc)
+            if verdicts[names] is not None:
+                bad.append((cell, verdicts[names]))
+        if bad:
+            cell, message = bad[0]
+            more = f" ({len(bad) - 1} more cell(s) fail the same way or another)" if len(bad) > 1 else ""
+            raise ValueError(f"study {self.name!r}: cell {cell.index + 1} ({cell.label()}): {message}{more}")
 
     # -- the store ----------------------------------------------------------------------------------
     def status(self, store=None) -> pd.DataFrame:
@@ -205,8 +203,8 @@ class Study:
 
     def records(self, store=None, *, finished_only: bool = True) -> list:
         """The stored runs of this study (the newest per cell), in cell order."""
-        store = _store(store)
-        by_cell = _runs_by_cell(store, self.name)
+        store = default_store(store)
+        by_cell = runs_by_cell(store, self.name)
         out = []
         for cell in self.cells():
             rec = by_cell.get(cell.key)
@@ -219,10 +217,12 @@ class Study:
             threads_per_worker: int | None = None, on_event: Callable[[dict], None] | None = None,
             cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None
             ) -> StudyResult:
-        """Run every cell that has no finished run yet; see :func:`lab.study_runner.run_study`."""
-        from lab.study_runner import run_study
+        """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""
+        from lab.study.runner import run_study
 
-        return run_study(self, scheduler=scheduler, store=_store(store), workers=workers,
+        store = default_store(store)
+        self.check_names(store)                    # before any cluster starts
+        return run_study(self, scheduler=scheduler, store=store, workers=workers,
                          threads_per_worker=threads_per_worker, on_event=on_event, cancel=cancel,
                          on_dashboard=on_dashboard)
 
@@ -240,119 +240,3 @@ def load_study(spec: str | os.PathLike | Mapping | Study) -> Study:
     return Study.from_file(spec)
 
 
-def _store(store):
-    from lab.store import RunStore
-
-    return store if store is not None else RunStore()
-
-
-def _runs_by_cell(store, name: str) -> dict[str, Any]:
-    """The stored runs tagged with study ``name``, newest finished first per cell key."""
-    import warnings
-
-    best: dict[str, Any] = {}
-    rank = {"finished": 3, "running": 2, "cancelled": 1, "interrupted": 1, "failed": 0}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ids = store.ids()
-    for run_id in ids:
-        try:
-            rec = store.load(run_id)
-        except Exception:                          # noqa: BLE001 - damaged folders are listed elsewhere
-            continue
-        if rec.meta.get("study") != name or not isinstance(rec.meta.get("cell"), dict):
-            continue
-        key = _cell_key(rec.meta["cell"])
-        old = best.get(key)
-        score = (rank.get(rec.status, 0), str(rec.meta.get("started") or ""))
-        if old is None or score > (rank.get(old.status, 0), str(old.meta.get("started") or "")):
-            best[key] = rec
-    return best
-
-
-def study_status(study: Study, store=None) -> pd.DataFrame:
-    store = _store(store)
-    by_cell = _runs_by_cell(store, study.name)
-    rows = []
-    for cell in study.cells():
-        rec = by_cell.get(cell.key)
-        summary = rec.summary() if rec is not None else {}
-        rows.append({"cell": cell.index + 1, **{k: _short(v) for k, v in cell.values.items()},
-                     "status": rec.status if rec is not None else "pending",
-                     "run_id": rec.run_id if rec is not None else None,
-                     "best_layer": summary.get("best_layer"), "g": summary.get("g"),
-                     "g_std": summary.get("g_std"), "heldout_accuracy": summary.get("heldout_accuracy")})
-    return pd.DataFrame(rows)
-
-
-def _tag_run(store, run_id: str, study: str, cell: Mapping) -> None:
-    """Record the study and the cell in a finished run's meta (atomic rewrite of meta.json)."""
-    from lab.store import _read_json, _write_json
-
-    path = store.path(run_id) / "meta.json"
-    meta = _read_json(path)
-    meta.update(study=study, cell=dict(cell))
-    if isinstance(meta.get("summary"), dict):
-        meta["summary"] = {**meta["summary"]}
-    _write_json(path, meta)
-
-
-
-# ---------------------------------------------------------------------------------------------- figures
-
-REPEAT_AXES = ("seeds",)
-"""Axes whose values are repeats of one condition: pooled as seeds, never a group of their own."""
-
-
-def group_label(values: Mapping, axes: list[str]) -> str:
-    """The label of a cell's condition: its axis values except the repeat axes."""
-    parts = [_short(values[k]) if isinstance(values[k], Mapping) else f"{k}={_short(values[k])}"
-             for k in axes if k in values]
-    return ", ".join(parts) or "all runs"
-
-
-def figures(study: Study, store=None) -> dict:
-    """The papers' figures for a study's finished runs, every number from :mod:`lab.analysis`.
-
-    Returns
-    -------
-    dict of
-      - ``layers``: g curve per layer against relative depth, one group per condition, seed spread,
-        best layer marked (Dyballa et al.) — :func:`lab.analysis.group_curves`
-      - ``generalization``: per condition g, its layer, seen accuracy (Gerritz et al.)
-      - ``ranks``: Spearman / Kendall between seen accuracy and g across conditions, bootstrap CIs
-      - ``grid``: per condition, layer and quantity the mean/std over repeats of utilization,
-        contribution, generalization gap and resilience (Wang & Yang) — long, pivot to heatmaps
-      - ``nc1``: NC1 per layer per condition on the seen held-out images (Li, Liu et al. fig. 10)
-      - ``axes``: the condition axes (non-repeat axes)
-    """
-    from lab import analysis
-
-    records = study.records(store)
-    axes = [a for a in study.axes if a not in REPEAT_AXES]
-    groups, trainings, layers, aliases, scalars = {}, {}, {}, {}, []
-    by_key = {c.key: c for c in study.cells()}
-    for rec in records:
-        cell = by_key.get(_cell_key(rec.meta.get("cell") or {}))
-        if cell is None:
-            continue
-        label = group_label(cell.values, axes)
-        groups.setdefault(label, []).append(rec.metrics)
-        trainings.setdefault(label, []).append(rec.training)
-        layers.setdefault(label, rec.meta.get("layers"))
-        aliases.setdefault(label, rec.meta.get("layer_aliases") or {})
-        values = analysis.run_scalars(rec.training, rec.utilization, rec.contribution)
-        for axis in axes:
-            values[axis] = _short(cell.values[axis])
-        values["group"] = label
-        scalars.append(values)
-    gen = analysis.group_generalization(groups, trainings, layers, aliases=aliases)
-    grid = pd.concat(scalars, ignore_index=True) if scalars else pd.DataFrame(columns=["quantity", "layer", "value"])
-    return {
-        "axes": axes,
-        "layers": analysis.group_curves(groups, layers, aliases=aliases),
-        "generalization": gen,
-        "ranks": analysis.accuracy_vs_g(gen),
-        "grid": analysis.grid_summary(grid, axes) if len(grid) else grid,
-        "nc1": analysis.group_curves(groups, layers, metric="nc1", split="seen"),
-    }

@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from lab.export import _code, _resolve_store, escape_markdown, execute_notebook, py_literal
+from lab.export._cells import check_ipynb, fill, py_literal, resolve_store, write_notebook
+from lab.export.markdown import escape_markdown
 
 __all__ = ["study_to_notebook", "build_study_notebook", "table_metadata", "notebook_tables"]
 
@@ -222,13 +223,12 @@ if RUN_MISSING:
 
 
 def _resolve_study(study_or_spec, store):
-    from lab._cli_study import _find_study
-    from lab.study import Study, load_study
+    from lab.study import Study, find_study, load_study
 
     if isinstance(study_or_spec, (Study, Mapping)):
         return load_study(study_or_spec)
     if isinstance(study_or_spec, (str, os.PathLike)):
-        return _find_study(os.fspath(study_or_spec), store)
+        return find_study(os.fspath(study_or_spec), store)
     raise ValueError(f"study must be a lab.Study, a spec mapping, a spec file or the name of a study run into the "
                      f"store. Got {type(study_or_spec).__name__} instead.")
 
@@ -243,11 +243,11 @@ def _spec_literal(study) -> str:
 
 
 def _axes_markdown(study) -> str:
-    from lab.study import _short
+    from lab.study.spec import short_value
 
     lines = []
     for axis, values in study.axes.items():
-        shown = ", ".join(f"`{escape_markdown(_short(v))}`" for v in values)
+        shown = ", ".join(f"`{escape_markdown(short_value(v))}`" for v in values)
         lines.append(f"- **{escape_markdown(axis)}** ({len(values)}): {shown}")
     return "\n".join(lines) or "- no axes: one run of the base configuration"
 
@@ -265,7 +265,7 @@ def build_study_notebook(study_or_spec, store=None):
 
     import lab
 
-    store = _resolve_store(store)
+    store = resolve_store(store)
     study = _resolve_study(study_or_spec, store)
     status = study.status(store)
     run_ids = [None if rid is None or (isinstance(rid, float) and math.isnan(rid)) else str(rid)
@@ -298,8 +298,8 @@ def build_study_notebook(study_or_spec, store=None):
         v4.new_markdown_cell("## Reload the study\n\nThe notebook needs layerscope installed (`lab`, and "
                              "`app.study_plots` to draw) and the run store at `STORE_ROOT`. `SPEC` is the study "
                              "as plain data; `figures()` reads its finished runs, the newest per cell."),
-        v4.new_code_cell(_code(_SETUP)),
-        v4.new_code_cell(_code(_LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
+        v4.new_code_cell(fill(_SETUP)),
+        v4.new_code_cell(fill(_LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
                                RUN_IDS=py_literal(run_ids)), metadata={"tags": ["study-status"]}),
         v4.new_markdown_cell(
             "## g per layer against relative depth (Dyballa et al.)\n\nAt every layer, the unseen classes' "
@@ -307,14 +307,14 @@ def build_study_notebook(study_or_spec, store=None):
             "(runs that differ only in their seeds are pooled), the band is ± one standard deviation over seeds, "
             "the star marks the best layer, whose NMI is the condition's generalization index g. Relative depth "
             "runs from 0 (first measured layer) to 1 (last)."),
-        v4.new_code_cell(_code(_LAYERS), metadata={"tags": ["study-layers"]}),
+        v4.new_code_cell(fill(_LAYERS), metadata={"tags": ["study-layers"]}),
         v4.new_markdown_cell(
             "## Seen accuracy against g (Gerritz et al.)\n\nOne point per condition: accuracy on held-out images "
             "of the seen classes against g, error bars ± one standard deviation. Spearman's ρ and Kendall's τ "
             "measure whether ordering the conditions by seen accuracy gives the same order as ordering them by "
             "g (+1 the same, −1 reversed, 0 unrelated), with 95 % bootstrap intervals over conditions; below "
             "three conditions there is no coefficient."),
-        v4.new_code_cell(_code(_GENERALIZATION), metadata={"tags": ["study-generalization"]}),
+        v4.new_code_cell(fill(_GENERALIZATION), metadata={"tags": ["study-generalization"]}),
         v4.new_markdown_cell(
             "## Condition heatmaps (Wang & Yang, figures 1-3)\n\nOver the first two condition axes, the mean over "
             "repeats of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of each layer; **contribution**, the change of seen "
@@ -322,16 +322,16 @@ def build_study_notebook(study_or_spec, store=None):
             "(training minus held-out accuracy); **resilience**, the accuracy on the training images whose labels "
             "were corrupted, against their true labels. A study with fewer than two condition axes, or without "
             "`contribution: true`, shows what it lacks."),
-        v4.new_code_cell(_code(_GRID), metadata={"tags": ["study-grid"]}),
+        v4.new_code_cell(fill(_GRID), metadata={"tags": ["study-grid"]}),
         v4.new_markdown_cell(
             "## NC1 per layer per condition (Li, Liu et al., figure 10)\n\nNeural collapse at each layer on the "
             "held-out images of the seen classes: the within-class spread in units of the between-class spread "
             "(near 0: each class collapsed to a point). Log scale."),
-        v4.new_code_cell(_code(_NC1), metadata={"tags": ["study-nc1"]}),
+        v4.new_code_cell(fill(_NC1), metadata={"tags": ["study-nc1"]}),
         v4.new_markdown_cell(
             "## Run what is missing\n\nA study resumes: running it again runs only the cells without a finished "
             "run. From a terminal: `python -m lab study run SPEC`, then `python -m lab study show NAME`."),
-        v4.new_code_cell(_code(_RUN), metadata={"tags": ["study-run"]}),
+        v4.new_code_cell(fill(_RUN), metadata={"tags": ["study-run"]}),
     ]
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -374,22 +374,6 @@ def study_to_notebook(study_or_spec, path: str | os.PathLike, store=None, execut
     RuntimeError
         ``execute=True`` and a cell failed; the notebook is saved with its outputs first.
     """
-    import nbformat
-
-    target = Path(path)
-    if target.suffix != ".ipynb":
-        raise ValueError(f"path must name a .ipynb file. Got {str(target)!r} instead; add the .ipynb suffix.")
-    nb = build_study_notebook(study_or_spec, store)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if execute:
-        from nbclient.exceptions import CellExecutionError
-
-        try:
-            execute_notebook(nb, target.parent, timeout=timeout)
-        except CellExecutionError as exc:
-            nbformat.write(nb, str(target))
-            last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
-            raise RuntimeError(f"the exported study notebook {str(target)!r} failed while executing; it was saved "
-                               f"with its outputs, open it to see the failing cell. {last}") from exc
-    nbformat.write(nb, str(target))
-    return target
+    target = check_ipynb(path)
+    return write_notebook(build_study_notebook(study_or_spec, store), target, execute=execute, timeout=timeout,
+                          what="study notebook")

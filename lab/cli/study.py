@@ -1,16 +1,12 @@
-"""``python -m lab study run|show`` and ``python -m lab runs pack|unpack``."""
+"""``python -m lab study run|show``: a grid of runs on Dask, and its cells and figures as tables."""
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import threading
-from pathlib import Path
 
-__all__ = ["add_study_parser", "add_archive_parsers"]
+from lab.cli._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, missing, store_of
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
-_SPECS_FOLDER = ".studies"           # inside the run store: the spec of every study run there
+__all__ = ["add_study_parser"]
 
 
 def add_study_parser(sub, common, parser_class) -> None:
@@ -30,52 +26,7 @@ def add_study_parser(sub, common, parser_class) -> None:
     p = study_sub.add_parser("show", parents=[common], help="every cell of a study with its status, and its figures")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
     p.set_defaults(func=_cmd_study_show)
-    study.set_defaults(func=lambda args: _missing(study, "an action: run or show"))
-
-
-def add_archive_parsers(runs_sub, common) -> None:
-    p = runs_sub.add_parser("pack", parents=[common], help="pack stored runs into one archive file")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
-    p.set_defaults(func=_cmd_pack)
-    p = runs_sub.add_parser("unpack", parents=[common], help="import the runs of an archive into the store")
-    p.add_argument("archive", metavar="FILE")
-    p.set_defaults(func=_cmd_unpack)
-
-
-def _missing(parser, what: str) -> int:
-    print(f"{parser.prog}: error: give {what} (see --help)", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _store(args):
-    from lab.store import RunStore
-
-    return RunStore(getattr(args, "runs_dir", None))
-
-
-# ---------------------------------------------------------------------------------------------- archives
-
-
-def _cmd_pack(args) -> int:
-    from lab.archive import pack
-
-    path = pack(_store(args), args.run_ids, args.output)
-    print(f"packed {len(args.run_ids)} run(s) into {path}")
-    return EXIT_OK
-
-
-def _cmd_unpack(args) -> int:
-    from lab.archive import unpack
-
-    store = _store(args)
-    imported = unpack(store, args.archive)
-    print(f"imported {len(imported)} run(s) into {store.root}" + (": " + ", ".join(imported) if imported else
-                                                                   " (all were already there)"))
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------------------------------------- study run
+    study.set_defaults(func=lambda args: missing(study, "an action: run or show"))
 
 
 class _StudyConsole:
@@ -133,19 +84,14 @@ class _StudyConsole:
         self.overall.close()
 
 
-def _save_spec(store, study) -> None:
-    from lab.store import _write_json
-
-    _write_json(store.root / _SPECS_FOLDER / f"{study.name}.json", study.to_dict())
-
-
 def _cmd_study_run(args) -> int:
-    from lab.study import Study
+    from lab.study import Study, save_spec
 
     study = Study.from_file(args.spec)             # ValueError/FileNotFoundError: exit 2, one line
-    store = _store(args)
+    store = store_of(args)
+    study.check_names(store)                       # a typo in any cell: exit 2, nothing started
     store.root.mkdir(parents=True, exist_ok=True)
-    _save_spec(store, study)
+    save_spec(store, study)
     cells = study.cells()
     console = _StudyConsole(len(cells), progress=not args.no_progress)
     console.labels = {c.index: f"cell {c.index + 1} ({c.label()})" for c in cells}
@@ -171,30 +117,13 @@ def _cmd_study_run(args) -> int:
     return EXIT_OK if not result.failed else EXIT_FAILED
 
 
-# ---------------------------------------------------------------------------------------------- study show
-
-
-def _find_study(name: str, store):
-    from lab.study import Study
-
-    path = Path(name)
-    if path.suffix.lower() in (".yaml", ".yml", ".json") and path.is_file():
-        return Study.from_file(path)
-    saved = store.root / _SPECS_FOLDER / f"{name}.json"
-    if saved.is_file():
-        return Study.from_dict(json.loads(saved.read_text(encoding="utf-8")), where=str(saved))
-    known = sorted(p.stem for p in (store.root / _SPECS_FOLDER).glob("*.json")) if (store.root / _SPECS_FOLDER).is_dir() else []
-    raise ValueError(f"no study {name!r} in the store {store.root}; studies run there: "
-                     f"{', '.join(known) or 'none'} (or give a spec file)")
-
-
 def _cmd_study_show(args) -> int:
     import pandas as pd
 
-    from lab.study import figures
+    from lab.study import figures, find_study
 
-    store = _store(args)
-    study = _find_study(args.name, store)
+    store = store_of(args)
+    study = find_study(args.name, store)
     status = study.status(store)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200,
                            "display.float_format", "{:.3f}".format):

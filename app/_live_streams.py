@@ -1,0 +1,71 @@
+"""What the live view's streams carry: one payload function per plot, from a :class:`~app._model.RunModel`.
+
+The view owns the streams (``hv.streams.Pipe``/``Buffer``); these functions only compute the data it
+sends them, so a payload is the same whether a plot is being built or updated.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from lab.catalogue import METRIC_NAMES
+
+from . import plots
+from ._model import RunModel
+from ._thumbs import ThumbnailSource
+
+__all__ = ["CURVE_SPECS", "HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data"]
+
+CURVE_SPECS = (
+    ("nmi", ("unseen",)),
+    ("knn_accuracy", ("unseen",)),
+    ("linear_probe_accuracy", ("unseen",)),
+    ("nc1", ("unseen", "seen")),
+    ("cdnv", ("unseen", "seen")),
+)
+"""(metric, splits) of the metric-vs-layer plots, in display order."""
+
+HEATMAP_METRICS = METRIC_NAMES
+"""Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""
+
+
+def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
+    """The :data:`CURVE_SPECS` of the metrics the run measures (all when its config names none)."""
+    wanted = model.config.get("metrics")
+    specs = list(CURVE_SPECS)
+    if wanted:
+        specs = [s for s in specs if s[0] in wanted]
+    return specs
+
+
+def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
+    """Mean and spread over seeds of ``metric`` per (split, epoch, layer), for the metric-vs-layer plot."""
+    frames = []
+    for split in splits:
+        f = model.summary_frame(metric, split)
+        f.insert(0, "split", split)
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def heatmap_data(model: RunModel, metric: str, split: str) -> dict:
+    """The layer × epoch values of ``metric`` on ``split``, with the choice they show."""
+    return {"frame": model.heatmap_frame(metric, split), "metric": metric, "split": split}
+
+
+def projection_data(model: RunModel, layer: str | None, epoch: int | None,
+                    thumbnails: ThumbnailSource | None) -> dict:
+    """The 2-D layout of the unseen images at ``layer`` and ``epoch`` (None: the latest), with a hover
+    thumbnail per point; an empty frame while no layout has arrived."""
+    m = model
+    proj = m.projection(layer, epoch) if layer else None
+    if proj is None:
+        return {"frame": plots.empty_projection_frame(), "title": "unseen classes · waiting for a layout",
+                "classes": [plots.plot_text(n) for n in m.unseen]}
+    names = [plots.plot_text(n) for n in (proj.class_names or list(m.unseen))]
+    labels = [names[int(i)] if 0 <= int(i) < len(names) else str(i) for i in proj.labels]
+    thumbs = thumbnails.get(proj.indices) if thumbnails is not None else [""] * len(labels)
+    frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),
+                          "class": labels, "index": proj.indices.astype(int), "thumb": thumbs})
+    shown_epoch = epoch if epoch is not None else max(m.projection_epochs(layer))
+    title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown_epoch}"
+    return {"frame": frame, "title": title, "classes": list(names)}

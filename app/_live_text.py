@@ -1,0 +1,85 @@
+"""The live view's text: its status line, its end-of-run message and its placeholders.
+
+Plain functions of a :class:`~app._model.RunModel` that return HTML or Markdown; they state
+what was measured and draw no conclusion.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+
+from ._model import STAGE_LABELS, RunModel
+
+__all__ = ["PLACEHOLDER", "end_message", "fmt_seconds", "placeholder_html", "probe_html", "status_html"]
+
+PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
+               "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
+               "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
+"""What the view shows before its first run."""
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """A duration as "42 s", "3 min 05 s" or "1 h 02 min"; "—" when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def placeholder_html(message: str) -> str:
+    """``message`` in the place of the plots (escaped)."""
+    return f"<div style='color:#666;padding:24px 8px'>{html.escape(message)}</div>"
+
+
+def status_html(model: RunModel, status: str, message: str = "") -> str:
+    """The status line: the view's ``status``, the run, its stage and time left (or taken), and
+    ``message`` while nothing is measured."""
+    m = model
+    parts = [f"<b class='ls-run-status' data-status='{status}'>{status}</b>"]
+    if m.run_id:
+        parts.append(f"run <code>{html.escape(m.run_id)}</code>")
+    p = m.progress
+    if status in ("running", "stopping") and p is not None:
+        stage = STAGE_LABELS.get(p.stage, p.stage)
+        where = []
+        if p.seed is not None and len(m.seeds) > 1:
+            where.append(f"seed {p.seed}")
+        if p.epoch is not None:
+            where.append(f"epoch {p.epoch}/{m.n_epochs}")
+        parts.append(f"{stage} {p.done}/{p.total}" + (f" ({', '.join(where)})" if where else ""))
+        eta = m.eta_seconds()
+        if eta is not None:
+            parts.append(f"about {fmt_seconds(eta)} left")
+    elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
+        parts.append(f"after {fmt_seconds(m.ended_at - m.started_at)}")
+    if message and status in ("starting", "queued", "idle", "stopping"):
+        parts.append(html.escape(message))
+    return " &nbsp;·&nbsp; ".join(parts)
+
+
+def end_message(model: RunModel) -> str:
+    """Markdown for a failed or cancelled run: why it ended and what of it was measured."""
+    m = model
+    head = f"**The run failed:** {m.message}" if m.status == "failed" else \
+        f"**Run cancelled** ({m.message or 'stopped'})."
+    frame = m.metrics
+    cells = frame[["epoch", "layer"]].drop_duplicates() if len(frame) else frame
+    if not len(cells):
+        return head + " Nothing had been measured yet."
+    where = f" and stored in run `{m.run_id}`" if m.run_id else ""
+    return (f"{head} What was computed stays visible{where}: {len(cells)} layer measurement(s) over "
+            f"{cells['epoch'].nunique()} epoch(s), {m.epochs_done} completed evaluation(s).")
+
+
+def probe_html(probe: dict) -> str:
+    """A hidden element carrying ``probe`` (the view's counts) for the browser tests."""
+    payload = html.escape(json.dumps(probe), quote=True)
+    return f"<div class='ls-probe' data-probe=\"{payload}\" data-time='{time.time():.1f}'></div>"

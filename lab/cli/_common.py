@@ -1,0 +1,83 @@
+"""What every command of ``python -m lab`` shares: exit statuses, the one-line usage error, the
+parser that reports it, the run store the flags name, and small formatting helpers."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+from lab.errors import os_error_message
+from lab.store import RunStore
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CANCELLED", "UsageError", "Parser", "one_line",
+           "message_of", "missing", "store_of", "fmt", "check_writable", "check_notebook_path"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see --help)\n")
+
+
+def message_of(exc: BaseException) -> str:
+    """One line for an error: an OS error with its path and fix, else the exception's text."""
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) is not None:
+        return os_error_message(exc)
+    return one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+
+
+def one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def missing(parser: argparse.ArgumentParser, what: str) -> int:
+    print(f"{parser.prog}: error: give {what} (see --help)", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def store_of(args) -> RunStore:
+    return RunStore(getattr(args, "runs_dir", None))
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def check_writable(output: Path) -> None:
+    """Raise the OSError that writing ``output`` would meet (missing folder, a file in the way, a
+    folder at its name, no permission), so that it is reported before any work."""
+    import errno
+    import os
+
+    parent = output.parent
+    if output.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(output))
+    if not parent.is_dir():
+        if parent.exists() or any(p.exists() and not p.is_dir() for p in parent.absolute().parents):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(output))
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(parent))
+    if not os.access(parent, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(output))
+
+
+def check_notebook_path(output: str | Path) -> Path:
+    """The notebook ``-o`` names, checked before any work: a ``.ipynb`` file that can be written."""
+    output = Path(output)
+    if output.suffix != ".ipynb":
+        raise UsageError(f"-o must name a .ipynb file; got {str(output)!r}")
+    check_writable(output)
+    return output

@@ -1,0 +1,63 @@
+"""``python -m lab export``: stored runs, or a study, as a Jupyter notebook."""
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab.cli._common import EXIT_FAILED, EXIT_OK, UsageError, check_notebook_path, store_of
+
+__all__ = ["add_export_parser"]
+
+
+def add_export_parser(sub, common) -> None:
+    exp = sub.add_parser("export", parents=[common], help="write stored runs or a study into a Jupyter notebook",
+                         description="Write a notebook that reloads and re-plots the given runs, or (--study) "
+                                     "a study's figures and tables.")
+    exp.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    exp.add_argument("--study", metavar="NAME_OR_SPEC", default=None,
+                     help="export a study instead: a study name run into this store, or its spec file")
+    exp.add_argument("-o", "--output", required=True, metavar="NOTEBOOK", help="the .ipynb file to write")
+    exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
+    exp.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args) -> int:
+    store = store_of(args)
+    if args.study is not None and args.run_ids:
+        raise UsageError("give run ids or --study, not both")
+    if args.study is None and not args.run_ids:
+        raise UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
+    if args.study is not None:
+        return _export_study(args, store)
+    for run_id in args.run_ids:
+        store.load(run_id)                # unknown or invalid ids: exit 2 before any work
+    output = check_notebook_path(args.output)   # before any work: nothing is computed for nothing
+    try:
+        from lab.export import to_notebook
+    except ImportError as exc:
+        print(f"error: notebook export is not available ({exc})", file=sys.stderr)
+        return EXIT_FAILED
+    kwargs: dict[str, Any] = {"store": store}
+    params = inspect.signature(to_notebook).parameters
+    if args.execute:
+        if "execute" not in params:
+            print("error: this version of lab.export cannot execute notebooks; run without --execute",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        kwargs["execute"] = True
+    result = to_notebook(list(args.run_ids), output, **kwargs)
+    print(f"wrote {result if isinstance(result, (str, Path)) else output}")
+    return EXIT_OK
+
+
+def _export_study(args, store) -> int:
+    from lab.export import study_to_notebook
+    from lab.study import find_study
+
+    study = find_study(args.study, store)   # unknown name or bad spec: exit 2 before any work
+    output = check_notebook_path(args.output)
+    result = study_to_notebook(study, output, store=store, execute=args.execute)
+    print(f"wrote {result}")
+    return EXIT_OK

@@ -1,0 +1,24 @@
+"""``python -m lab pretrain``: train a zoo backbone on the glyph source task (the recipe of lab.zoo)."""
+from __future__ import annotations
+
+from lab.cli._common import EXIT_OK
+
+__all__ = ["add_pretrain_parser"]
+
+
+def add_pretrain_parser(sub, common) -> None:
+    from lab.zoo import pretrain
+
+    pre = sub.add_parser("pretrain", parents=[common], help="pretrain a zoo backbone on the glyph source task",
+                         description="Render CJK fonts disjoint from the glyphs typefaces and train a backbone "
+                                     "on them from a seed on the CPU (the recipe of lab.zoo).")
+    pretrain.add_arguments(pre)
+    pre.set_defaults(func=_cmd_pretrain)
+
+
+def _cmd_pretrain(args) -> int:
+    from lab.zoo import pretrain
+
+    card = pretrain.run_from_args(args)
+    print(f"pretrained {card['name']}: source accuracy {card['source_accuracy']:.3f} after {card['epochs']} epochs")
+    return EXIT_OK

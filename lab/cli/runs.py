@@ -1,0 +1,187 @@
+"""``python -m lab runs list|show|delete|pack|unpack|to-tensorboard|to-mlflow``: the stored runs."""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from typing import Any
+
+from lab import analysis
+from lab.catalogue import metric_label
+from lab.cli._common import EXIT_OK, EXIT_USAGE, fmt, missing, one_line, store_of
+
+__all__ = ["add_runs_parser"]
+
+
+def add_runs_parser(sub, common, parser_class) -> None:
+    runs = sub.add_parser("runs", parents=[common], help="list, show, delete, pack, unpack or export stored runs",
+                          description="Stored runs.")
+    runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=parser_class)
+    p = runs_sub.add_parser("list", parents=[common], help="table of the stored runs, newest first")
+    p.set_defaults(func=_cmd_list)
+    p = runs_sub.add_parser("show", parents=[common], help="config, summary and per-layer table of a run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.set_defaults(func=_cmd_show)
+    p = runs_sub.add_parser("delete", parents=[common], help="delete a stored run")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--force", action="store_true", help="delete even if the run is still running")
+    p.set_defaults(func=_cmd_delete)
+    p = runs_sub.add_parser("to-tensorboard", parents=[common], help="write runs as TensorBoard event files",
+                            description="Per-layer metrics, training curves and the unseen-class embeddings "
+                                        "(projector, with labels and image sprites); then tensorboard --logdir DIR.")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("logdir", metavar="DIR", help="folder of the event files (one sub-folder per run)")
+    p.set_defaults(func=_cmd_to_tensorboard)
+    p = runs_sub.add_parser("to-mlflow", parents=[common], help="log runs to MLflow (needs mlflow)",
+                            description="Params, metrics per epoch and layer, and the run folder as artefacts.")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--tracking-uri", metavar="URI", default=None,
+                   help="MLflow tracking URI, e.g. file:///path/mlruns (default: $MLFLOW_TRACKING_URI)")
+    p.set_defaults(func=_cmd_to_mlflow)
+    p = runs_sub.add_parser("pack", parents=[common], help="pack stored runs into one archive file")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
+    p.set_defaults(func=_cmd_pack)
+    p = runs_sub.add_parser("unpack", parents=[common], help="import the runs of an archive into the store")
+    p.add_argument("archive", metavar="FILE")
+    p.set_defaults(func=_cmd_unpack)
+    runs.set_defaults(func=lambda args: missing(
+        runs, "an action: list, show, delete, pack, unpack, to-tensorboard or to-mlflow"))
+
+
+def _cmd_list(args) -> int:
+    store = store_of(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = store.list()
+    for w in caught:
+        print(f"warning: {one_line(w.message)}", file=sys.stderr)
+    if df.empty:
+        print(f"no runs in {store.root.resolve()}")
+        return EXIT_OK
+    df = df.copy()
+    if "damage" in df and df["damage"].isna().all():
+        df = df.drop(columns="damage")    # the column only when a run is damaged
+    elif "damage" in df:
+        df["damage"] = df["damage"].map(lambda d: d[:57] + "..." if isinstance(d, str) and len(d) > 60 else d)
+    df["started"] = df["started"].map(lambda s: str(s)[:16].replace("T", " ") if s else "-")
+    for col in df.columns:
+        df[col] = df[col].map(fmt)
+    print(df.to_string(index=False))
+    return EXIT_OK
+
+
+def _layer_table(rec, epoch: int | None = None) -> tuple[int | None, Any]:
+    """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at ``epoch`` (default the
+    last epoch stored), one row per layer in the run's layer order."""
+    m = rec.metrics
+    if m.empty:
+        return None, None
+    epoch = int(m["epoch"].max()) if epoch is None else int(epoch)
+    agg = analysis.aggregate_seeds(m[m["epoch"] == epoch], by=("layer", "split", "metric"))
+    table = agg.pivot_table(index="layer", columns=["split", "metric"], values="mean", aggfunc="first",
+                            sort=False, dropna=False)
+    order = analysis.layer_order(rec.meta.get("layers"), m)
+    table = table.loc[[layer for layer in order if layer in table.index]]
+    table.columns = [f"{split}:{metric}" for split, metric in table.columns]
+    return epoch, table
+
+
+def _cmd_show(args) -> int:
+    store = store_of(args)
+    rec = store.load(args.run_id, damaged_ok=True)
+    meta = rec.meta
+    title = f"run {rec.run_id}" + (f" ({rec.name})" if rec.name else "")
+    print(title)
+    print(f"  status: {meta.get('status')}" + (f" - {one_line(meta['message'])}" if meta.get("message") else ""))
+    if rec.problems:
+        print(f"  damaged: {'; '.join(rec.problems)}; restore the file from a backup or delete the run with "
+              f"`python -m lab runs delete {rec.run_id}`")
+    print(f"  started: {meta.get('started')}  ended: {meta.get('ended') or '-'}  host: {meta.get('host')}  "
+          f"device: {meta.get('device')}")
+    versions = meta.get("versions") or {}
+    print("  versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
+    print(f"  path: {rec.path}")
+    if rec.config is None:
+        print("config: unknown (config.json is missing or unreadable)")
+    else:
+        print("config:")
+        cfg = rec.config.to_dict() if hasattr(rec.config, "to_dict") else rec.config
+        for key, value in cfg.items():
+            print(f"  {key}: {json.dumps(value)}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        s = rec.summary()                 # lab.analysis.run_summary (reads the tables)
+    for w in caught:
+        print(f"warning: {one_line(w.message)}", file=sys.stderr)
+    if rec.damaged_parts:
+        print(f"  partially damaged: {len(rec.damaged_parts)} unreadable table part(s) skipped: "
+              f"{', '.join(rec.damaged_parts)}; the rest of the run is shown")
+    print("summary:")
+    if s.get("g") is not None:
+        spread = f" ± {s['g_std']:.3f}" if s.get("g_std") is not None else ""
+        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen {metric_label('nmi')} "
+              f"{s['g']:.3f}{spread}, {s['n_seeds']} seed{'s' if s['n_seeds'] != 1 else ''})")
+        where = "is" if s.get("best_is_final") else "is not"
+        print(f"  the best layer {where} the final representation ({s['final_layer']})")
+    else:
+        print(f"  no complete unseen {metric_label('nmi')} evaluation stored yet")
+    if s.get("heldout_accuracy") is not None:
+        print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
+    epoch, table = _layer_table(rec, s.get("epoch"))    # the last complete evaluation
+    if table is not None:
+        print(f"layers at epoch {epoch} (mean over seeds):")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    return EXIT_OK
+
+
+def _cmd_delete(args) -> int:
+    store = store_of(args)
+    store.delete(args.run_id, force=args.force)
+    print(f"deleted run {args.run_id} from {store.root.resolve()}")
+    return EXIT_OK
+
+
+def _cmd_to_tensorboard(args) -> int:
+    from lab.sinks import to_tensorboard
+
+    try:
+        folders = to_tensorboard(store_of(args), args.run_ids, args.logdir)
+    except ModuleNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for folder in folders:
+        print(f"wrote {folder}")
+    print(f"view them with: tensorboard --logdir {args.logdir}")
+    return EXIT_OK
+
+
+def _cmd_to_mlflow(args) -> int:
+    from lab.sinks import to_mlflow
+
+    try:
+        ids = to_mlflow(store_of(args), args.run_ids, tracking_uri=args.tracking_uri)
+    except ModuleNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for run_id, mlflow_id in zip(args.run_ids, ids):
+        print(f"logged run {run_id} as MLflow run {mlflow_id}")
+    return EXIT_OK
+
+
+def _cmd_pack(args) -> int:
+    from lab.archive import pack
+
+    path = pack(store_of(args), args.run_ids, args.output)
+    print(f"packed {len(args.run_ids)} run(s) into {path}")
+    return EXIT_OK
+
+
+def _cmd_unpack(args) -> int:
+    from lab.archive import unpack
+
+    store = store_of(args)
+    imported = unpack(store, args.archive)
+    print(f"imported {len(imported)} run(s) into {store.root}" + (": " + ", ".join(imported) if imported else
+                                                                   " (all were already there)"))
+    return EXIT_OK

@@ -1,0 +1,68 @@
+"""Executing a notebook with nbclient in a kernel that runs this very interpreter and ``lab``."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["execute_notebook"]
+
+
+def _current_python_kernel_manager():
+    """A kernel manager whose kernel is this interpreter's ipykernel, whatever kernelspecs are installed."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _ThisPython(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name, *args, **kwargs):
+            return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                              display_name="Python 3 (ipykernel)", language="python", resource_dir="")
+
+    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython())
+
+
+def execute_notebook(nb, cwd: str | os.PathLike | None = None, *, timeout: int = 600,
+                     env: dict[str, str] | None = None):
+    """Execute ``nb`` in place with nbclient, in a kernel running this Python interpreter.
+
+    Parameters
+    ----------
+    nb : nbformat.NotebookNode
+        Executed in place (outputs are added to its cells).
+    cwd : path, optional
+        Working folder of the kernel (default: the current one).
+    timeout : int or float
+        Seconds allowed per cell.
+    env : dict, optional
+        Extra environment variables for the kernel. The folder holding ``lab`` is
+        prepended to ``PYTHONPATH`` so the kernel imports this very ``lab``.
+
+    Returns
+    -------
+    nbformat.NotebookNode
+        ``nb``, executed.
+
+    Raises
+    ------
+    nbclient.exceptions.CellExecutionError
+        When a cell raises; ``nb`` keeps the outputs up to and including that cell.
+    """
+    from nbclient import NotebookClient
+
+    import lab
+
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds. Got {timeout!r} instead.")
+    timeout = int(math.ceil(timeout))
+    kernel_env = dict(os.environ)
+    kernel_env.update(env or {})
+    lab_parent = str(Path(lab.__file__).resolve().parent.parent)
+    paths = [p for p in kernel_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    kernel_env["PYTHONPATH"] = os.pathsep.join([lab_parent] + [p for p in paths if p != lab_parent])
+    kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    folder = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
+    client = NotebookClient(nb, km=_current_python_kernel_manager(), timeout=timeout,
+                            resources={"metadata": {"path": folder}})
+    client.execute(env=kernel_env)
+    return nb

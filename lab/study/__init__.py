@@ -1,0 +1,34 @@
+"""Studies: grids of runs (a base RunConfig and axes over its fields) run on Dask distributed.
+
+- :mod:`.spec` — :class:`Study` (the grid, every cell validated, every name resolved up front) and
+  :func:`load_study`;
+- :mod:`.runner` — running the unfinished cells on a Dask cluster (:func:`local_cluster` by default);
+- :mod:`.records` — the study's runs in the run store and their status;
+- :mod:`.figures` — the papers' figures of a study (every number from :mod:`lab.analysis`);
+- :mod:`.saved` — study specs kept in the run store, found again by name.
+
+Importing this package does not import Dask; running a study does.
+
+>>> study = lab.Study.from_file("studies/which_layer.yaml")     # doctest: +SKIP
+>>> study.run()                                                # doctest: +SKIP
+>>> lab.study.figures(study)["generalization"]                 # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from lab.study._keys import REPEAT_AXES, group_label
+from lab.study.figures import figures
+from lab.study.records import StudyResult, study_status
+from lab.study.saved import find_study, save_spec
+from lab.study.spec import Cell, Study, load_study
+
+__all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status", "figures", "group_label",
+           "REPEAT_AXES", "find_study", "save_spec", "local_cluster", "run_study"]
+
+
+def __getattr__(name: str):
+    # the runner imports Dask: only when asked for
+    if name in ("local_cluster", "run_study", "machine_cores"):
+        from lab.study import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module 'lab.study' has no attribute {name!r}")

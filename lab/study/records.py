@@ -1,0 +1,81 @@
+"""A study's runs in the run store: which stored run belongs to which cell, the status table, and
+tagging a finished run with its study and cell."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from lab.study._keys import cell_key, short_value
+
+__all__ = ["StudyResult", "default_store", "runs_by_cell", "study_status", "tag_run"]
+
+
+@dataclass
+class StudyResult:
+    """What :meth:`Study.run` did: run ids per cell index, and the cells skipped or failed."""
+
+    name: str
+    run_ids: dict[int, str]
+    skipped: list[int]
+    failed: dict[int, str]
+    cancelled: bool = False
+    seconds: float = 0.0
+
+
+def default_store(store):
+    from lab.store import RunStore
+
+    return store if store is not None else RunStore()
+
+
+def runs_by_cell(store, name: str) -> dict[str, Any]:
+    """The stored runs tagged with study ``name``, newest finished first per cell key."""
+    import warnings
+
+    best: dict[str, Any] = {}
+    rank = {"finished": 3, "running": 2, "cancelled": 1, "interrupted": 1, "failed": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = store.ids()
+    for run_id in ids:
+        try:
+            rec = store.load(run_id)
+        except Exception:                          # noqa: BLE001 - damaged folders are listed elsewhere
+            continue
+        if rec.meta.get("study") != name or not isinstance(rec.meta.get("cell"), dict):
+            continue
+        key = cell_key(rec.meta["cell"])
+        old = best.get(key)
+        score = (rank.get(rec.status, 0), str(rec.meta.get("started") or ""))
+        if old is None or score > (rank.get(old.status, 0), str(old.meta.get("started") or "")):
+            best[key] = rec
+    return best
+
+
+def study_status(study, store=None) -> pd.DataFrame:
+    store = default_store(store)
+    by_cell = runs_by_cell(store, study.name)
+    rows = []
+    for cell in study.cells():
+        rec = by_cell.get(cell.key)
+        summary = rec.summary() if rec is not None else {}
+        rows.append({"cell": cell.index + 1, **{k: short_value(v) for k, v in cell.values.items()},
+                     "status": rec.status if rec is not None else "pending",
+                     "run_id": rec.run_id if rec is not None else None,
+                     "best_layer": summary.get("best_layer"), "g": summary.get("g"),
+                     "g_std": summary.get("g_std"), "heldout_accuracy": summary.get("heldout_accuracy")})
+    return pd.DataFrame(rows)
+
+
+def tag_run(store, run_id: str, study: str, cell: Mapping) -> None:
+    """Record the study and the cell in a finished run's meta (atomic rewrite of meta.json)."""
+    from lab.store import _read_json, _write_json
+
+    path = store.path(run_id) / "meta.json"
+    meta = _read_json(path)
+    meta.update(study=study, cell=dict(cell))
+    if isinstance(meta.get("summary"), dict):
+        meta["summary"] = {**meta["summary"]}
+    _write_json(path, meta)

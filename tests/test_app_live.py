@@ -1,0 +1,331 @@
+"""Component tests of the live view (no browser): engine events feed its streams, plots and text.
+
+Also the pieces behind it: the run model that accumulates the events, and the dispatcher that hands
+them from a worker thread to the session's document.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import holoviews as hv
+import numpy as np
+import pytest
+from bokeh.document import Document
+
+from lab import events as ev
+
+hv.extension("bokeh")
+
+LAYERS = ("stem", "block1", "block2", "pre_logits")
+UNSEEN = ["a", "b", "c"]
+
+
+def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None):
+    """A plausible event sequence of one run, in the engine's order (lab.events docstring).
+
+    Unseen NMI peaks at the second-to-last layer, and each seed's Generalization event says so.
+    """
+    peak = max(len(layers) - 2, 0)
+    metrics = metrics or ["nmi", "knn_accuracy", "linear_probe_accuracy", "nc1", "cdnv"]
+    cfg = {"dataset": "glyphs", "backbone": "resnet18", "strategy": "full", "epochs": epochs,
+           "seeds": list(seeds), "metrics": metrics}
+    yield ev.RunStarted(run_id, config=cfg, layers=[{"name": name, "kind": "map", "dim": 8} for name in layers],
+                        classes=UNSEEN + ["d", "e"], seen=["d", "e"], unseen=UNSEEN, device="cpu",
+                        n_images={"train": 10, "heldout": 4, "unseen": n}, seeds=list(seeds))
+    rng = np.random.default_rng(0)
+    for seed in seeds:
+        for epoch in range(epochs + 1):
+            if fail_at is not None and epoch == fail_at:
+                yield ev.RunFailed(run_id, message="CUDA out of memory while training block2", seconds=1.0)
+                return
+            yield ev.Progress(run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
+            for i, layer in enumerate(layers):
+                nmi = 0.2 + 0.1 * i - 0.15 * (i > peak) + 0.05 * epoch + 0.01 * seed
+                unseen = {"nmi": nmi, "knn_accuracy": 0.5 + 0.1 * i,
+                          "linear_probe_accuracy": 0.6, "nc1": 10.0 / (i + 1 + epoch), "cdnv": 1.0 / (i + 1 + epoch)}
+                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
+                                      values={k: v for k, v in unseen.items() if k in metrics})
+                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="seen",
+                                      values={"nc1": 5.0 / (i + 1 + epoch), "cdnv": 0.5 / (i + 1 + epoch)})
+                yield ev.ProjectionReady(run_id, seed=seed, epoch=epoch, layer=layer, method="pca",
+                                         coords=rng.normal(size=(n, 2)).astype(np.float32),
+                                         labels=np.arange(n) % 3, indices=np.arange(n), class_names=UNSEEN)
+                if epoch:
+                    yield ev.LayerUtilization(run_id, seed=seed, epoch=epoch, layer=layer, absolute=0.1 * i,
+                                              relative=0.01 * i * epoch)
+            yield ev.EpochFinished(run_id, seed=seed, epoch=epoch, train_loss=None if epoch == 0 else 1.0 / epoch,
+                                   train_accuracy=None if epoch == 0 else 0.5 + 0.1 * epoch,
+                                   heldout_accuracy=0.3 + 0.2 * epoch, seconds=0.5)
+            yield ev.Generalization(run_id, epoch=epoch, g=0.2 + 0.1 * peak + 0.05 * epoch + 0.01 * seed,
+                                    layer=layers[peak], seed=seed)
+    yield ev.RunFinished(run_id, seconds=3.0, summary={})
+
+
+@pytest.fixture
+def live():
+    from app.live import LiveView
+
+    return LiveView()
+
+
+# ------------------------------------------------------------------ LiveView
+def test_events_update_every_stream(live):
+    live.consume(list(synthetic_run(epochs=2)))
+    streams = live.streams
+    assert {"curves:nmi", "curves:knn_accuracy", "curves:linear_probe_accuracy", "curves:nc1", "curves:cdnv",
+            "heatmap", "projection", "training", "utilization"} <= set(streams)
+    nmi = streams["curves:nmi"].data
+    assert set(nmi["layer"]) == set(LAYERS) and set(nmi["epoch"]) == {0, 1, 2}
+    assert nmi.loc[(nmi["epoch"] == 2) & (nmi["layer"] == "block1"), "mean"].item() == pytest.approx(0.4)
+    nc1 = streams["curves:nc1"].data
+    assert set(nc1["split"]) == {"unseen", "seen"}
+    heat = streams["heatmap"].data["frame"]
+    assert heat["value"].notna().sum() == len(LAYERS) * 3
+    assert len(streams["projection"].data["frame"]) == 30
+    assert list(streams["training"].data["epoch"]) == [0, 1, 2]
+    assert streams["utilization"].data["relative"].notna().sum() == len(LAYERS)
+    probe = live.probe()
+    assert probe["status"] == "finished" and probe["metric_layers"] == len(LAYERS)
+    assert "block2" in live._verdict.object and "held-out accuracy" in live._verdict.object
+
+
+def test_streams_fill_incrementally(live):
+    events = list(synthetic_run(epochs=1))
+    live.consume(events[:1])                          # RunStarted: empty plots, every cell NaN
+    assert live.streams["heatmap"].data["frame"]["value"].isna().all()
+    first_metrics = next(i for i, e in enumerate(events) if e.kind == "layer_metrics")
+    live.consume(events[1:first_metrics + 1])
+    assert live.streams["heatmap"].data["frame"]["value"].notna().sum() == 1
+    assert len(live.streams["curves:nmi"].data) == 1
+    assert live.probe()["status"] == "running"
+
+
+def test_aggregate_event_replaces_display_mean(live):
+    events = list(synthetic_run(epochs=0, seeds=(0, 1)))
+    live.consume(events[:-1])
+    live.consume([ev.Aggregate("r1", epoch=0, layer="stem", split="unseen", mean={"nmi": 0.9}, std={"nmi": 0.05},
+                               n_seeds=2), events[-1]])
+    nmi = live.streams["curves:nmi"].data
+    row = nmi[(nmi["epoch"] == 0) & (nmi["layer"] == "stem")]
+    assert row["mean"].item() == pytest.approx(0.9) and row["std"].item() == pytest.approx(0.05)
+
+
+def test_run_failed_becomes_a_visible_message_and_keeps_epochs(live):
+    live.consume(list(synthetic_run(epochs=3, fail_at=2)))
+    assert live.status == "failed"
+    assert live._alert.visible
+    assert "CUDA out of memory while training block2" in live._alert.object
+    assert "What was computed stays visible" in live._alert.object
+    assert "2 completed evaluation(s)" in live._alert.object
+    assert set(live.streams["curves:nmi"].data["epoch"]) == {0, 1}
+
+
+def test_cancelled_run_is_marked(live):
+    events = list(synthetic_run(epochs=2))[:-1] + [ev.RunCancelled("r1", seconds=1.0)]
+    live.consume(events)
+    assert live.status == "cancelled"
+    assert "Run cancelled" in live._alert.object and live._alert.alert_type == "warning"
+
+
+def test_heatmap_metric_param_drives_the_heatmap(live):
+    live.consume(list(synthetic_run(epochs=1)))
+    live.heatmap_metric = "nc1"
+    live.heatmap_split = "seen"
+    data = live.streams["heatmap"].data
+    assert (data["metric"], data["split"]) == ("nc1", "seen")
+    cell = data["frame"].query("epoch == 1 and layer == 'stem'")["value"].item()
+    assert cell == pytest.approx(5.0 / 2)
+
+
+def test_projection_layer_and_epoch_params_drive_the_layout(live):
+    live.consume(list(synthetic_run(epochs=2)))
+    assert live.projection_layer == "pre_logits" and live.projection_epoch == 2
+    live._layer_player.value = "block1"        # the player's options are the run's layers
+    assert live.projection_layer == "block1"
+    assert "block1" in live.streams["projection"].data["title"]
+    live._epoch_select.value = 0
+    assert live.projection_epoch == 0 and not live.follow_latest
+    assert "epoch 0" in live.streams["projection"].data["title"]
+
+
+def test_class_names_cannot_close_the_plot_script_tag(live):
+    """Class names are folder names a user chose; in Jupyter the plot data sits in a <script>."""
+    evil = "</script><script>alert(1)</script>"
+    events = []
+    for e in synthetic_run(epochs=0):
+        if isinstance(e, ev.ProjectionReady):
+            e = dataclasses.replace(e, class_names=[evil, "b", "c"])
+        events.append(e)
+    live.consume(events)
+    data = live.streams["projection"].data
+    shown = set(data["frame"]["class"]) | set(data["classes"])
+    assert not any("<" in name or ">" in name for name in shown)
+    assert "\uff1c/script\uff1e\uff1cscript\uff1ealert(1)\uff1c/script\uff1e" in shown    # still legible
+
+
+def test_hover_thumbnails_come_from_the_thumbnail_source(live):
+    from app._thumbs import ThumbnailSource
+
+    live.set_thumbnails(ThumbnailSource(lambda i, size=32: f"data:image/png;base64,{i}"))
+    live.consume(list(synthetic_run(epochs=0)))
+    frame = live.streams["projection"].data["frame"]
+    assert frame["thumb"].iloc[3] == "data:image/png;base64,3"
+
+
+def test_metrics_not_requested_get_no_curve(live):
+    live.consume(list(synthetic_run(epochs=0, metrics=["nmi", "nc1"])))
+    assert {k for k in live.streams if k.startswith("curves:")} == {"curves:nmi", "curves:nc1"}
+
+
+def test_a_second_run_starts_from_a_clean_slate(live):
+    live.consume(list(synthetic_run("r1", epochs=2)))
+    live.consume(list(synthetic_run("r2", layers=("x", "y"), epochs=0)))
+    assert live.model.run_id == "r2"
+    assert set(live.streams["curves:nmi"].data["layer"]) == {"x", "y"}
+
+
+def test_two_live_views_do_not_share_state():
+    from app.live import LiveView
+
+    a, b = LiveView(), LiveView()
+    a.consume(list(synthetic_run("ra", epochs=1)))
+    b.consume(list(synthetic_run("rb", layers=("only", "two"), epochs=0)))
+    assert a.model is not b.model
+    assert a.streams["curves:nmi"] is not b.streams["curves:nmi"]
+    assert set(a.streams["curves:nmi"].data["layer"]) == set(LAYERS)
+    assert set(b.streams["curves:nmi"].data["layer"]) == {"only", "two"}
+    a.heatmap_metric = "cdnv"
+    assert b.heatmap_metric == "nmi"
+    assert a._layout is not b._layout and a._alert is not b._alert
+
+
+def test_views_render_to_bokeh(live):
+    from bokeh.document import Document
+
+    live.__panel__().get_root(Document())
+    live.consume(list(synthetic_run(epochs=1, seeds=(0, 1))))     # updates rendered plots in place
+    assert live.probe()["heatmap_cells"] == len(LAYERS) * 2
+
+
+# ------------------------------------------------------------------ RunModel (the events behind the view)
+def test_eta_comes_from_the_pace_of_training_epochs():
+    from app._model import RunModel
+
+    events = list(synthetic_run(epochs=3))
+    model = RunModel()
+    model.apply(events[0])
+    model.started_at = 0.0
+    assert model.eta_seconds(now=1.0) is None                     # nothing evaluated yet
+    model.apply(ev.EpochFinished("r1", seed=0, epoch=0, train_loss=None, train_accuracy=None,
+                                 heldout_accuracy=0.1, seconds=1.0))
+    model._epoch_times[-1] = 2.0                                   # epoch 0 (evaluation only) ended at t=2
+    model.apply(ev.Progress("r1", stage="train", done=5, total=10, seed=0, epoch=1))
+    # half of epoch 1 in 10 s -> 20 s per epoch; 3 evaluations left, half of one done
+    assert model.eta_seconds(now=12.0) == pytest.approx(20.0 * 2.5)
+    assert 0 < model.fraction_done() < 0.5
+
+
+def test_summary_table_is_lab_analysis_with_ddof_1():
+    from app._model import RunModel
+
+    from lab import analysis
+
+    model = RunModel()
+    for e in synthetic_run(epochs=1, seeds=(0, 1)):
+        model.apply(e)
+    table = model.summary_table()
+    row = table[(table.metric == "nmi") & (table.split == "unseen") & (table.epoch == 1) & (table.layer == "stem")]
+    assert row["std"].item() == pytest.approx(np.std([0.25, 0.26], ddof=1)) and row["n"].item() == 2
+    expected = analysis.aggregate_seeds(model.metrics, by=("metric", "split", "epoch", "layer"))
+    merged = table.merge(expected, on=["metric", "split", "epoch", "layer"], suffixes=("", "_analysis"))
+    assert len(merged) == len(table) == len(expected)
+    assert (merged["mean"] == merged["mean_analysis"]).all() and (merged["n"] == merged["n_analysis"]).all()
+    assert list(table[(table.metric == "nmi") & (table.epoch == 0) & (table.split == "unseen")]["layer"]) == list(LAYERS)
+
+
+def test_verdict_states_only_what_was_measured():
+    from app._model import RunModel, verdict_html
+
+    from lab import analysis
+
+    model = RunModel()
+    for e in synthetic_run(epochs=2, seeds=(0, 1)):
+        model.apply(e)
+    v = model.verdict()
+    expected = analysis.latest_generalization(model.metrics, layers=list(LAYERS))
+    assert (v["layer"], v["g"], v["g_std"], v["epoch"]) == ("block2", expected["g"], expected["g_std"], 2)
+    assert v["g_std"] == pytest.approx(np.std([0.5, 0.51], ddof=1))
+    assert v["is_final"] is False and v["final_layer"] == "pre_logits"
+    assert v["heldout_accuracy"] == pytest.approx(0.7) and v["accuracy_epoch"] == 2
+    text = verdict_html(v)
+    assert "<span class='ls-best-layer'>block2</span>" in text and "g = NMI 0.505 ± 0.007, epoch 2, 2 seeds" in text
+    assert "seen-class held-out accuracy <b>70.0 %</b> (epoch 2)" in text
+    assert text.endswith("the best layer is not the final representation (pre_logits)")
+    # no conclusion about seen accuracy against g from one run
+    assert "seen accuracy does not say" not in text and "not the last layer" not in text
+
+
+def test_verdict_reports_a_tap_with_the_final_features_as_the_final_representation():
+    from app._model import RunModel, verdict_html
+
+    model = RunModel()
+    events = list(synthetic_run(epochs=1))
+    for e in events:
+        if e.kind == "generalization":
+            e.aliases = {"block2": "pre_logits"}         # block2's features are pre_logits' (engine's taps)
+        model.apply(e)
+    v = model.verdict()
+    assert v["layer"] == "pre_logits" and v["is_final"] is True and v["g"] == pytest.approx(0.45)
+    text = verdict_html(v)
+    assert "ls-best-layer'>pre_logits<" in text and "(g = NMI 0.450, epoch 1, 1 seed)" in text
+    assert text.endswith("the best layer is the final representation (pre_logits)")
+
+
+def test_verdict_while_seeds_are_still_running():
+    from app._model import RunModel, verdict_html
+
+    model = RunModel()
+    events = [e for e in synthetic_run(epochs=1, seeds=(0, 1)) if e.kind != "run_finished"]
+    cut = next(i for i, e in enumerate(events) if getattr(e, "seed", None) == 1)
+    for e in events[:cut]:
+        model.apply(e)
+    assert verdict_html({}, running=True).startswith("<span style='color:#666'>Verdict: waiting")
+    text = verdict_html(model.verdict(), running=True)
+    assert "epoch 1, 1 of 2 seeds so far" in text
+
+
+# ------------------------------------------------------------------ dispatcher
+class _FakeDoc(Document):
+    """A Bokeh document posing as a server session's: it collects scheduled callbacks."""
+
+    def __init__(self):
+        super().__init__()
+        self.scheduled = []
+        self.lock = threading.Lock()
+
+    @property
+    def session_context(self):
+        return object()
+
+    def add_next_tick_callback(self, cb):
+        with self.lock:
+            self.scheduled.append(cb)
+
+    def add_timeout_callback(self, cb, ms):
+        self.add_next_tick_callback(cb)
+
+
+def test_dispatcher_batches_items_from_a_worker_thread_onto_the_document():
+    from app._dispatch import DocDispatcher
+
+    doc, applied = _FakeDoc(), []
+    dispatcher = DocDispatcher(applied.append, doc=doc, min_interval=0.0)
+    worker = threading.Thread(target=lambda: [dispatcher.push(i) for i in range(50)])
+    worker.start()
+    worker.join()
+    assert applied == []                    # nothing ran on the worker thread
+    while doc.scheduled:
+        doc.scheduled.pop(0)()
+    assert [x for batch in applied for x in batch] == list(range(50))
+    assert len(applied) < 50                # batched
