@@ -148,9 +148,9 @@ class LiveView(pn.viewable.Viewer):
             self._placeholder.object = placeholder_html(message)
         if status is not None:
             self._set_status(status)
-        if alert:
-            self._alert.param.update(object=message, alert_type=alert, visible=True)
         self._refresh_status()
+        if alert:             # after the refresh, which shows the last run's end in the same box
+            self._alert.param.update(object=message, alert_type=alert, visible=True)
 
     def settle(self) -> None:
         """After the worker has ended: show the run's final status (clears a pending "stopping")."""
@@ -447,7 +447,7 @@ class LiveView(pn.viewable.Viewer):
             "layers": len(m.layers),
             "metric_layers": int(unseen["layer"].nunique()) if len(unseen) and self._curves_drawn else 0,
             "heatmap_cells": cells, "projection_points": self._projection_points if shown else 0,
-            "epochs_done": m.epochs_done, "message": m.message,
+            "epochs_done": m.epochs_done, "message": m.message, "notice": self._message,
             "stage": m.progress.stage if m.progress is not None else None,
         }
 

@@ -67,12 +67,8 @@ class StudiesPanel(pn.viewable.Viewer):
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-message"])
         self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width", visible=False)
         self.running_lines = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.table = pn.widgets.Tabulator(
-            pn.widgets.Tabulator().value, disabled=True, show_index=False, sizing_mode="stretch_width",
-            max_height=320, layout="fit_data_table", css_classes=["ls-study-table"],
-            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)", "g_std": "g std"},
-            widths={"run_id": 360},
-            formatters={c: {"type": "money", "precision": 3} for c in ("g", "g_std", "heldout_accuracy")})
+        self.table = self._new_table(pn.widgets.Tabulator().value)
+        self._table_slot = pn.Column(self.table, sizing_mode="stretch_width")
         self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-ranks"])
         # linked_axes=False: Panel links the ranges of panes whose plots share a dimension (both curve
         # plots have "depth"); replacing a linked plot then sends the browser a reference to a range
@@ -110,8 +106,23 @@ class StudiesPanel(pn.viewable.Viewer):
                                f"({' × '.join(f'{k} [{len(v)}]' for k, v in study.axes.items())}). "
                                f"{study.description}")
 
+    @staticmethod
+    def _new_table(frame):
+        return pn.widgets.Tabulator(
+            frame, disabled=True, show_index=False, sizing_mode="stretch_width",
+            max_height=320, layout="fit_data_table", css_classes=["ls-study-table"],
+            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)", "g_std": "g std"},
+            widths={"run_id": 360},
+            formatters={c: {"type": "money", "precision": 3} for c in ("g", "g_std", "heldout_accuracy")})
+
     def _show(self, status, figs) -> None:
-        self.table.value = status
+        if self.table.value is not None and list(status.columns) == list(self.table.value.columns):
+            self.table.value = status
+        else:
+            # another spec's axes: a new table. Changing a Tabulator's columns and rows in one update
+            # can reach the browser as the new columns over the old rows (seen in CI under load).
+            self.table = self._new_table(status)
+            self._table_slot.objects = [self.table]
         self._figs = figs
         self.plots["layers"].object = layer_depth_curves(figs)
         self.plots["accuracy"].object = accuracy_vs_g(figs)
@@ -214,7 +225,7 @@ class StudiesPanel(pn.viewable.Viewer):
                                self.layer_select)
         # one figure per row: the legends (one entry per condition, long labels) sit right of the plots
         return pn.Column(
-            controls, self.message, self.progress, self.running_lines, self.table,
+            controls, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
             self.plots["nc1"],

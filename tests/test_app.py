@@ -72,6 +72,20 @@ def test_a_name_that_cannot_load_is_refused_before_the_run_starts(live, fields, 
     assert live._alert.object.count("Cannot start") == 1 and "Traceback" not in live._alert.object
 
 
+def test_a_refusal_after_a_failed_run_shows_the_refusal_not_the_old_failure(live):
+    import lab
+
+    from app.runner import RunControl
+
+    failing = lab.RunConfig(epochs=1, dataset="digits", backbone="mlp", n_unseen=9)
+    control = RunControl(live, lambda: failing, store=False)
+    assert control.start() and control.wait(120) and live.status == "failed"
+    typo = lab.RunConfig(epochs=1, dataset="digits", backbone="resnet1800", n_unseen=3)
+    assert RunControl(live, lambda: typo, store=False).start() is False
+    assert "Cannot start: unknown backbone 'resnet1800'" in live._alert.object, live._alert.object
+    assert live.probe()["notice"].startswith("Cannot start"), live.probe()
+
+
 def test_bad_input_to_the_engine_becomes_a_readable_alert(live):
     import lab
 
@@ -173,3 +187,26 @@ def test_app_package_exports_the_top_level_component(tmp_path):
     assert isinstance(scope, pn.viewable.Viewer)
     assert isinstance(scope.__panel__(), pn.layout.Row)
     assert set(app.__all__) >= {"LayerScope", "LiveView", "ConfigPanel", "RunsPanel"}
+
+
+# ------------------------------------------------------------------ Studies tab
+def test_switching_study_specs_shows_the_new_specs_cells(tmp_path, monkeypatch):
+    from app.studies_panel import StudiesPanel
+    from lab.store import RunStore
+
+    base = "base: {dataset: digits, backbone: mlp, epochs: 1}\n"
+    (tmp_path / "a_two.yaml").write_text("name: two\n" + base + "axes: {lr: [0.001, 0.01]}\n")
+    (tmp_path / "b_three.yaml").write_text("name: three\n" + base + "axes: {label_noise: [0.0, 0.2, 0.4]}\n")
+    monkeypatch.setenv("LAB_STUDIES_DIR", str(tmp_path))
+    panel = StudiesPanel(RunStore(tmp_path / "runs"))
+    layout = panel.__panel__()
+    panel.spec = "a_two.yaml"
+    first = panel.table
+    assert len(first.value) == 2 and "lr" in first.value.columns
+    panel.spec = "b_three.yaml"
+    # other axes: the page gets a table of the new spec's columns and rows, not the old one patched
+    assert panel.table is not first
+    assert len(panel.table.value) == 3 and "label_noise" in panel.table.value.columns
+    assert "lr" not in panel.table.value.columns
+    assert panel._table_slot.objects == [panel.table] and panel._table_slot in layout.objects
+    assert "**three** — 3 runs" in panel.message.object

@@ -268,11 +268,17 @@ def test_bad_model_name_shows_a_readable_message(page):
     field.fill("resnet1800")
     field.press("Enter")
     page.wait_for_timeout(500)
-    click_run(page)
-    state = wait_probe(page, lambda s: s.get("status") in ("failed", "finished", "cancelled"), 120, "the failure")
-    assert state["status"] == "failed", state
-    assert "unknown backbone 'resnet1800'" in state["message"]
-    page.get_by_text("The run failed").first.wait_for(timeout=10_000)
+    before = probe(page)
+    button = page.locator(".ls-run button")
+    page.wait_for_function("b => !b.disabled", arg=button.element_handle(), timeout=60_000)
+    button.click()
+    # the name is resolved before anything loads: no run starts, the page says why and what is close
+    state = wait_probe(page, lambda s: "Cannot start" in (s.get("notice") or ""), 60, "the refusal")
+    assert "unknown backbone 'resnet1800'" in state["notice"], state
+    assert "closest: 'resnet18'" in state["notice"], state
+    assert state["status"] not in ("starting", "queued", "running"), state
+    assert state["run_id"] == before.get("run_id"), state
+    page.get_by_text("Cannot start: unknown backbone").first.wait_for(timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "07-bad-model.png"), full_page=True)
     assert not page.errors, page.errors
 
