@@ -18,7 +18,8 @@ from types import MappingProxyType
 
 __all__ = [
     "MetricInfo", "StrategyInfo", "METRICS", "STRATEGIES", "METRIC_NAMES", "STRATEGY_NAMES",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS", "metric_label", "metrics_for",
+    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE", "DEFAULT_METRICS",
+    "CONFIDENCE_METRICS", "metric_label", "metrics_for",
 ]
 
 
@@ -30,7 +31,8 @@ class MetricInfo:
     ----------
     name : the column name in the store's metrics table
     label : short human label for plots and tables
-    family : "separability" (unseen images only) or "collapse" (seen held-out and unseen)
+    family : "separability" (unseen images only), "collapse" (seen held-out and unseen) or
+        "transferability" (seen held-out images, before fine-tuning: epoch 0 only)
     higher_is_better : True when a larger value means better separated / more collapsed classes
     log_scale : drawn on a log axis (spans orders of magnitude across layers)
     default : measured by a run unless its config lists metrics explicitly
@@ -48,7 +50,7 @@ class MetricInfo:
     @property
     def splits(self) -> tuple[str, ...]:
         """The evaluation splits this metric is computed on."""
-        return ("unseen",) if self.family == "separability" else ("seen", "unseen")
+        return {"separability": ("unseen",), "transferability": ("seen",)}.get(self.family, ("seen", "unseen"))
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,25 @@ _METRIC_LIST = (
                doc="mean |cos + 1/(K-1)| between centred class means"),
     MetricInfo("ncc_accuracy", "NCC accuracy", "collapse", True,
                doc="nearest-class-centre accuracy (NC4)"),
+    MetricInfo("logme", "LogME", "transferability", True,
+               doc="log evidence of a Bayesian linear model from the seen classes' features to their labels, "
+                   "before fine-tuning (You et al. 2021)"),
+    MetricInfo("sfda", "SFDA", "transferability", True,
+               doc="true-class probability in a self-challenging Fisher space of the seen classes, before "
+                   "fine-tuning (Shao et al. 2022)"),
 )
 METRICS = MappingProxyType({m.name: m for m in _METRIC_LIST})
 """Every per-layer metric by name, in display order."""
 METRIC_NAMES = tuple(METRICS)
 SEPARABILITY_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "separability")
 COLLAPSE_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "collapse")
+TRANSFER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "transferability")
+"""Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
+TRANSFER_BASELINE = "knn_accuracy"
+"""Measured on the seen held-out images at epoch 0 too whenever a transferability estimator is: plain kNN
+accuracy, which a 2025 comparison of 23 estimators found as good a predictor as any."""
+CONFIDENCE_METRICS = ("nmi", "knn_accuracy")
+"""Separability metrics that get a bootstrap interval over the unseen images (:func:`lab.analysis.bootstrap`)."""
 DEFAULT_METRICS = tuple(m.name for m in _METRIC_LIST if m.default)
 """What a run measures by default. ``linear_probe_accuracy`` is left out because its
 cross-validated logistic regression costs seconds to a minute per layer and epoch on a CPU;

@@ -33,7 +33,7 @@ from lab._numpydoc import parameter_docs
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
+    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
 ]
 
 STRATEGIES = catalogue.STRATEGY_NAMES
@@ -50,6 +50,8 @@ SEPARABILITY_METRICS = catalogue.SEPARABILITY_METRICS
 """Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
 COLLAPSE_METRICS = catalogue.COLLAPSE_METRICS
 """Neural-collapse measures; computed on the seen held-out sample and on the unseen images."""
+TRANSFER_METRICS = catalogue.TRANSFER_METRICS
+"""Transferability estimators (LogME, SFDA); computed on the seen held-out sample before fine-tuning (epoch 0)."""
 DEFAULT_METRICS = catalogue.DEFAULT_METRICS
 """What a run measures by default (:data:`lab.catalogue.DEFAULT_METRICS`)."""
 
@@ -150,7 +152,8 @@ class RunConfig:
         weights and measure the effect (Wang & Yang).
     metrics : list of str
         Metric names (``SEPARABILITY_METRICS`` are computed on unseen images,
-        ``COLLAPSE_METRICS`` on seen held-out and unseen images).
+        ``COLLAPSE_METRICS`` on seen held-out and unseen images, ``TRANSFER_METRICS`` on seen held-out
+        images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline).
     protocol : str
         "default" (stable estimates) or "paper" (the seed papers' exact protocol).
     unseen_per_class : int or None
@@ -398,6 +401,25 @@ class RunConfig:
     def collapse_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on both the seen held-out sample and unseen images."""
         return tuple(m for m in self.metrics if m in COLLAPSE_METRICS)
+
+    @property
+    def transfer_metrics(self) -> tuple[str, ...]:
+        """Requested transferability estimators (seen held-out images, epoch 0 only)."""
+        return tuple(m for m in self.metrics if m in TRANSFER_METRICS)
+
+    @property
+    def unseen_metrics(self) -> tuple[str, ...]:
+        """Requested metrics measured on the unseen images (separability and collapse), in the given order."""
+        return tuple(m for m in self.metrics if m not in TRANSFER_METRICS)
+
+    def seen_metrics(self, epoch: int) -> tuple[str, ...]:
+        """Metrics measured on the seen held-out images at ``epoch``: the collapse metrics, and at epoch 0
+        (before fine-tuning) the transferability estimators with kNN accuracy as their baseline."""
+        names = self.collapse_metrics
+        if epoch == 0 and self.transfer_metrics:
+            baseline = (catalogue.TRANSFER_BASELINE,) if catalogue.TRANSFER_BASELINE not in names else ()
+            names = names + self.transfer_metrics + baseline
+        return names
 
     def describe(self) -> str:
         """One line, e.g. ``glyphs · resnet18 · full 3 ep · 5 unseen · seeds [0]``."""

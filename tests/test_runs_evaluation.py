@@ -108,3 +108,18 @@ def test_per_seed_generalization_is_the_best_nmi_of_that_seed_and_epoch(store):
     assert overall.g == pytest.approx(max(means.values()))
     assert overall.g_std == pytest.approx(np.std(per_layer[overall.layer], ddof=1))
     assert overall.to_dict()["aliases"] == overall.aliases
+
+
+def test_transferability_is_measured_on_the_seen_images_before_fine_tuning_only(store):
+    cfg = RunConfig(**{**TINY_RESNET, "metrics": ("nmi", "logme", "sfda"), "layers": ("layer3.1", "pre_logits")})
+    events = list(run(cfg, store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    m = store.load(events[0].run_id).metrics
+    seen0 = m[(m["split"] == "seen") & (m["epoch"] == 0)]
+    for layer in cfg.layers:
+        # the estimators and plain kNN accuracy, their baseline (the seen images are never clustered)
+        assert set(seen0.loc[seen0["layer"] == layer, "metric"]) == {"logme", "sfda", "knn_accuracy"}
+    assert m[(m["split"] == "seen") & (m["epoch"] == 1)].empty
+    assert not m[(m["split"] == "unseen")]["metric"].isin(["logme", "sfda"]).any()
+    # the stored values are the metrics of the features, not of a copy computed elsewhere
+    assert np.isfinite(seen0["value"]).all() and (seen0.loc[seen0["metric"] == "sfda", "value"] <= 1).all()

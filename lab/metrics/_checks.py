@@ -258,3 +258,28 @@ def _reject_constant(X: torch.Tensor, metric: str, *, constant: bool | None = No
             f"{metric} is undefined for constant features: all {X.shape[0]} samples are identical "
             "(a dead layer), so neighbours and clusters are arbitrary."
         )
+
+
+def _check_pair(X, Y, *, min_samples: int, need_for: str, layer_x: str | None = None,
+                layer_y: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate two feature sets of the *same* images (CKA): both (N, d) with equal N >= ``min_samples``.
+
+    Returns both as floating tensors (on their own devices; :func:`_as_features` rules). ``Y`` may be
+    None (then only X is checked and returned twice).
+    """
+    named_x = f"X ({layer_x})" if layer_x else "X"
+    named_y = f"Y ({layer_y})" if layer_y else "Y"
+    X = _as_features(X)
+    Y = X if Y is None else _as_features(Y)
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"{need_for} compares two representations of the same images, so {named_x} and {named_y} must have "
+            f"the same number of rows (samples); got {X.shape[0]} and {Y.shape[0]}. Pass the features of the "
+            "same images, in the same order."
+        )
+    if X.shape[0] < min_samples:
+        fix = " or use the biased estimator (unbiased=False)" if min_samples == 4 else ""
+        raise ValueError(
+            f"{need_for} needs at least {min_samples} samples; got {X.shape[0]}. Pass more images{fix}."
+        )
+    return X, Y

@@ -24,8 +24,9 @@ from ._neighbors import _neighbor_graphs
 from .collapse import _ClassStats, _numerical_rank_from_checked
 from .separability import (
     _accuracy_from_predictions, _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k,
-    _knn_accuracy_from_graph, _knn_purity_from_counts, _nmi_from_checked, _nmi_params, _probe_from_checked,
+    _knn_correct, _knn_purity_from_counts, _nmi_and_clusters, _nmi_params, _probe_from_checked,
 )
+from .transfer import _logme_from_checked, _sfda_from_checked
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
 
@@ -35,7 +36,8 @@ DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != 
 DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
 ALL_METRICS = _catalogue.METRIC_NAMES
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
-_SEPARABILITY = {"nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy"}   # undefined on constant X
+_SEPARABILITY = {"nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy"}
+_UNDEFINED_IF_CONSTANT = _SEPARABILITY | {"logme", "sfda"}
 _COLLAPSE_STATS = {"nc1", "cdnv", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy"}
 
 # Options each metric accepts through ``params`` (None = chosen from the protocol / data).
@@ -96,7 +98,8 @@ def compute_layer(
     params: Mapping[str, Mapping] | None = None,
     layer: str | None = None,
     on_degenerate: str = "warn",
-) -> dict[str, float]:
+    return_samples: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], dict[str, np.ndarray]]:
     """All requested metrics of one layer's features, sharing work between them.
 
     Parameters
@@ -124,11 +127,17 @@ def compute_layer(
         A metric that is undefined for these features (:class:`DegenerateFeaturesError`,
         e.g. a constant layer) becomes NaN with a :class:`DegenerateLayerWarning` naming the
         layer and metric ("warn"), or raises ("raise").
+    return_samples : bool
+        Also return what each sample contributed, for the bootstrap of :func:`lab.analysis.bootstrap`:
+        ``{"nmi": k-means cluster of each sample (N,) int64 (of the first repeat),
+        "knn_accuracy": whether its leave-one-out vote was right (N,) bool}``, for those of the two
+        that were measured and defined.
 
     Returns
     -------
     dict of str to float
-        One entry per metric, in the requested order (plus ``"nmi_std"`` when repeated).
+        One entry per metric, in the requested order (plus ``"nmi_std"`` when repeated); with
+        ``return_samples``, the pair ``(values, samples)``.
 
     Raises
     ------
@@ -191,7 +200,8 @@ def compute_layer(
         warnings.warn(f"{where}{name} set to NaN: {exc}", DegenerateLayerWarning, stacklevel=3)
         return float("nan")
 
-    constant = _is_constant(c.X) if any(m in _SEPARABILITY for m in metrics) else False
+    constant = _is_constant(c.X) if any(m in _UNDEFINED_IF_CONSTANT for m in metrics) else False
+    samples: dict[str, np.ndarray] = {}
     # One distance / similarity computation, blockwise, feeds every kNN variant.
     graphs = (_neighbor_graphs(c.X, requests, codes=c.codes, n_classes=c.n_classes)
               if (requests and not constant) else {})
@@ -200,18 +210,24 @@ def compute_layer(
 
     for name in metrics:
         try:
-            if name in _SEPARABILITY:
+            if name in _UNDEFINED_IF_CONSTANT:
                 _reject_constant(c.X, name, constant=constant)
             if name == "nmi":
                 base_n_init, base_seed = _nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)
-                values = [_nmi_from_checked(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np)
-                          for r in range(repeats)]
+                values = []
+                for r in range(repeats):
+                    value, clusters = _nmi_and_clusters(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np)
+                    values.append(value)
+                    if r == 0:
+                        samples["nmi"] = clusters
                 results["nmi"] = float(np.mean(values))
                 if repeats > 1:
                     results["nmi_std"] = float(np.std(values, ddof=1))
                 continue
             if name == "knn_accuracy":
-                value = _knn_accuracy_from_graph(c, graphs[name], requests[name][1])
+                correct = _knn_correct(c, graphs[name], requests[name][1])
+                samples["knn_accuracy"] = correct.cpu().numpy()
+                value = float(correct.double().mean())
             elif name == "knn_purity":
                 value = _knn_purity_from_counts(graphs[name], requests[name][1])
             elif name == "weighted_knn_accuracy":
@@ -222,6 +238,10 @@ def compute_layer(
                                             max_iter=o["max_iter"], X_np=X_np)
             elif name == "numerical_rank":
                 value = _numerical_rank_from_checked(c)
+            elif name == "logme":
+                value = _logme_from_checked(c)
+            elif name == "sfda":
+                value = _sfda_from_checked(c)
             else:   # class-statistics metrics
                 if stats is None:
                     stats = _ClassStats(c)
@@ -234,7 +254,7 @@ def compute_layer(
                     results["nmi_std"] = float("nan")
                 continue
         results[name] = value
-    return results
+    return (results, samples) if return_samples else results
 
 
 def layer_report(

@@ -102,10 +102,16 @@ def _check_C(C) -> None:
 
 
 def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None) -> float:
+    return _nmi_and_clusters(c, n_init=n_init, seed=seed, X_np=X_np)[0]
+
+
+def _nmi_and_clusters(c: _Checked, *, n_init: int, seed: int,
+                      X_np: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """NMI and the k-means cluster of every sample (N,) it was computed from (the bootstrap reuses them)."""
     _check_n_init(n_init)
     X_np = c.X_numpy() if X_np is None else X_np
     labels = kmeans_labels(X_np, c.n_classes, n_init=n_init, seed=seed)
-    return float(normalized_mutual_info_score(c.codes_numpy(), labels))
+    return float(normalized_mutual_info_score(c.codes_numpy(), labels)), np.asarray(labels, dtype=np.int64)
 
 
 def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default") -> float:
@@ -152,9 +158,14 @@ def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: s
 # ---------------------------------------------------------------------------------- kNN
 
 def _knn_accuracy_from_graph(c: _Checked, g: _Graph, k: int) -> float:
+    return float(_knn_correct(c, g, k).double().mean())
+
+
+def _knn_correct(c: _Checked, g: _Graph, k: int) -> torch.Tensor:
+    """Whether each sample's leave-one-out k-NN vote is its own class: bool (N,) (the bootstrap reuses it)."""
     neighbor_codes = c.codes[g.indices[:, :k]]                       # (N, k)
     pred = _vote(neighbor_codes, c.n_classes)                        # (N,)
-    return float((pred == c.codes).double().mean())
+    return pred == c.codes
 
 
 def _knn_purity_from_counts(same: torch.Tensor, k: int) -> float:

@@ -76,9 +76,9 @@ def prepare_data(config: RunConfig) -> RunData:
     unseen = ds.subset(list(split.unseen))
     if cfg.unseen_per_class is not None:
         unseen = unseen.sample_per_class(cfg.unseen_per_class, seed=cfg.split_seed)
-    need, why = images_needed(cfg.metrics)
+    need, why = images_needed(cfg.unseen_metrics)
     _check_counts(unseen, need, why, "unseen", _advice(cfg, "unseen_per_class", need, why))
-    need, why = images_needed(cfg.collapse_metrics)
+    need, why = images_needed(cfg.seen_metrics(0))
     _check_counts(heldout, need, why, "seen", _advice(cfg, "seen_per_class", need, why),
                   part_name="held-out ")
     for name, part in (("training", train), ("held-out", heldout), ("unseen", unseen)):

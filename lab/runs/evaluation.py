@@ -7,7 +7,8 @@
    identical to a deeper tap's; every later one drops the pairs that no longer are (a
    randomly initialised ResNet's zero-initialised residual branches make whole stages
    identical until training moves them), so the aliases left hold at every evaluation;
-2. seen held-out images: collapse metrics per layer, and held-out loss/accuracy from the head;
+2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
+   LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head;
 3. label noise: accuracy on the corrupted training images against their true labels;
 4. utilization: distance of each tap's weights from epoch 0.
 """
@@ -111,7 +112,7 @@ class Evaluator:
                 ctx.check()
                 X = feats[layer]                                                         # (N, d)
                 with ctx.recorder.timed("metrics"):
-                    vals = compute_metrics(X, y, tuple(cfg.metrics), cfg.protocol, layer)
+                    vals = compute_metrics(X, y, cfg.unseen_metrics, cfg.protocol, layer)
                 ctx.record_metrics(seed, epoch, layer, "unseen", vals)
                 yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
                 if layer in ctx.proj_layers:
@@ -137,7 +138,7 @@ class Evaluator:
     # -- 2. seen held-out images -----------------------------------------------------------------------
     def _seen(self, state: SeedState, epoch: int) -> Generator[Event, None, tuple[float | None, float | None]]:
         ctx, cfg, seed, ft = self.ctx, self.ctx.cfg, state.seed, state.ft
-        seen_metrics = cfg.collapse_metrics
+        seen_metrics = cfg.seen_metrics(epoch)
         extra = []
         if ft.strategy.trains:
             extra.append("pre_logits")
