@@ -100,11 +100,12 @@ class RunModel:
             if self.status in ("idle", "queued"):
                 self.status = "running"
             return {"progress"}
-        if kind == ev.LayerMetrics.kind:
+        if kind in (ev.LayerMetrics.kind, ev.LayerConfidence.kind):
+            split = getattr(event, "split", "unseen")     # the bootstrap's rows are of the unseen images
             for metric, value in event.values.items():
                 self._metric_rows.append({
                     "seed": event.seed, "epoch": event.epoch, "layer": event.layer,
-                    "split": event.split, "metric": metric, "value": _as_float(value),
+                    "split": split, "metric": metric, "value": _as_float(value),
                 })
                 self.dirty_metrics.add(metric)
             self._metric_frame = None
@@ -327,7 +328,7 @@ class RunModel:
     def verdict(self) -> dict:
         """What the run has measured so far, from :func:`lab.analysis.latest_generalization`.
 
-        Keys (each only when measured): epoch, g, g_std, layer (the best layer, after the
+        Keys (each only when measured): epoch, g, g_std, g_low, g_high, best_share, layer (the best layer, after the
         identical-features rule), metric, label, n_seeds, seeds_total, final_layer, is_final
         (whether the best layer is the final representation), heldout_accuracy, accuracy_epoch.
         """
@@ -335,6 +336,7 @@ class RunModel:
         gen = analysis.latest_generalization(self.metrics, layers=self.layers or None, aliases=self.aliases)
         if gen is not None:
             out.update(epoch=gen["epoch"], g=gen["g"], g_std=gen["g_std"], layer=gen["layer"], metric="nmi",
+                       g_low=gen["g_low"], g_high=gen["g_high"], best_share=gen["best_share"],
                        label=metric_label("nmi"), n_seeds=gen["n_seeds"], seeds_total=len(self.seeds) or 1,
                        final_layer=gen["final_layer"], is_final=gen["is_final"])
         accuracy, epoch = analysis.heldout_accuracy(self.training)
@@ -359,7 +361,8 @@ def verdict_html(v: dict, *, running: bool = False) -> str:
     n, total = v.get("n_seeds", 1), v.get("seeds_total", 1)
     seeds = f"{n} seed{'s' if n != 1 else ''}" if n >= total else f"{n} of {total} seeds so far"
     text = (f"<b>Best layer for unseen classes: <span class='ls-best-layer'>{html.escape(str(v['layer']))}"
-            f"</span></b> (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, {seeds})")
+            f"</span></b>{_confidence_text(v)} (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, "
+            f"{seeds})")
     if v.get("heldout_accuracy") is not None and math.isfinite(v["heldout_accuracy"]):
         text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
                  f" (epoch {v['accuracy_epoch']})")
@@ -367,6 +370,14 @@ def verdict_html(v: dict, *, running: bool = False) -> str:
         where = "is" if v.get("is_final") else "is not"
         text += f" &nbsp;·&nbsp; the best layer {where} the final representation ({html.escape(str(v['final_layer']))})"
     return text
+
+
+def _confidence_text(v: dict) -> str:
+    """" (best in 81 % of resamples; 0.78-0.83)" from the bootstrap, or "" for runs without one."""
+    share, low, high = v.get("best_share"), v.get("g_low"), v.get("g_high")
+    if share is None or low is None or high is None or not all(map(math.isfinite, (share, low, high))):
+        return ""
+    return f" (best in {100 * share:.0f} % of resamples; {low:.2f}-{high:.2f})"
 
 
 def _as_float(value) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from lab import catalogue
+from lab import analysis, catalogue
 from lab.export import tables
 
 __all__ = [
@@ -331,6 +331,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
 # ---------------------------------------------------------------------------------------------
 
 _NOTEBOOK_FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
+_LEVEL = f"{100 * analysis.LEVEL:.0f} %"
 
 
 def _error_bars(mean: np.ndarray, std: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -345,7 +346,8 @@ def _error_bars(mean: np.ndarray, std: np.ndarray, log: bool) -> tuple[np.ndarra
 
 def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None = None,
                  labels=None, height: int = 360, width: int = 480) -> hv.Overlay:
-    """Metric vs layer, one curve per run: mean ± std over seeds (error bars) at one epoch.
+    """Metric vs layer, one curve per run: mean ± std over seeds (error bars) at one epoch, and a light
+    band for the bootstrap interval over the unseen images where the run recorded one.
 
     Parameters
     ----------
@@ -374,6 +376,10 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
         data = {"x": rows["layer_index" if shared else "depth"].to_numpy(dtype=float), metric: y,
                 "layer": np.array([plot_text(n) for n in rows["layer"]], dtype=object), "std": std,
                 "n": rows["n"].to_numpy(), "down": down, "up": up}
+        low, high = rows["low"].to_numpy(dtype=float), rows["high"].to_numpy(dtype=float)
+        if np.isfinite(low).any():
+            elements.append(hv.Area((data["x"], _log10(_positive(low, log), log), _log10(high, log)), xdim,
+                                    [ydim, "high"]).opts(color=color, alpha=0.15, line_alpha=0))
         elements += [
             hv.Curve(data, xdim, hover, label=name).opts(color=color, line_width=2, tools=["hover"]),
             hv.ErrorBars(data, xdim, [ydim, "down", "up"], label=name).opts(color=color),
@@ -384,6 +390,7 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
     opts = dict(width=width, height=height, legend_position="bottom", legend_cols=1, xrotation=45 if shared else 0,
                 fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08,
                 title=plot_title(f"{label} ({split}) per layer, mean ± std over seeds"
+                                 + (f"; band {_LEVEL} bootstrap" if frame["low"].notna().any() else "")
                                  if len(frame) else f"no {metric} ({split}) values stored"))
     if shared:
         opts["xticks"] = [(i, plot_text(name)) for i, name in enumerate(orders[0])]

@@ -21,7 +21,11 @@ Definitions (METRICS.md):
   metric (an interrupted epoch with 3 of 9 layers measured says nothing about the best layer).
   Exact ties go to the deeper layer, and a tap whose features are identical to a deeper tap's
   (``aliases``: e.g. ResNet's last block, whose pooled output *is* ``pre_logits``) is reported
-  as that deeper tap.
+  as that deeper tap;
+- how sure that answer is (:func:`bootstrap`, in :mod:`lab.analysis_bootstrap`): per layer a
+  percentile interval over resamples of the unseen images and ``best_share``, the fraction of
+  resamples in which the layer is best. With several seeds, g's ``best_share`` pools the resamples
+  of every seed (the mean of the seeds' shares) and ``g_low``/``g_high`` are the seeds' mean bounds.
 
 Examples
 --------
@@ -39,13 +43,19 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab.analysis_bootstrap import (
+    CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_values, resample_counts,
+)
+
 __all__ = [
+    "bootstrap", "confidence_values", "resample_counts", "LEVEL", "N_RESAMPLES",
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
     "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
     "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
 ]
 
-_GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final"]
+_GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final",
+                "g_low", "g_high", "best_share"]
 _AGG_KEYS = ("split", "metric", "epoch", "layer")
 
 
@@ -121,6 +131,20 @@ def complete_evaluations(metrics: pd.DataFrame, layers: Sequence[str], *, metric
     return rows[keep]
 
 
+def _confidence(metrics: pd.DataFrame, rows: pd.DataFrame, metric: str, split: str) -> pd.DataFrame:
+    """Mean over the seeds of ``rows``' evaluations of the bootstrap rows ``metric_low`` / ``_high`` /
+    ``_best_share``, indexed by (epoch, layer), columns low, high, best_share (empty for runs without)."""
+    names = {f"{metric}_{suffix}": suffix for suffix in CONFIDENCE_SUFFIXES}
+    extra = metrics[(metrics["split"] == split) & metrics["metric"].isin(list(names))]
+    if extra.empty or rows.empty:
+        return pd.DataFrame(columns=list(CONFIDENCE_SUFFIXES))
+    done = pd.MultiIndex.from_frame(rows[["seed", "epoch"]]).unique()
+    extra = extra[pd.MultiIndex.from_frame(extra[["seed", "epoch"]]).isin(done)]
+    table = (extra.assign(value=_finite(extra["value"])).groupby(["epoch", "layer", "metric"])["value"]
+             .mean().unstack("metric").rename(columns=names))
+    return table.reindex(columns=list(CONFIDENCE_SUFFIXES))
+
+
 def _resolve_alias(layer: str, aliases: Mapping[str, str] | None, layers: Sequence[str]) -> str:
     seen = {layer}
     while aliases and layer in aliases and aliases[layer] in layers and aliases[layer] not in seen:
@@ -147,7 +171,9 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     DataFrame, one row per epoch with a complete evaluation: epoch, g (max over layers of the
     seed-mean), g_std (that layer's seed std, ddof=1; NaN for one seed), n_seeds, layer (the
     arg-max, after ties -> deeper and aliases), layer_index, final_layer (the run's last tap),
-    is_final (whether ``layer`` is the final representation).
+    is_final (whether ``layer`` is the final representation), and from the bootstrap over the unseen
+    images (NaN for runs without it): g_low, g_high (that layer's interval, mean over seeds) and
+    best_share (fraction of the resamples of all seeds in which that layer is best).
     """
     order = layer_order(layers, metrics)
     if metrics is None or len(metrics) == 0 or not order:
@@ -160,6 +186,7 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
         return pd.DataFrame(columns=_GEN_COLUMNS)
     index = {name: i for i, name in enumerate(order)}
     agg = agg.assign(layer_index=agg["layer"].map(index).fillna(len(order)).astype(int))
+    conf = _confidence(metrics, rows, metric, split)
     out = []
     for epoch, group in agg.groupby("epoch", sort=True):
         top = group[group["mean"] == group["mean"].max()]
@@ -168,17 +195,21 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
         out.append({"epoch": int(epoch), "g": float(best["mean"]),
                     "g_std": float(best["std"]) if pd.notna(best["std"]) else np.nan,
                     "n_seeds": int(best["n"]), "layer": layer, "layer_index": index.get(layer, len(order)),
-                    "final_layer": order[-1], "is_final": layer == order[-1]})
-    return pd.DataFrame(out, columns=_GEN_COLUMNS)
+                    "final_layer": order[-1], "is_final": layer == order[-1],
+                    **(conf.loc[(epoch, layer)].astype(float).rename({"low": "g_low", "high": "g_high"}).to_dict()
+                       if (epoch, layer) in conf.index else {})})
+    return pd.DataFrame(out, columns=_GEN_COLUMNS).astype({c: float for c in ("g_low", "g_high", "best_share")})
 
 
 def latest_generalization(metrics: pd.DataFrame, **kwargs: Any) -> dict | None:
-    """The last row of :func:`generalization` as a dict (``g_std`` None when undefined), or None."""
+    """The last row of :func:`generalization` as a dict (``g_std`` and the bootstrap's ``g_low``,
+    ``g_high``, ``best_share`` None when undefined), or None."""
     table = generalization(metrics, **kwargs)
     if table.empty:
         return None
     row = table.iloc[-1].to_dict()
-    row["g_std"] = None if pd.isna(row["g_std"]) else float(row["g_std"])
+    for key in ("g_std", "g_low", "g_high", "best_share"):
+        row[key] = None if pd.isna(row[key]) else float(row[key])
     row["epoch"], row["n_seeds"], row["layer_index"] = int(row["epoch"]), int(row["n_seeds"]), int(row["layer_index"])
     row["is_final"] = bool(row["is_final"])
     return row
@@ -190,10 +221,11 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
 
     Returns
     -------
-    DataFrame: layer, layer_index, depth (relative depth in [0, 1], input -> output), mean, std, n
+    DataFrame: layer, layer_index, depth (relative depth in [0, 1], input -> output), mean, std, n,
+    low, high (the bootstrap interval over the unseen images, mean over seeds; NaN where not measured)
     """
     order = layer_order(layers, metrics)
-    cols = ["layer", "layer_index", "depth", "mean", "std", "n"]
+    cols = ["layer", "layer_index", "depth", "mean", "std", "n", "low", "high"]
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=cols)
     rows = complete_evaluations(metrics, _names(layers), metric=metric, split=split)
@@ -204,6 +236,9 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
     index = {name: i for i, name in enumerate(order)}
     agg["layer_index"] = agg["layer"].map(index).fillna(len(order)).astype(int)
     agg["depth"] = agg["layer_index"] / max(len(order) - 1, 1)
+    conf = _confidence(metrics, rows[rows["epoch"] == epoch], metric, split)
+    for column in ("low", "high"):
+        agg[column] = [float(conf[column].get((epoch, name), np.nan)) for name in agg["layer"]]
     return agg.sort_values("layer_index")[cols].reset_index(drop=True)
 
 
@@ -223,14 +258,16 @@ def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
     """What a run measured, in one dict: g, its layer and spread at the last complete epoch,
     whether that layer is the final representation, and the seen held-out accuracy.
 
-    Keys: epoch, best_layer, g, g_std, n_seeds, best_is_final, final_layer, heldout_accuracy,
-    heldout_epoch (None where not measured).
+    Keys: epoch, best_layer, g, g_std, g_low, g_high, best_share, n_seeds, best_is_final, final_layer,
+    heldout_accuracy, heldout_epoch (None where not measured).
     """
-    out: dict[str, Any] = {"epoch": None, "best_layer": None, "g": None, "g_std": None, "n_seeds": 0,
-                           "best_is_final": None, "final_layer": None}
+    out: dict[str, Any] = {"epoch": None, "best_layer": None, "g": None, "g_std": None, "g_low": None,
+                           "g_high": None, "best_share": None, "n_seeds": 0, "best_is_final": None,
+                           "final_layer": None}
     gen = latest_generalization(metrics, layers=layers, aliases=aliases)
     if gen is not None:
         out.update(epoch=gen["epoch"], best_layer=gen["layer"], g=gen["g"], g_std=gen["g_std"],
+                   g_low=gen["g_low"], g_high=gen["g_high"], best_share=gen["best_share"],
                    n_seeds=gen["n_seeds"], best_is_final=gen["is_final"], final_layer=gen["final_layer"])
     acc, acc_epoch = heldout_accuracy(training)
     out.update(heldout_accuracy=acc, heldout_epoch=acc_epoch)

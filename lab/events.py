@@ -4,7 +4,7 @@ One generator feeds the app, the CLI, notebooks and sweeps, so every consumer
 sees the same sequence::
 
     RunStarted
-      (per seed)  Progress* LayerMetrics* LayerUtilization* ProjectionReady* EpochFinished
+      (per seed)  Progress* LayerMetrics* LayerConfidence* LayerUtilization* ProjectionReady* EpochFinished
                   Generalization(seed)   ... for epoch 0 (before training), 1, ..., E
       Aggregate* Generalization(seed=None)   (per epoch, once every seed has reported it)
       LayerContribution*                (when the config asks for it)
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = [
-    "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics",
+    "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "LayerConfidence",
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
     "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "TERMINAL_KINDS",
 ]
@@ -113,6 +113,21 @@ class LayerMetrics(Event):
 
 
 @dataclass
+class LayerConfidence(Event):
+    """Bootstrap over the unseen images of one evaluation, for one layer (:func:`lab.analysis.bootstrap`).
+
+    ``values``: ``{"nmi_low", "nmi_high", "nmi_best_share", "knn_accuracy_low", ...}``, stored as
+    metric rows of the unseen split. Sent once every layer of the evaluation is measured.
+    """
+
+    kind: ClassVar[str] = "layer_confidence"
+    seed: int
+    epoch: int
+    layer: str
+    values: dict[str, float]
+
+
+@dataclass
 class LayerUtilization(Event):
     """Distance of a layer's weights from their values at epoch 0 (Wang & Yang)."""
 
@@ -157,6 +172,9 @@ class Generalization(Event):
     """Generalization index g = max over layers of unseen NMI at one epoch, and its layer.
 
     ``seed`` is None for the across-seed value (max of the mean curve, with its std).
+    ``g_low``/``g_high``: the best layer's bootstrap interval over the unseen images; ``best_share``:
+    the fraction of resamples in which it is the best layer (pooled over seeds for the across-seed
+    value; None where not measured; :func:`lab.analysis.bootstrap`).
     Computed by :func:`lab.analysis.generalization`: exact ties go to the deeper layer, and a
     tap listed in ``aliases`` (``{tap: deeper tap}``, taps whose pooled features equal a deeper
     tap's, e.g. ResNet's ``layer4.1`` and ``pre_logits``) is reported as that deeper tap.
@@ -169,6 +187,9 @@ class Generalization(Event):
     g_std: float | None = None
     seed: int | None = None
     metric: str = "nmi"
+    g_low: float | None = None
+    g_high: float | None = None
+    best_share: float | None = None
     aliases: dict[str, str] = field(default_factory=dict)
 
 

@@ -282,6 +282,25 @@ def test_verdict_reports_a_tap_with_the_final_features_as_the_final_representati
     assert text.endswith("the best layer is the final representation (pre_logits)")
 
 
+def test_verdict_quotes_the_bootstrap_share_and_interval_of_the_best_layer():
+    from app._model import RunModel, verdict_html
+
+    from lab.events import LayerConfidence
+
+    model = RunModel()
+    for e in synthetic_run(epochs=1):
+        model.apply(e)
+    assert "resamples" not in verdict_html(model.verdict())          # a run without the bootstrap
+    for i, layer in enumerate(LAYERS):
+        model.apply(LayerConfidence("r", seed=0, epoch=1, layer=layer,
+                                    values={"nmi_low": 0.1 * i, "nmi_high": 0.1 * i + 0.05,
+                                            "nmi_best_share": 0.81 if layer == "block2" else 0.19 / (len(LAYERS) - 1)}))
+    v = model.verdict()
+    assert v["layer"] == "block2" and v["best_share"] == pytest.approx(0.81)
+    low = 0.1 * list(LAYERS).index("block2")
+    assert f"block2</span></b> (best in 81 % of resamples; {low:.2f}-{low + 0.05:.2f})" in verdict_html(v)
+
+
 def test_verdict_while_seeds_are_still_running():
     from app._model import RunModel, verdict_html
 

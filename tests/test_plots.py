@@ -172,6 +172,33 @@ def test_layer_curves_draw_mean_and_error_bars_per_run(runs):
     assert "no knn_accuracy" in empty.opts.get().kwargs["title"]
 
 
+def test_layer_curves_draw_the_bootstrap_band_where_a_run_recorded_one(runs, tmp_path):
+    assert not any(isinstance(el, hv.Area) for el in plots.layer_curves(runs, "nmi"))   # recorded without it
+    store = RunStore(tmp_path / "runs")
+    cfg = lab.RunConfig(name="banded", dataset="digits", backbone="mlp", strategy="none", n_unseen=3)
+    w = store.create(cfg)
+    w.update_meta(layers=[{"name": n, "kind": "vector", "dim": 8} for n in LAYERS])
+    rows = []
+    for i, layer in enumerate(LAYERS):
+        value = _value("nmi", 0, 0, i)
+        rows += [{"seed": 0, "epoch": 0, "layer": layer, "split": "unseen", "metric": metric, "value": v}
+                 for metric, v in (("nmi", value), ("nmi_low", value - 0.05), ("nmi_high", value + 0.02),
+                                   ("nmi_best_share", float(i == 2)))]
+    w.append_metrics(rows)
+    w.finish("finished")
+    banded = {w.run_id: store.load(w.run_id), **runs}
+    overlay = plots.layer_curves(banded, "nmi", epoch=0)
+    areas = [el for el in overlay if isinstance(el, hv.Area)]
+    assert len(areas) == 1                                       # only the run that has one
+    mean = np.array([_value("nmi", 0, 0, i) for i in range(4)])
+    np.testing.assert_allclose(areas[0].dimension_values(1), mean - 0.05)
+    np.testing.assert_allclose(areas[0].dimension_values(2), mean + 0.02)
+    assert overlay.opts.get().kwargs["title"].endswith("; band 95 % bootstrap")
+    gen = tables.generalization_table(banded).set_index("run_id")
+    assert gen.loc[w.run_id, "best_share"] == 1.0 and gen.loc[w.run_id, "g_low"] == pytest.approx(mean[2] - 0.05)
+    assert gen.drop(index=w.run_id)[["g_low", "g_high", "best_share"]].isna().all(axis=None)
+
+
 def test_heatmap_epoch_curves_and_projection(runs):
     run = next(iter(runs.values()))
     heat = plots.layer_epoch_heatmap(run, "nc1", "seen", label="a {label}")

@@ -75,6 +75,8 @@ def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
         assert all(e.epoch == epoch for e in window if e.kind in ("layer_metrics", "layer_utilization", "projection_ready"))
         unseen = [e for e in window if e.kind == "layer_metrics" and e.split == "unseen"]
         assert [e.layer for e in unseen] == LAYERS                      # input -> output, as soon as ready
+        confidence = [e for e in window if e.kind == "layer_confidence"]
+        assert [e.layer for e in confidence] == LAYERS and window.index(confidence[0]) > window.index(unseen[-1])
         assert set(unseen[0].values) == {"nmi", "knn_accuracy", "nc1", "cdnv"}
         seen = [e for e in window if e.kind == "layer_metrics" and e.split == "seen"]
         assert set(seen[0].values) == {"nc1", "cdnv"}                    # collapse only on seen classes
@@ -96,7 +98,8 @@ def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
     assert rec.config == _cfg()
     m = rec.metrics
     assert set(m["layer"]) == set(LAYERS) and sorted(set(m["epoch"])) == [0, 1, 2]
-    assert len(m) == 3 * (len(LAYERS) * 4 + len(LAYERS) * 2)
+    # per epoch: 4 unseen and 2 seen metrics, and the bootstrap's low, high and best share of nmi and knn_accuracy
+    assert len(m) == 3 * (len(LAYERS) * 4 + len(LAYERS) * 2 + len(LAYERS) * 6)
     assert list(rec.training["epoch"]) == [0, 1, 2]
     assert set(rec.utilization["layer"]) == set(WEIGHTED)
     coords, labels, indices = rec.projection(0, 2, "fc2", method="pca")

@@ -123,3 +123,22 @@ def test_transferability_is_measured_on_the_seen_images_before_fine_tuning_only(
     assert not m[(m["split"] == "unseen")]["metric"].isin(["logme", "sfda"]).any()
     # the stored values are the metrics of the features, not of a copy computed elsewhere
     assert np.isfinite(seen0["value"]).all() and (seen0.loc[seen0["metric"] == "sfda", "value"] <= 1).all()
+
+
+def test_every_evaluation_bootstraps_the_unseen_images_and_g_carries_its_interval(store):
+    cfg = RunConfig(**{**TINY_RESNET, "metrics": ("nmi", "knn_accuracy"), "layers": ("layer2.1", "layer3.1", "pre_logits")})
+    events = list(run(cfg, store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    conf = [e for e in events if e.kind == "layer_confidence"]
+    assert {(e.epoch, e.layer) for e in conf} == {(ep, layer) for ep in (0, 1) for layer in cfg.layers}
+    assert set(conf[0].values) == {f"{m}_{s}" for m in ("nmi", "knn_accuracy") for s in ("low", "high", "best_share")}
+    for epoch in (0, 1):
+        shares = [e.values["nmi_best_share"] for e in conf if e.epoch == epoch]
+        assert sum(shares) == pytest.approx(1.0)                 # every resample has one best layer
+    rec = store.load(events[0].run_id)
+    stored = analysis.generalization(rec.metrics, layers=rec.meta["layers"], aliases=rec.meta.get("layer_aliases"))
+    for gen in (e for e in events if e.kind == "generalization"):
+        row = stored[stored["epoch"] == gen.epoch].iloc[0]
+        assert (gen.g_low, gen.g_high, gen.best_share) == (row["g_low"], row["g_high"], row["best_share"])
+        assert gen.g_low <= gen.g_high and 0 < gen.best_share <= 1
+    assert events[-1].summary["timings"]["bootstrap"] < events[-1].summary["timings"]["metrics"]

@@ -31,8 +31,9 @@ __all__ = [
 ]
 
 STATUS_COLUMNS = ["run", "run_id", "status", "epoch", "best_layer", "g", "g_std", "n_seeds", "heldout_accuracy"]
-GENERALIZATION_COLUMNS = ["run", "run_id", "epoch", "seen_accuracy", "g", "g_std", "g_layer"]
-CURVE_COLUMNS = ["key", "run", "layer", "layer_index", "depth", "mean", "std", "n"]
+GENERALIZATION_COLUMNS = ["run", "run_id", "epoch", "seen_accuracy", "g", "g_std", "g_layer", "g_low", "g_high",
+                          "best_share"]
+CURVE_COLUMNS = ["key", "run", "layer", "layer_index", "depth", "mean", "std", "n", "low", "high"]
 
 
 def as_runs(runs: Mapping[Any, Any] | Iterable[Any]) -> dict:
@@ -111,7 +112,8 @@ def curve_table(runs, metric: str, *, split: str = "unseen", epoch: int | None =
 
     Returns
     -------
-    DataFrame with columns key, run (label), layer, layer_index, depth (0 = input, 1 = output), mean, std, n
+    DataFrame with columns key, run (label), layer, layer_index, depth (0 = input, 1 = output), mean, std, n,
+    low, high (the bootstrap interval over the unseen images; NaN for runs recorded without it)
     """
     runs = as_runs(runs)
     labels = _labels(runs, labels)
@@ -180,7 +182,8 @@ def generalization_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame with columns run, run_id, epoch, seen_accuracy, g, g_std, g_layer
+    DataFrame with columns run, run_id, epoch, seen_accuracy, g, g_std, g_layer, and the bootstrap's g_low,
+    g_high, best_share (NaN for runs recorded without it)
     """
     runs = as_runs(runs)
     labels = _labels(runs, labels)
@@ -194,7 +197,8 @@ def generalization_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
         for row in run_generalization(record).itertuples(index=False):
             rows.append({"run": labels[key], "run_id": record.run_id, "epoch": int(row.epoch),
                          "seen_accuracy": float(accuracy.get(row.epoch, np.nan)), "g": float(row.g),
-                         "g_std": float(row.g_std), "g_layer": row.layer})
+                         "g_std": float(row.g_std), "g_layer": row.layer, "g_low": float(row.g_low),
+                         "g_high": float(row.g_high), "best_share": float(row.best_share)})
     return pd.DataFrame(rows, columns=GENERALIZATION_COLUMNS)
 
 

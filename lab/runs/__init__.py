@@ -33,6 +33,7 @@ Event order (see :mod:`lab.events`)::
       per seed, for epoch 0 (before training), 1, ..., E:
         Progress("train")*                      (epochs >= 1, one per batch)
         Progress("extract")* LayerMetrics(unseen) ProjectionReady(pca)   (per layer)
+        LayerConfidence*                                                 (per layer, bootstrap)
         Progress("extract")* LayerMetrics(seen)*                         (per layer)
         LayerUtilization*  ProjectionReady(umap)*  EpochFinished  Generalization(seed)
         Aggregate* Generalization(seed=None)    (several seeds: once the last seed reports the epoch)

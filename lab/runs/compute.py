@@ -8,19 +8,26 @@ __all__ = ["compute_metrics", "few_threads"]
 _SMALL_PROBLEM = 4_000_000   # elements of X below which metrics run single-threaded
 
 
-def compute_metrics(X, y, names, protocol, layer) -> dict[str, float]:
+def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None) -> dict[str, float]:
     """One layer's metrics via ``lab.metrics.compute_layer``; a metric undefined here is NaN.
 
     Parameters
     ----------
     X : Tensor (N, d); y : Tensor (N,); names : metric names; protocol : RunConfig.protocol
+    samples : dict, optional
+        Filled with what each image contributed to NMI and kNN accuracy (``compute_layer``'s
+        ``return_samples``), for the bootstrap of :func:`lab.analysis.bootstrap`.
     """
     import lab.metrics
 
     if not names:
         return {}
     with few_threads(X):
-        values = lab.metrics.compute_layer(X, y, metrics=tuple(names), protocol=protocol, layer=layer)
+        values = lab.metrics.compute_layer(X, y, metrics=tuple(names), protocol=protocol, layer=layer,
+                                           return_samples=samples is not None)
+    if samples is not None:
+        values, per_image = values
+        samples.update(per_image)
     return {k: float(v) for k, v in values.items()}
 
 

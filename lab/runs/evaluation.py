@@ -6,7 +6,9 @@
    a result within seconds. The first evaluation also finds the taps whose features are
    identical to a deeper tap's; every later one drops the pairs that no longer are (a
    randomly initialised ResNet's zero-initialised residual branches make whole stages
-   identical until training moves them), so the aliases left hold at every evaluation;
+   identical until training moves them), so the aliases left hold at every evaluation. Once
+   every layer is measured, a bootstrap over the unseen images gives each layer's interval and
+   best-layer share (:func:`lab.analysis.bootstrap`, from the clusters and kNN votes just computed);
 2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
    LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head;
 3. label noise: accuracy on the corrupted training images against their true labels;
@@ -19,7 +21,7 @@ from typing import Generator, Mapping, Sequence
 
 import numpy as np
 
-from lab.events import Event, LayerMetrics, LayerUtilization
+from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
 from lab.runs.compute import compute_metrics
 from lab.runs.context import RunContext, SeedState
 from lab.runs.projections import Projections
@@ -105,6 +107,7 @@ class Evaluator:
         stages = [layers[:1], layers[1:]] if first and len(layers) > 1 else [list(layers)]
         y = ctx.unseen_labels.to(state.bb.device)
         kept: dict = {}                       # features of every stage, to check the identical taps
+        per_image: dict[str, dict] = {}       # layer -> what each image contributed (for the bootstrap)
         previous_proj = None
         for stage_layers in stages:
             feats = yield from ctx.extract(state, ctx.data.unseen, stage_layers, stage="extract", epoch=epoch)
@@ -112,7 +115,8 @@ class Evaluator:
                 ctx.check()
                 X = feats[layer]                                                         # (N, d)
                 with ctx.recorder.timed("metrics"):
-                    vals = compute_metrics(X, y, cfg.unseen_metrics, cfg.protocol, layer)
+                    vals = compute_metrics(X, y, cfg.unseen_metrics, cfg.protocol, layer,
+                                           samples=per_image.setdefault(layer, {}))
                 ctx.record_metrics(seed, epoch, layer, "unseen", vals)
                 yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
                 if layer in ctx.proj_layers:
@@ -121,7 +125,25 @@ class Evaluator:
                 yield from self.projections.poll()
             kept.update(feats)
             del feats
-        return self._check_aliases(kept)
+        aliases = self._check_aliases(kept)
+        yield from self._confidence(seed, epoch, per_image, y)
+        return aliases
+
+    def _confidence(self, seed: int, epoch: int, per_image: dict, y) -> Generator[Event, None, None]:
+        """Bootstrap rows (``nmi_low``, ``nmi_high``, ``nmi_best_share``, ... per layer) of this evaluation."""
+        from lab import analysis, catalogue
+
+        ctx = self.ctx
+        wanted = {layer: {m: v for m, v in got.items() if m in catalogue.CONFIDENCE_METRICS}
+                  for layer, got in per_image.items()}
+        if not any(wanted.values()):
+            return
+        with ctx.recorder.timed("bootstrap"):
+            table = analysis.bootstrap(wanted, y.cpu().numpy(), layers=ctx.layers, aliases=self.aliases,
+                                       n_resamples=analysis.N_RESAMPLES, seed=seed * 100_003 + epoch)
+        for layer, vals in analysis.confidence_values(table).items():
+            ctx.record_metrics(seed, epoch, layer, "unseen", vals)
+            yield LayerConfidence(ctx.run_id, seed=seed, epoch=epoch, layer=layer, values=vals)
 
     def _check_aliases(self, feats: Mapping) -> dict | None:
         """Find the identical taps (first evaluation) or drop those that differ now; the new map

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 
 __all__ = ["Recorder", "NullRecorder", "open_recorder", "TIMED"]
 
-TIMED = ("load", "train", "extract", "metrics", "projection", "store", "evaluate")
+TIMED = ("load", "train", "extract", "metrics", "bootstrap", "projection", "store", "evaluate")
 """The engine's timing keys (seconds, summed over the run)."""
 
 

@@ -22,6 +22,10 @@ def _none_if_nan(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
+def _confidence(gen: dict) -> dict:
+    return {key: _none_if_nan(gen.get(key)) for key in ("g_low", "g_high", "best_share")}
+
+
 class Results:
     """Metric and training rows of one run, and the events and summary lab.analysis makes of them.
 
@@ -72,7 +76,7 @@ class Results:
         if gen is None:
             return None
         return Generalization(self.run_id, epoch=epoch, g=gen["g"], layer=gen["layer"], seed=seed,
-                              aliases=dict(self.aliases))
+                              aliases=dict(self.aliases), **_confidence(gen))
 
     def across_seeds(self, epoch: int) -> list[Event]:
         """Aggregate events (mean, std ddof=1 and seed count per layer and split) and the across-seed
@@ -98,7 +102,8 @@ class Results:
         gen = analysis.latest_generalization(rows, layers=self.layers, aliases=self.aliases)
         if gen is not None:
             out.append(Generalization(self.run_id, epoch=epoch, g=gen["g"], layer=gen["layer"],
-                                      g_std=_none_if_nan(gen["g_std"]), aliases=dict(self.aliases)))
+                                      g_std=_none_if_nan(gen["g_std"]), aliases=dict(self.aliases),
+                                      **_confidence(gen)))
         return out
 
     # -- summary --------------------------------------------------------------------------------------
