@@ -105,6 +105,8 @@ TRANSFER_BASELINE = "knn_accuracy"
 accuracy, which a 2025 comparison of 23 estimators found as good a predictor as any."""
 CONFIDENCE_METRICS = ("nmi", "knn_accuracy")
 """Separability metrics that get a bootstrap interval over the unseen images (:func:`lab.analysis.bootstrap`)."""
+_DERIVED_LABELS = {"cka_initial": "CKA to epoch 0"}
+# rows the engine records besides the catalogue's metrics (lab.runs.similarity.CKA_INITIAL)
 DEFAULT_METRICS = tuple(m.name for m in _METRIC_LIST if m.default)
 """What a run measures by default. ``linear_probe_accuracy`` is left out because its
 cross-validated logistic regression costs seconds to a minute per layer and epoch on a CPU;
@@ -125,7 +127,7 @@ STRATEGY_NAMES = tuple(STRATEGIES)
 def metric_label(name: str) -> str:
     """The short label of a metric name; unknown names are returned unchanged."""
     info = METRICS.get(name)
-    return info.label if info is not None else name
+    return info.label if info is not None else _DERIVED_LABELS.get(name, name)
 
 
 def metrics_for(split: str) -> list[MetricInfo]:

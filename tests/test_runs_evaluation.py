@@ -142,3 +142,36 @@ def test_every_evaluation_bootstraps_the_unseen_images_and_g_carries_its_interva
         assert (gen.g_low, gen.g_high, gen.best_share) == (row["g_low"], row["g_high"], row["best_share"])
         assert gen.g_low <= gen.g_high and 0 < gen.best_share <= 1
     assert events[-1].summary["timings"]["bootstrap"] < events[-1].summary["timings"]["metrics"]
+
+
+def test_a_training_run_records_how_far_each_layer_moved_from_its_epoch_0_features(store):
+    events = list(run(RunConfig(**TINY_RESNET), store=store))              # trains layer4.1 only
+    assert events[-1].kind == "run_finished", events[-1]
+    m = store.load(events[0].run_id).metrics
+    cka = m[m["metric"] == "cka_initial"].set_index(["epoch", "layer"])["value"]
+    assert (cka.loc[0] == 1.0).all() and set(cka.loc[1].index) == set(RESNET_LAYERS)
+    # layer3.1's weights are frozen, but training updates every batch-norm's running statistics, so it moves too
+    assert ((cka.loc[1] > 0) & (cka.loc[1] < 0.999)).all()
+    assert cka.loc[(1, "pre_logits")] == pytest.approx(cka.loc[(1, "layer4.1")])     # the same features
+    frozen = list(run(RunConfig(**{**TINY_RESNET, "strategy": "none", "block": None, "epochs": None, "lr": None}),
+                      store=store))
+    assert not any("cka_initial" in e.values for e in frozen if e.kind == "layer_metrics")   # nothing trains
+
+
+def test_initial_cka_keeps_a_bounded_subset_of_epoch_0_and_compares_the_same_images(monkeypatch):
+    from lab.metrics import DegenerateLayerWarning, cka
+    from lab.runs import similarity
+
+    monkeypatch.setattr(similarity, "MAX_IMAGES", 50)
+    g = torch.Generator().manual_seed(0)
+    X0 = torch.randn(80, 6, generator=g)
+    X1 = X0 @ torch.randn(6, 6, generator=g) + 0.5 * torch.randn(80, 6, generator=g)
+    tracker = similarity.InitialCKA(subset_seed=3)
+    assert tracker.measure(0, 0, "a", X0) == {"cka_initial": 1.0}
+    kept = tracker._subset(80)
+    assert len(kept) == 50 and (kept.diff() > 0).all()                       # a fixed subset, in image order
+    assert tracker.measure(0, 1, "a", X1)["cka_initial"] == pytest.approx(cka(X0[kept], X1[kept]), abs=1e-12)
+    assert tracker.measure(1, 1, "a", X1) == {}                               # that seed has no epoch 0 here
+    tracker.measure(0, 0, "dead", X0)
+    with pytest.warns(DegenerateLayerWarning, match="layer 'dead': cka_initial set to NaN"):
+        assert np.isnan(tracker.measure(0, 1, "dead", torch.zeros(80, 6))["cka_initial"])

@@ -28,6 +28,7 @@ from lab import analysis
 __all__ = [
     "as_runs", "run_labels", "run_layers", "run_generalization", "status_table", "layer_table",
     "curve_table", "epoch_table", "generalization_table", "utilization_table", "contribution_table",
+    "cka_matrix",
 ]
 
 STATUS_COLUMNS = ["run", "run_id", "status", "epoch", "best_layer", "g", "g_std", "n_seeds", "heldout_accuracy"]
@@ -239,3 +240,54 @@ def _in_layer_order(frame: pd.DataFrame, record) -> pd.DataFrame:
     index = {name: i for i, name in enumerate(run_layers(record))}
     frame = frame.assign(layer_index=frame["layer"].map(index).fillna(len(index)).astype(int))
     return frame.sort_values("layer_index", kind="stable").reset_index(drop=True)
+
+
+def cka_matrix(record, *, seed: int | None = None, epoch: int | None = None, other=None,
+               other_epoch: int | None = None, unbiased: bool = True) -> pd.DataFrame:
+    """Linear CKA between the layers of a stored run (or of two runs) on the stored unseen embeddings.
+
+    Parameters
+    ----------
+    record : the run (rows of the result)
+    seed, epoch : which stored embeddings (default: the first seed, the last epoch that has any)
+    other : a second run (columns), compared on the same images (same dataset, split and seed);
+        None = ``record`` with itself (``other_epoch`` then picks its epoch, e.g. 0 against the last)
+    unbiased : :func:`lab.metrics.cka`'s estimator
+
+    Returns
+    -------
+    DataFrame (layers of ``record`` x layers of ``other``) in layer order, only layers with stored
+    embeddings (by default the projected ones); NaN where CKA is undefined (a constant layer).
+    """
+    from lab.metrics import DegenerateFeaturesError, cka
+
+    def features(rec, at_epoch):
+        keys = rec.embedding_keys()
+        if keys.empty:
+            raise ValueError(f"run {rec.run_id!r} stored no embeddings; CKA needs the features of its layers.")
+        at_seed = int(keys["seed"].min()) if seed is None else int(seed)
+        keys = keys[keys["seed"] == at_seed]
+        at = int(keys["epoch"].max()) if at_epoch is None else int(at_epoch)
+        names = set(keys.loc[keys["epoch"] == at, "layer"])
+        if not names:
+            raise ValueError(f"run {rec.run_id!r} has no embeddings at seed {at_seed}, epoch {at}; stored epochs: "
+                             f"{sorted(set(keys['epoch']))}.")
+        out = {}
+        for layer in [n for n in run_layers(rec) if n in names] + sorted(names - set(run_layers(rec))):
+            X, _, indices = rec.embeddings(at_seed, at, layer)
+            out[layer] = (X.astype(np.float64), indices)
+        return out
+
+    rows = features(record, epoch)
+    cols = features(other if other is not None else record, other_epoch if other_epoch is not None else epoch)
+    table = pd.DataFrame(np.nan, index=list(rows), columns=list(cols))
+    for a, (X, ia) in rows.items():
+        for b, (Y, ib) in cols.items():
+            if not np.array_equal(ia, ib):
+                raise ValueError(f"layers {a!r} and {b!r} were stored for different images; CKA compares the "
+                                 "same images (same dataset, split, seed and unseen_per_class).")
+            try:
+                table.loc[a, b] = cka(X, Y, unbiased=unbiased)
+            except DegenerateFeaturesError:
+                pass                                    # a constant layer: not defined, shown as a gap
+    return table

@@ -8,7 +8,8 @@
    randomly initialised ResNet's zero-initialised residual branches make whole stages
    identical until training moves them), so the aliases left hold at every evaluation. Once
    every layer is measured, a bootstrap over the unseen images gives each layer's interval and
-   best-layer share (:func:`lab.analysis.bootstrap`, from the clusters and kNN votes just computed);
+   best-layer share (:func:`lab.analysis.bootstrap`, from the clusters and kNN votes just computed).
+   A training run also records each layer's CKA to its epoch-0 features (``cka_initial``);
 2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
    LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head;
 3. label noise: accuracy on the corrupted training images against their true labels;
@@ -25,6 +26,7 @@ from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
 from lab.runs.compute import compute_metrics
 from lab.runs.context import RunContext, SeedState
 from lab.runs.projections import Projections
+from lab.runs.similarity import InitialCKA
 
 __all__ = ["Evaluator", "Evaluation", "find_aliases", "ALIAS_RTOL", "ALIAS_ATOL"]
 
@@ -84,6 +86,8 @@ class Evaluator:
         self.projections = projections
         self.first = True
         self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
+        # a training run records how far each layer moved from its epoch-0 features
+        self.initial_cka = InitialCKA(ctx.cfg.split_seed) if ctx.cfg.n_epochs > 0 else None
 
     def evaluate(self, state: SeedState, epoch: int) -> Generator[Event, None, Evaluation]:
         ctx = self.ctx
@@ -117,6 +121,8 @@ class Evaluator:
                 with ctx.recorder.timed("metrics"):
                     vals = compute_metrics(X, y, cfg.unseen_metrics, cfg.protocol, layer,
                                            samples=per_image.setdefault(layer, {}))
+                    if self.initial_cka is not None:
+                        vals.update(self.initial_cka.measure(seed, epoch, layer, X))
                 ctx.record_metrics(seed, epoch, layer, "unseen", vals)
                 yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
                 if layer in ctx.proj_layers:
