@@ -175,3 +175,21 @@ def test_initial_cka_keeps_a_bounded_subset_of_epoch_0_and_compares_the_same_ima
     tracker.measure(0, 0, "dead", X0)
     with pytest.warns(DegenerateLayerWarning, match="layer 'dead': cka_initial set to NaN"):
         assert np.isnan(tracker.measure(0, 1, "dead", torch.zeros(80, 6))["cka_initial"])
+
+
+def test_an_unseen_class_of_one_image_gets_no_interval_but_the_run_finishes(tmp_path, store, caplog):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for cls, n in {"a": 6, "b": 6, "c": 6, "d": 5, "e": 1}.items():
+        (tmp_path / "images" / cls).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 255, (16, 16), dtype=np.uint8)).save(tmp_path / "images" / cls / f"{i}.png")
+    cfg = RunConfig(dataset=f"folder:{tmp_path / 'images'}", backbone="mlp:depth=2,width=8", strategy="none",
+                    unseen=("d", "e"), metrics=("nmi",), projection="none", device="cpu")
+    events = list(run(cfg, store=store))
+    assert events[-1].kind == "run_finished", events[-1]
+    assert not [e for e in events if e.kind == "layer_confidence"]
+    (gen,) = [e for e in events if e.kind == "generalization"]
+    assert np.isfinite(gen.g) and gen.g_low is None and gen.best_share is None
+    assert "an unseen class has a single image" in caplog.text

@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Generator, Mapping, Sequence
 
@@ -27,6 +28,8 @@ from lab.runs.compute import compute_metrics
 from lab.runs.context import RunContext, SeedState
 from lab.runs.projections import Projections
 from lab.runs.similarity import InitialCKA
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["Evaluator", "Evaluation", "find_aliases", "ALIAS_RTOL", "ALIAS_ATOL"]
 
@@ -144,8 +147,13 @@ class Evaluator:
                   for layer, got in per_image.items()}
         if not any(wanted.values()):
             return
+        labels = y.cpu().numpy()
+        if np.unique(labels, return_counts=True)[1].min() < 2:
+            # resampling a class of one image always draws that image: no interval, the run goes on
+            _log.warning("no bootstrap interval at epoch %d: an unseen class has a single image", epoch)
+            return
         with ctx.recorder.timed("bootstrap"):
-            table = analysis.bootstrap(wanted, y.cpu().numpy(), layers=ctx.layers, aliases=self.aliases,
+            table = analysis.bootstrap(wanted, labels, layers=ctx.layers, aliases=self.aliases,
                                        n_resamples=analysis.N_RESAMPLES, seed=seed * 100_003 + epoch)
         for layer, vals in analysis.confidence_values(table).items():
             ctx.record_metrics(seed, epoch, layer, "unseen", vals)
