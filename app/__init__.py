@@ -7,6 +7,7 @@ components inline in JupyterLab::
     from app import LayerScope
     app.extension()                      # offline: JS and CSS from the installed packages
     LayerScope()                         # or pn.ipywidget(LayerScope()) (VS Code, Colab, Voilà)
+    app.EmbeddingView.from_arrays(coords, labels, images=images)   # any (N, 2) layout, up to 100k points
 
 Submodules load lazily so that Bokeh's directory-app loader (which executes
 this file at server start) does not import the whole app twice.
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["LayerScope", "ConfigPanel", "LiveView", "RunControl", "RunsPanel", "extension"]
+__all__ = ["LayerScope", "ConfigPanel", "EmbeddingView", "LiveView", "RunControl", "RunsPanel", "extension"]
 
 _EXPORTS = {
     "LayerScope": "app.layerscope",
     "ConfigPanel": "app.config_panel",
+    "EmbeddingView": "app.embedding",
     "LiveView": "app.live",
     "RunControl": "app.runner",
     "RunsPanel": "app.runs_panel",

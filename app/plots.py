@@ -480,3 +480,9 @@ def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accura
     return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
                                      legend_position="bottom", legend_cols=1, show_legend=True, title=title,
                                      fontsize=_NOTEBOOK_FONTS, padding=0.1)
+
+
+def class_colors(classes) -> dict[str, str]:
+    """{class name (:func:`plot_text`): colour}: the i-th class gets the i-th category colour, as in
+    :func:`projection_points`, so that a class has one colour in every plot of a run."""
+    return {plot_text(name): _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)] for i, name in enumerate(classes)}

@@ -1,0 +1,434 @@
+"""The embedding explorer: a 2-D layout of up to 100,000 images, their thumbnails, and a selection shared by layers.
+
+:class:`EmbeddingView` shows the layout of the unseen images at one layer and epoch of a stored run (or of the
+run the live view watches, or of any arrays). Above :attr:`~EmbeddingView.rasterize_above` points the plot is
+rasterized on the server by Datashader, so that the browser gets one image per pan or zoom however many
+points there are; below it each point is a glyph. Hovering a point names its class and image and shows the
+image beside the plot. A lasso or box selection sets :attr:`~EmbeddingView.selection` (image indices), which
+Python can set too; the same images are then highlighted at every layer and epoch, and in side-by-side mode at
+two layers at once, so that one sees where a group of images from one layer goes in another.
+
+Its data (checked arrays, stored and live layouts, lasso hits) come from :mod:`app._embedding_data`, its
+elements from :mod:`app._embedding_plot`.
+
+Examples
+--------
+>>> view = EmbeddingView.from_arrays(coords, labels, images=images, names=class_names)   # doctest: +SKIP
+>>> view.selection = [3, 17, 42]                                                      # doctest: +SKIP
+>>> view.selected_frame()                       # index, label, class_name, layer, epoch, x, y  # doctest: +SKIP
+>>> EmbeddingView(store=lab.RunStore(), run_id="2024-...", layer="layer3")           # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import html
+from functools import partial
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+import panel as pn
+import param
+
+from . import _embedding_plot as ep
+from . import plots
+from ._embedding_data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, points_in_box, \
+    points_in_polygon
+
+__all__ = ["EmbeddingView"]
+
+_HOVER_PX = 8          # plain points: the hovered point is the nearest one within this many pixels
+
+
+class _Selection(param.List):
+    """Image indices, checked against the view's images whenever they are set (out of range: refused)."""
+
+    def __set__(self, obj, val):
+        check = getattr(obj, "_check_selection", None)
+        if check is not None:
+            val = check(val)
+        super().__set__(obj, val)
+
+
+class _Panel:
+    """One plot of the view (0: left, 1: right in side-by-side mode): its streams and what it shows."""
+
+    def __init__(self):
+        self.pipe = hv.streams.Pipe(data=None)      # {"frame", "title", "key"} of the layout shown
+        self.ranges = self.size = None
+        self.key = None                             # (layer, epoch, method) shown
+        self.frame: pd.DataFrame | None = None
+        self.raster = None                          # the last base image (raster mode): hover reads its pixels
+        self.pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=(0, 5), css_classes=["ls-embedding-plot"])
+
+
+class EmbeddingView(pn.viewable.Viewer):
+    """The layout of a run's unseen images (or of any arrays) with thumbnails, lasso selection and linked layers.
+
+    Parameters
+    ----------
+    store : lab.RunStore, optional
+        The store of ``run_id`` (default ``lab.RunStore()``).
+    run_id : str, optional
+        A stored run with 2-D layouts; without one the view is empty until :meth:`set_source` (the live view).
+    layer, epoch, seed : optional
+        What to show first: by default the run's best layer (:func:`lab.analysis`), its last epoch, and the
+        first stored seed.
+    """
+
+    layer = param.Selector(default=None, objects=[], allow_None=True, doc="Layer of the (left) plot.")
+    epoch = param.Integer(default=None, allow_None=True,
+                          doc="Epoch of the (left) plot; None: the latest with a layout of the layer.")
+    side_by_side = param.Boolean(default=False, doc="Show a second plot (layer_b, epoch_b) beside the first.")
+    layer_b = param.Selector(default=None, objects=[], allow_None=True,
+                             doc="Layer of the right plot in side-by-side mode (None: the first layer).")
+    epoch_b = param.Integer(default=None, allow_None=True, doc="Epoch of the right plot; None: the latest.")
+    selection = _Selection(default=[], item_type=int,
+                           doc="Selected image indices (the run's unseen images; rows for from_arrays). The lasso "
+                               "and box tools set it, Python may too; every plot highlights the same images.")
+    hovered = param.Integer(default=None, allow_None=True,
+                            doc="Image index of the point under the pointer (None: none yet).")
+    rasterize_above = param.Integer(default=5000, bounds=(0, None),
+                                    doc="Above this many points the plots are rasterized on the server "
+                                        "(Datashader); at or below it every point is a glyph.")
+    max_thumbnails = param.Integer(default=60, bounds=(1, 1000),
+                                   doc="Most thumbnails the selection grid shows (its count says how many).")
+    controls = param.Boolean(default=True, doc="Show the left plot's layer and epoch pickers (off when a host "
+                                               "such as the live view sets layer and epoch itself).")
+
+    def __init__(self, store=None, run_id=None, layer=None, epoch=None, seed=None, **params):
+        self._source = None
+        self._live = self._source_model = None
+        self._valid = np.zeros(0, dtype=np.int64)     # sorted image indices (the selection's domain)
+        self._rows_by_index = np.zeros(0, dtype=np.int64)
+        self._hold = False
+        super().__init__(**params)
+        self._panels = [_Panel(), _Panel()]
+        self._colors: dict[str, str] = {}
+        self._classes: list[str] = []
+        self._raster = False
+        self._selection_stream = hv.streams.Params(self, ["selection"])
+        self._epoch_w = pn.widgets.Select(name="Epoch", options=[], width=90)
+        self._epoch_b_w = pn.widgets.Select(name="Epoch", options=[], width=90)
+        self._layer_w = pn.widgets.Select.from_param(self.param.layer, name="Layer", width=200)
+        self._layer_b_w = pn.widgets.Select.from_param(self.param.layer_b, name="Layer (right)", width=200)
+        self._side_w = pn.widgets.Checkbox.from_param(self.param.side_by_side, name="side by side",
+                                                      margin=(30, 10, 5, 10), css_classes=["ls-embedding-side"])
+        self._clear_w = pn.widgets.Button(name="Clear selection", width=130, margin=(24, 10, 5, 10))
+        self._clear_w.on_click(lambda _e: setattr(self, "selection", []))
+        self._info = pn.pane.HTML("", margin=(28, 10, 5, 10), sizing_mode="stretch_width")
+        self._hover_card = pn.pane.HTML(_hover_html(None), width=170, margin=(40, 5, 5, 5),
+                                        css_classes=["ls-embedding-hover"])
+        self._selection_pane = pn.pane.HTML(_selection_html([], {}, [], 0), sizing_mode="stretch_width",
+                                            css_classes=["ls-embedding-selection"])
+        self._epoch_w.param.watch(partial(self._on_epoch_widget, side=0), "value")
+        self._epoch_b_w.param.watch(partial(self._on_epoch_widget, side=1), "value")
+        self.param.watch(lambda _e: self._redraw(0), ["layer", "epoch"])
+        self.param.watch(lambda _e: self._redraw(1), ["layer_b", "epoch_b", "side_by_side"])
+        self.param.watch(self._on_selection, "selection")
+        self.param.watch(self._on_hovered, "hovered")
+        self._controls_a = pn.Row(self._layer_w, self._epoch_w, visible=self.controls, margin=0)
+        self.param.watch(lambda e: setattr(self._controls_a, "visible", e.new), "controls")
+        self._right = pn.Column(pn.Row(self._layer_b_w, self._epoch_b_w, margin=0), self._panels[1].pane,
+                                visible=self.side_by_side, margin=0)
+        self.param.watch(lambda e: setattr(self._right, "visible", e.new), "side_by_side")
+        self._layout = pn.Column(
+            pn.Row(self._side_w, self._clear_w, self._info, sizing_mode="stretch_width"),
+            pn.Row(pn.Column(self._controls_a, self._panels[0].pane, margin=0), self._right, self._hover_card),
+            self._selection_pane,
+            sizing_mode="stretch_width", css_classes=["ls-embedding"],
+        )
+        if run_id is not None:
+            if store is None:
+                import lab.store
+
+                store = lab.store.RunStore()
+            self.set_source(StoredLayouts(store.load(run_id), seed), layer=layer, epoch=epoch)
+        elif store is not None:
+            raise ValueError("EmbeddingView(store=...) needs run_id= too (a run id of that store); "
+                             "or use EmbeddingView.from_arrays(coords, labels) for arrays.")
+
+    # ------------------------------------------------------------------ constructors and sources
+    @classmethod
+    def from_arrays(cls, coords, labels, images=None, names=None, **params) -> "EmbeddingView":
+        """A view of any layout: ``coords`` (N, 2), or ``{layer: (N, 2)}`` for several layouts of the same points.
+
+        ``labels`` (N,) are class numbers (``names[label]`` their names) or names; ``images`` optional uint8
+        (N, H, W) or (N, H, W, C), image ``i`` belonging to row ``i`` (the selection holds row numbers).
+        """
+        view = cls(**params)
+        view.set_source(ArrayLayouts(coords, labels, images=images, names=names))
+        return view
+
+    @classmethod
+    def for_live(cls, model, thumbnails, **params) -> "EmbeddingView":
+        """A view of the layouts of a live run: ``model()`` its current RunModel, ``thumbnails()`` its source."""
+        view = cls(controls=False, **params)
+        view._live = (model, thumbnails)
+        return view
+
+    def set_source(self, source, layer: str | None = None, epoch: int | None = None) -> None:
+        """Show ``source`` (see :mod:`app._embedding_data`): selection cleared, plots rebuilt."""
+        self._source = source
+        indices = np.asarray(source.indices, dtype=np.int64)
+        order = np.argsort(indices, kind="stable")
+        self._valid, self._rows_by_index = indices[order], order
+        self._classes = [plots.plot_text(c) for c in source.class_names]
+        self._colors = plots.class_colors(source.class_names)
+        self._raster = len(indices) > self.rasterize_above
+        layers = source.layers()
+        self._hold = True
+        try:
+            self.selection = []
+            self.hovered = None
+            self.param.layer.objects = layers
+            self.param.layer_b.objects = layers
+            first = layer if layer in layers else (source.default_layer if source.default_layer in layers
+                                                   else (layers[-1] if layers else None))
+            self.param.update(layer=first, epoch=epoch, layer_b=_neighbour(layers, first), epoch_b=None)
+        finally:
+            self._hold = False
+        for side in (0, 1):
+            self._build(side)
+            self._redraw(side)
+        mode = "rasterized on the server (Datashader)" if self._raster else "one glyph each"
+        self._info.object = (f"<span style='color:#555'>{len(indices):,} points · {mode} · lasso or box-select "
+                             f"to select; the selection is highlighted at every layer</span>")
+        self._on_hovered()
+        self._on_selection()
+
+    def show(self, layer: str | None, epoch: int | None = None) -> None:
+        """Show ``layer`` at ``epoch`` (None: latest) with the layouts the source has now (the live view calls
+        this as layouts arrive); a live view's first layout sets the source."""
+        live = self._live
+        if live is not None and (self._source is None or self._source_model is not live[0]()):
+            source = LiveLayouts(*live)
+            self._source_model = live[0]()
+            if not len(source.indices):
+                return
+            self.set_source(source, layer=layer, epoch=epoch)
+            return
+        if self._source is None:
+            return
+        layers = self._source.layers()
+        self._hold = True
+        try:
+            self.param.layer.objects = layers
+            self.param.layer_b.objects = layers
+            self.param.update(layer=layer if layer in layers else self.layer, epoch=epoch)
+        finally:
+            self._hold = False
+        self._redraw(0)
+        self._redraw(1)
+
+    def clear(self) -> None:
+        """Forget the source (a new live run): the plots empty until the next :meth:`show`."""
+        self._source = None
+        self._source_model = None
+        for p in self._panels:
+            p.pane.object, p.key, p.frame, p.raster = None, None, None, None
+        self._valid = self._rows_by_index = np.zeros(0, dtype=np.int64)
+        self._info.object = ""
+        with param.discard_events(self):
+            self.selection, self.hovered = [], None
+        self._on_selection()
+        self._on_hovered()
+
+    # ------------------------------------------------------------------ selection
+    def _check_selection(self, values) -> list[int]:
+        return check_selection(values, self._valid)
+
+    def _rows(self, indices) -> np.ndarray:
+        """Rows of the source (its layouts' order) of the image ``indices`` (all in the view)."""
+        pos = np.searchsorted(self._valid, np.asarray(indices, dtype=np.int64))
+        return self._rows_by_index[pos]
+
+    def _select_rows(self, p: _Panel, mask: np.ndarray) -> None:
+        self.selection = p.frame["index"].to_numpy()[mask].tolist()
+
+    def selected_frame(self, layer: str | None = None, epoch: int | None = None) -> pd.DataFrame:
+        """The selected images at ``layer`` and ``epoch`` (default: the left plot's): one row each with
+        index, label, class_name, layer, epoch, x, y."""
+        columns = ["index", "label", "class_name", "layer", "epoch", "x", "y"]
+        if self._source is None:
+            return pd.DataFrame(columns=columns)
+        layer = self.layer if layer is None else layer
+        if layer not in self._source.layers():
+            raise ValueError(f"layer {layer!r} has no layout here; layers with one: {self._source.layers()}.")
+        epochs = self._source.epochs(layer)
+        epoch = epochs[-1] if epoch is None and self.epoch not in epochs else (epoch if epoch is not None
+                                                                                else self.epoch)
+        if epoch not in epochs:
+            raise ValueError(f"layer {layer!r} has no layout at epoch {epoch}; its epochs: {epochs}.")
+        rows = self._rows(self.selection)
+        coords = self._source.layout(layer, epoch).coords[rows]
+        labels = self._source.labels[rows]
+        names = np.asarray(self._source.class_names, dtype=object)
+        return pd.DataFrame({"index": self._source.indices[rows], "label": labels, "class_name": names[labels],
+                             "layer": layer, "epoch": int(epoch), "x": coords[:, 0], "y": coords[:, 1]},
+                            columns=columns)
+
+    # ------------------------------------------------------------------ plots
+    def _build(self, side: int) -> None:
+        """The DynamicMaps of one plot: the points (redrawn on pan and zoom when rasterized) and the selection."""
+        p = self._panels[side]
+        p.key = p.frame = p.raster = None
+        p.pipe = hv.streams.Pipe(data=None)
+        p.ranges, p.size = hv.streams.RangeXY(), hv.streams.PlotSize()
+        sel = self._selection_stream
+        if self._raster:
+            streams = [p.pipe, p.ranges, p.size, sel]
+            base = hv.DynamicMap(partial(self._render_base, p), streams=streams)
+            high = hv.DynamicMap(partial(self._render_highlight, p), streams=streams)
+        else:
+            base = hv.DynamicMap(partial(self._render_base, p), streams=[p.pipe, sel])
+            high = hv.DynamicMap(partial(self._render_highlight, p), streams=[p.pipe, sel])
+            p.ranges.source = p.size.source = base       # read by the hover, never redraw plain points
+        hv.streams.Lasso(source=base).add_subscriber(partial(self._on_lasso, p))
+        hv.streams.BoundsXY(source=base).add_subscriber(partial(self._on_box, p))
+        hv.streams.PointerXY(source=base).add_subscriber(partial(self._on_pointer, p))
+        p.plot = base * high
+        p.pane.object = None
+
+    def _redraw(self, side: int) -> None:
+        if self._hold or self._source is None or (side == 1 and not self.side_by_side):
+            return
+        p = self._panels[side]
+        layer = self.layer if side == 0 else (self.layer_b or self.layer)
+        wanted = self.epoch if side == 0 else self.epoch_b
+        layout = self._source.layout(layer, wanted)
+        widget = self._epoch_w if side == 0 else self._epoch_b_w
+        epochs = self._source.epochs(layer)
+        if layout is None:
+            widget.options = []
+            return
+        epoch = wanted if wanted in epochs else epochs[-1]
+        self._hold = True
+        try:
+            widget.param.update(options=epochs, value=epoch)
+        finally:
+            self._hold = False
+        key = (layer, epoch, layout.method)
+        p.frame = ep.points_frame(layout.coords, self._source.labels, self._source.indices, self._classes)
+        if key != p.key:
+            p.ranges.reset()             # a new layout: start from its own extent, not the last zoom
+            p.key = key
+        p.pipe.send({"frame": p.frame, "title": plots.plot_title(layout.title, 60), "key": key})
+        if p.pane.object is None:
+            p.pane.object = p.plot
+
+    def _ranges(self, p: _Panel, x_range, y_range):
+        full_x, full_y = ep.extent(p.frame[["x", "y"]].to_numpy())
+        return (tuple(x_range) if x_range else full_x), (tuple(y_range) if y_range else full_y)
+
+    def _render_base(self, p: _Panel, data, x_range=None, y_range=None, width=None, height=None, **_):
+        dim = bool(self.selection)
+        if not self._raster:
+            return ep.points_base(data["frame"], self._colors, title=data["title"], dim=dim)
+        x_range, y_range = self._ranges(p, x_range, y_range)
+        p.raster = ep.raster_base(data["frame"], self._colors, x_range=x_range, y_range=y_range,
+                                  width=width or ep.FRAME_WIDTH, height=height or ep.FRAME_HEIGHT, title=data["title"],
+                                  dim=dim)
+        return p.raster
+
+    def _render_highlight(self, p: _Panel, data, x_range=None, y_range=None, width=None, height=None, **_):
+        frame = data["frame"] if data is not None else ep.points_frame(np.zeros((0, 2)), [], [], [])
+        chosen = frame.iloc[self._rows(self.selection)] if self.selection and len(frame) else frame.iloc[:0]
+        if not self._raster:
+            return ep.points_highlight(chosen, self._colors)
+        x_range, y_range = self._ranges(p, x_range, y_range)
+        return ep.raster_highlight(chosen, self._colors, x_range=x_range, y_range=y_range,
+                                   width=width or ep.FRAME_WIDTH, height=height or ep.FRAME_HEIGHT)
+
+    # ------------------------------------------------------------------ events
+    def _on_epoch_widget(self, event, side: int) -> None:
+        if self._hold or event.new is None:
+            return
+        setattr(self, "epoch" if side == 0 else "epoch_b", int(event.new))
+
+    def _on_lasso(self, p: _Panel, geometry=None, **_):
+        if geometry is not None and p.frame is not None and len(geometry) >= 3:
+            self._select_rows(p, points_in_polygon(p.frame[["x", "y"]].to_numpy(), np.asarray(geometry)))
+
+    def _on_box(self, p: _Panel, bounds=None, **_):
+        if bounds is not None and p.frame is not None:
+            self._select_rows(p, points_in_box(p.frame[["x", "y"]].to_numpy(), bounds))
+
+    def _on_pointer(self, p: _Panel, x=None, y=None, **_):
+        if x is None or y is None or p.frame is None:
+            return
+        row = ep.hovered_row(p.raster, x, y) if self._raster else self._nearest(p, x, y)
+        if row is not None:
+            self.hovered = int(p.frame["index"].iat[row])
+
+    def _nearest(self, p: _Panel, x: float, y: float) -> int | None:
+        """The plain point nearest (x, y) within :data:`_HOVER_PX` pixels, on the plot's current scale."""
+        xy = p.frame[["x", "y"]].to_numpy()
+        if not len(xy):
+            return None
+        (x0, x1), (y0, y1) = self._ranges(p, p.ranges.x_range, p.ranges.y_range)
+        sx, sy = (x1 - x0) / (p.size.width or ep.FRAME_WIDTH), (y1 - y0) / (p.size.height or ep.FRAME_HEIGHT)
+        d2 = ((xy[:, 0] - x) / sx) ** 2 + ((xy[:, 1] - y) / sy) ** 2
+        row = int(np.argmin(d2))
+        return row if d2[row] <= _HOVER_PX ** 2 else None
+
+    def _thumbnails(self, indices) -> list[str]:
+        source = self._source.thumbnails if self._source is not None else None
+        return source.get(indices) if source is not None else [""] * len(indices)
+
+    def _on_hovered(self, *_events) -> None:
+        i = self.hovered
+        if i is None or self._source is None or not self._valid.size:
+            self._hover_card.object = _hover_html(None)
+            return
+        row = int(self._rows([i])[0])
+        label = int(self._source.labels[row])
+        self._hover_card.object = _hover_html(i, self._classes[label], self._colors.get(self._classes[label]),
+                                              self._thumbnails([i])[0])
+
+    def _on_selection(self, *_events) -> None:
+        chosen = list(self.selection)
+        labels = self._source.labels[self._rows(chosen)] if chosen else np.zeros(0, dtype=np.int64)
+        counts = {self._classes[k]: int(n) for k, n in zip(*np.unique(labels, return_counts=True))}
+        shown = chosen[: self.max_thumbnails]
+        names = [self._classes[int(k)] for k in labels[: len(shown)]]
+        self._selection_pane.object = _selection_html(
+            list(zip(shown, names, self._thumbnails(shown))), counts, self._colors, len(chosen))
+
+    def __panel__(self):
+        return self._layout
+
+
+def _neighbour(layers: list[str], layer: str | None) -> str | None:
+    """The layer shown beside ``layer`` at first: the next one (where do its points go?), else the one before."""
+    if layer not in layers:
+        return layers[0] if layers else None
+    i = layers.index(layer)
+    return layers[i + 1] if i + 1 < len(layers) else layers[max(i - 1, 0)]
+
+
+# ---------------------------------------------------------------------- text (class names reach it escaped)
+def _hover_html(index, name=None, color=None, uri="") -> str:
+    if index is None:
+        return "<div style='color:#777;font-size:12px'>Hover a point to see its image.</div>"
+    img = (f"<img src='{uri}' width='96' height='96' style='image-rendering:pixelated;border:1px solid #ccc'>"
+           if uri else "<div style='color:#777;font-size:11px'>(no image)</div>")
+    return (f"<div class='ls-hover-card' data-index='{int(index)}'>{img}<div style='font-size:12px'>"
+            f"<span style='color:{color or '#333'}'>&#9679;</span> <b>{html.escape(str(name))}</b><br>"
+            f"image #{int(index)}</div></div>")
+
+
+def _selection_html(items, counts: dict[str, int], colors: dict[str, str], total: int) -> str:
+    if not total:
+        return "<div style='color:#777;font-size:12px'>No selection: draw a lasso or a box on a plot.</div>"
+    parts = ", ".join(f"<span style='color:{colors.get(c, '#333')}'>&#9679;</span> {html.escape(c)} {n}"
+                      for c, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    head = (f"<b>{total:,} image{'s' if total != 1 else ''} selected</b> ({len(counts)} "
+            f"class{'es' if len(counts) != 1 else ''}: {parts})")
+    if len(items) < total:
+        head += f" · showing the first {len(items)}"
+    cells = "".join(
+        f"<img src='{uri}' title='{html.escape(name)} · #{int(i)}' width='48' height='48' "
+        f"style='image-rendering:pixelated;border:2px solid {colors.get(name, '#ccc')};margin:1px'>"
+        if uri else f"<span title='{html.escape(name)}' style='display:inline-block;width:48px;font-size:10px'>"
+                    f"#{int(i)}</span>" for i, name, uri in items)
+    return f"<div class='ls-selection' data-count='{total}'>{head}<div style='margin-top:4px'>{cells}</div></div>"
