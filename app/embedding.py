@@ -58,6 +58,7 @@ class _Panel:
         self.key = None                             # (layer, epoch, method) shown
         self.frame: pd.DataFrame | None = None
         self.raster = None                          # the last base image (raster mode): hover reads its pixels
+        self.lasso = self.box = self.pointer = None  # hv.streams.Lasso, BoundsXY, PointerXY of the plot
         self.pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=(0, 5), css_classes=["ls-embedding-plot"])
 
 
@@ -107,13 +108,13 @@ class EmbeddingView(pn.viewable.Viewer):
         self._classes: list[str] = []
         self._raster = False
         self._selection_stream = hv.streams.Params(self, ["selection"])
-        self._epoch_w = pn.widgets.Select(name="Epoch", options=[], width=90)
-        self._epoch_b_w = pn.widgets.Select(name="Epoch", options=[], width=90)
-        self._layer_w = pn.widgets.Select.from_param(self.param.layer, name="Layer", width=200)
-        self._layer_b_w = pn.widgets.Select.from_param(self.param.layer_b, name="Layer (right)", width=200)
-        self._side_w = pn.widgets.Checkbox.from_param(self.param.side_by_side, name="side by side",
+        self._epoch_w = pn.widgets.Select(label="Epoch", options=[], width=90)
+        self._epoch_b_w = pn.widgets.Select(label="Epoch", options=[], width=90)
+        self._layer_w = pn.widgets.Select.from_param(self.param.layer, label="Layer", width=200)
+        self._layer_b_w = pn.widgets.Select.from_param(self.param.layer_b, label="Layer (right)", width=200)
+        self._side_w = pn.widgets.Checkbox.from_param(self.param.side_by_side, label="side by side",
                                                       margin=(30, 10, 5, 10), css_classes=["ls-embedding-side"])
-        self._clear_w = pn.widgets.Button(name="Clear selection", width=130, margin=(24, 10, 5, 10))
+        self._clear_w = pn.widgets.Button(label="Clear selection", width=130, margin=(24, 10, 5, 10))
         self._clear_w.on_click(lambda _e: setattr(self, "selection", []))
         self._info = pn.pane.HTML("", margin=(28, 10, 5, 10), sizing_mode="stretch_width")
         self._hover_card = pn.pane.HTML(_hover_html(None), width=170, margin=(40, 5, 5, 5),
@@ -283,9 +284,12 @@ class EmbeddingView(pn.viewable.Viewer):
             base = hv.DynamicMap(partial(self._render_base, p), streams=[p.pipe, sel])
             high = hv.DynamicMap(partial(self._render_highlight, p), streams=[p.pipe, sel])
             p.ranges.source = p.size.source = base       # read by the hover, never redraw plain points
-        hv.streams.Lasso(source=base).add_subscriber(partial(self._on_lasso, p))
-        hv.streams.BoundsXY(source=base).add_subscriber(partial(self._on_box, p))
-        hv.streams.PointerXY(source=base).add_subscriber(partial(self._on_pointer, p))
+        # kept on the panel: the browser's lasso, box and pointer arrive through them (tests send events too)
+        p.lasso, p.box, p.pointer = hv.streams.Lasso(source=base), hv.streams.BoundsXY(source=base), \
+            hv.streams.PointerXY(source=base)
+        p.lasso.add_subscriber(partial(self._on_lasso, p))
+        p.box.add_subscriber(partial(self._on_box, p))
+        p.pointer.add_subscriber(partial(self._on_pointer, p))
         p.plot = base * high
         p.pane.object = None
 
