@@ -300,11 +300,17 @@ class StoredLayouts:
 
 class LiveLayouts:
     """The layouts of the run a :class:`~app.live.LiveView` watches: ``model()`` is its current
-    :class:`~app._model.RunModel`, ``thumbnails()`` its current thumbnail source (either may change)."""
+    :class:`~app._model.RunModel`, ``thumbnails()`` its current thumbnail source (either may change).
+
+    Only the seed of the first layout is shown: another seed may split the classes otherwise, and a
+    view's layouts must all hold the same images.
+    """
 
     def __init__(self, model: Callable, thumbnails: Callable[[], ThumbnailSource | None]):
         self._model, self._thumbs = model, thumbnails
-        first = self._first()
+        keys = model().projection_keys()
+        self.seed = int(keys[0][0]) if keys else None
+        first = model().projection(keys[0][2], keys[0][1], seed=self.seed) if keys else None
         self.indices = np.asarray(first.indices, dtype=np.int64) if first is not None else np.zeros(0, np.int64)
         self.labels = np.asarray(first.labels, dtype=np.int64) if first is not None else np.zeros(0, np.int64)
         names = list(first.class_names or []) if first is not None else []
@@ -312,24 +318,27 @@ class LiveLayouts:
         self.class_names = names if len(names) >= k else names + [str(i) for i in range(len(names), k)]
         self.default_layer = None
 
-    def _first(self):
-        m = self._model()
-        keys = m.projection_keys()
-        return m.projection(keys[0][2], keys[0][1]) if keys else None
+    def _keys(self) -> list[tuple[int, str]]:
+        return [(int(e), str(layer)) for s, e, layer in self._model().projection_keys() if int(s) == self.seed]
 
     def layers(self) -> list[str]:
-        return self._model().projection_layers()
+        present = {layer for _, layer in self._keys()}
+        return [name for name in self._model().projection_layers() if name in present]
 
     def epochs(self, layer: str | None) -> list[int]:
-        return self._model().projection_epochs(layer) if layer else []
+        return sorted({e for e, name in self._keys() if name == layer})
 
     def layout(self, layer: str | None, epoch: int | None = None) -> Layout | None:
-        proj = self._model().projection(layer, epoch) if layer else None
-        if proj is None:
+        epochs = self.epochs(layer)
+        if not epochs:
             return None
-        shown = epoch if epoch is not None else self.epochs(layer)[-1]
-        title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown}"
-        return Layout(_align(proj.coords, proj.indices, self.indices), proj.method, title)
+        shown = epoch if epoch in epochs else epochs[-1]
+        proj = self._model().projection(layer, shown, seed=self.seed)
+        try:
+            coords = _align(proj.coords, proj.indices, self.indices)
+        except ValueError:           # not the images of the first layout: nothing to link it with
+            return None
+        return Layout(coords, proj.method, f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown}")
 
     @property
     def thumbnails(self) -> ThumbnailSource | None:

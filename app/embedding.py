@@ -123,8 +123,8 @@ class EmbeddingView(pn.viewable.Viewer):
                                             css_classes=["ls-embedding-selection"])
         self._epoch_w.param.watch(partial(self._on_epoch_widget, side=0), "value")
         self._epoch_b_w.param.watch(partial(self._on_epoch_widget, side=1), "value")
-        self.param.watch(lambda _e: self._redraw(0), ["layer", "epoch"])
-        self.param.watch(lambda _e: self._redraw(1), ["layer_b", "epoch_b", "side_by_side"])
+        self.param.watch(lambda *_e: self._redraw(0), ["layer", "epoch"])
+        self.param.watch(lambda *_e: self._redraw(1), ["layer_b", "epoch_b", "side_by_side"])
         self.param.watch(self._on_selection, "selection")
         self.param.watch(self._on_hovered, "hovered")
         self._controls_a = pn.Row(self._layer_w, self._epoch_w, visible=self.controls, margin=0)
@@ -233,6 +233,12 @@ class EmbeddingView(pn.viewable.Viewer):
             self.selection, self.hovered = [], None
         self._on_selection()
         self._on_hovered()
+
+    @property
+    def n_points(self) -> int:
+        """Points in the left plot now (0 while it shows nothing)."""
+        p = self._panels[0]
+        return 0 if p.frame is None or p.pane.object is None else len(p.frame)
 
     # ------------------------------------------------------------------ selection
     def _check_selection(self, values) -> list[int]:
@@ -376,6 +382,8 @@ class EmbeddingView(pn.viewable.Viewer):
         return row if d2[row] <= _HOVER_PX ** 2 else None
 
     def _thumbnails(self, indices) -> list[str]:
+        if not len(indices):       # a stored run's source reads its dataset at the first image asked for
+            return []
         source = self._source.thumbnails if self._source is not None else None
         return source.get(indices) if source is not None else [""] * len(indices)
 

@@ -3,7 +3,8 @@
 :class:`LiveView` turns the engine's event stream into plots that fill in as
 the run goes: metric-vs-layer curves (one line per epoch, the latest bold,
 mean ± std band over seeds), a layer × epoch heatmap, the 2-D layout of unseen
-embeddings with image thumbnails on hover, training curves, layer
+embeddings in an :class:`~app.embedding.EmbeddingView` (thumbnails on hover, lasso
+selection linked across layers and epochs), training curves, layer
 utilization, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
@@ -26,6 +27,7 @@ from lab import events as ev
 
 from . import plots
 from ._dispatch import DocDispatcher
+from .embedding import EmbeddingView
 from ._live_streams import CURVE_SPECS, HEATMAP_METRICS, curve_specs, curves_data, heatmap_data, projection_data
 from ._live_text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
@@ -83,7 +85,9 @@ class LiveView(pn.viewable.Viewer):
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
         self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER), sizing_mode="stretch_width")
         self._heatmap_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
-        self._projection_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
+        # from this view's model (the model changes with each run, hence the callables)
+        self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails)
         self._training_panes = pn.Row()
         self._utilization_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
@@ -132,8 +136,9 @@ class LiveView(pn.viewable.Viewer):
         self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"])
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
-        for pane in (self._heatmap_pane, self._projection_pane, self._utilization_pane):
+        for pane in (self._heatmap_pane, self._utilization_pane):
             pane.object = None
+        self.embedding.clear()
         self._training_panes.objects = []
         self._alert.visible = False
         self._verdict.object = ""
@@ -261,8 +266,6 @@ class LiveView(pn.viewable.Viewer):
         self._details.visible = True
 
     def _build_projection_pane(self) -> None:
-        self._projection_pane.object = hv.DynamicMap(self._render_projection,
-                                                     streams=[self.streams["projection"]])
         self._layer_player = self._make_player(list(self.model.layers) or ["—"])
         self._player_slot.objects = [self._layer_player]
         self._sync_projection_widgets()
@@ -299,9 +302,6 @@ class LiveView(pn.viewable.Viewer):
     def _render_heatmap(self, data):
         return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
                              layers=list(self.model.layers))
-
-    def _render_projection(self, data):
-        return plots.projection_points(data["frame"], classes=data["classes"], title=data["title"])
 
     def _render_training(self, data, which, seeds):
         return plots.training_curves(data, seeds=seeds, which=which)
@@ -369,7 +369,8 @@ class LiveView(pn.viewable.Viewer):
         self._projection_points = len(data["frame"])
         layer = self.projection_layer
         self._shown_projection = self.model.projection(layer, self.projection_epoch) if layer else None
-        pipe.send(data)
+        pipe.send(data)           # what the layout shows, for consumers of the streams (tests, notebooks)
+        self.embedding.show(layer, self.projection_epoch)
 
     def _sync_projection_widgets(self) -> None:
         m = self.model
@@ -441,7 +442,7 @@ class LiveView(pn.viewable.Viewer):
         heat = self.streams.get("heatmap")
         drawn = getattr(self, "_heatmap_pane", None) is not None and self._heatmap_pane.object is not None
         cells = int(heat.data["frame"]["value"].notna().sum()) if heat is not None and drawn else 0
-        shown = getattr(self, "_projection_pane", None) is not None and self._projection_pane.object is not None
+        shown = getattr(self, "embedding", None) is not None and self.embedding.n_points > 0
         return {
             "status": self.status, "run_id": m.run_id, "events": self._n_events,
             "layers": len(m.layers),
@@ -454,7 +455,7 @@ class LiveView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ layout
     def _build_layout(self):
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane)
-        proj_col = pn.Column(pn.Row(self._player_slot, self._epoch_select, self._follow_w), self._projection_pane)
+        proj_col = pn.Column(pn.Row(self._player_slot, self._epoch_select, self._follow_w), self.embedding)
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)), self._training_panes,
                               self._utilization_pane)
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

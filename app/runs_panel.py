@@ -1,4 +1,5 @@
-"""Compare and export: the stored runs as a searchable table, overlaid curves, delete, notebook export."""
+"""Compare and export: the stored runs as a searchable table, overlaid curves, the embedding explorer of a
+selected run, delete, notebook export."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -16,7 +17,9 @@ from lab.export import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
 from . import plots
+from ._embedding_data import StoredLayouts
 from ._notify import notify as _notify
+from .embedding import EmbeddingView
 
 __all__ = ["RunsPanel"]
 
@@ -81,6 +84,14 @@ class RunsPanel(pn.viewable.Viewer):
         self._compare_pane = pn.pane.HoloViews(
             hv.DynamicMap(self._render_compare, streams=[self._compare_pipe]), sizing_mode="fixed")
         self.param.watch(lambda _e: self._update_compare(), ["compare_metric", "compare_split", "selected"])
+        # the layouts of one selected run (its best layer first); the selection links its layers and epochs
+        self.embedding = EmbeddingView()
+        self._layout_run = pn.widgets.Select(label="Layouts of run", options={}, width=420,
+                                             css_classes=["ls-layout-run"])
+        self._layout_note = pn.pane.HTML("<i>Select a run in the table to explore its unseen-image layouts.</i>",
+                                         sizing_mode="stretch_width")
+        self._layout_run.param.watch(lambda e: self.show_layouts(e.new), "value")
+        self.param.watch(self._on_selected_layouts, "selected")
         self.param.watch(lambda e: setattr(self._status, "object", html.escape(e.new)), "message")
         self._layout = pn.Column(
             pn.Row(search_w, refresh),
@@ -91,6 +102,8 @@ class RunsPanel(pn.viewable.Viewer):
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
                    pn.widgets.RadioButtonGroup.from_param(self.param.compare_split, margin=(28, 10, 10, 10))),
             self._compare_pane,
+            pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
+            self.embedding,
             sizing_mode="stretch_width",
         )
         self.refresh()
@@ -165,6 +178,34 @@ class RunsPanel(pn.viewable.Viewer):
     @property
     def compare_stream(self) -> hv.streams.Pipe:
         return self._compare_pipe
+
+    # ------------------------------------------------------------------ layouts
+    def _on_selected_layouts(self, event) -> None:
+        labels = {}
+        for run_id in event.new:
+            row = self._table.value[self._table.value["run_id"] == run_id]
+            name = str(row["name"].iloc[0]) if len(row) and pd.notna(row["name"].iloc[0]) else ""
+            labels[f"{name} ({run_id})" if name else run_id] = run_id
+        keep = self._layout_run.value if self._layout_run.value in event.new else None
+        self._layout_run.param.update(options=labels, value=keep or (event.new[0] if event.new else None))
+        if not event.new:
+            self.show_layouts(None)
+
+    def show_layouts(self, run_id: str | None) -> None:
+        """Show the stored layouts of ``run_id`` (None: none) in :attr:`embedding`, at the run's best layer."""
+        if run_id is None:
+            self.embedding.clear()
+            self._layout_note.object = "<i>Select a run in the table to explore its unseen-image layouts.</i>"
+            return
+        try:
+            self.embedding.set_source(StoredLayouts(self.store.load(run_id)))
+        except (ValueError, KeyError, OSError) as exc:   # a run stored without layouts (projection: none), or gone
+            self.embedding.clear()
+            self._layout_note.object = html.escape(str(exc))
+            return
+        self._layout_note.object = ("<span style='color:#555'>The run's unseen images, laid out at each layer and "
+                                    "epoch (first: its best layer). A lasso selection is highlighted at every "
+                                    "layer.</span>")
 
     # ------------------------------------------------------------------ delete
     def _ask_delete(self, *_events) -> None:

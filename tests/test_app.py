@@ -165,6 +165,24 @@ def test_runs_panel_lists_compares_exports_and_deletes(tmp_path, make_run):
     assert not panel._confirm_row.visible
 
 
+@pytest.mark.slow
+def test_compare_tab_explores_the_layouts_of_a_selected_run(tiny_run, make_run):
+    from app.runs_panel import RunsPanel
+
+    store, run_id, _ = tiny_run
+    panel = RunsPanel(store)
+    panel.select([run_id])
+    view = panel.embedding
+    assert view.layer == store.load(run_id).summary()["best_layer"] and view.n_points > 0
+    view.selection = [int(view._valid[0])]
+    assert len(view.selected_frame(layer="fc2")) == 1
+    bare = make_run(target=store, name="no layouts", projection="none")
+    panel.refresh()
+    panel.select([bare])
+    assert "has no stored 2-D layout" in panel._layout_note.object and view.n_points == 0
+    store.delete(bare)
+
+
 def test_export_failure_is_a_message_not_a_traceback(tmp_path):
     import lab
 

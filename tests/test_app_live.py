@@ -149,6 +149,24 @@ def test_projection_layer_and_epoch_params_drive_the_layout(live):
     assert "epoch 0" in live.streams["projection"].data["title"]
 
 
+def test_the_layout_is_an_embedding_view_whose_selection_follows_the_player(live):
+    live.consume(list(synthetic_run(epochs=2, seeds=(0, 1))))
+    view = live.embedding
+    assert (view.layer, view.n_points) == ("pre_logits", 30) and live.probe()["projection_points"] == 30
+    view._panels[0].box.event(bounds=(-10.0, -10.0, 0.0, 10.0))          # every point left of x = 0
+    chosen = view.selection
+    coords = live.model.projection("pre_logits", 2, seed=0).coords
+    assert chosen == np.flatnonzero(coords[:, 0] <= 0).tolist() and chosen
+    live._layer_player.value = "block1"
+    assert view.layer == "block1" and view.selection == chosen        # the same images, now at block1
+    frame = view.selected_frame()
+    np.testing.assert_allclose(frame[["x", "y"]], live.model.projection("block1", 2, seed=0).coords[chosen])
+    live._epoch_select.value = 0
+    assert view.selected_frame()["epoch"].tolist() == [0] * len(chosen)
+    live.reset()
+    assert view.n_points == 0 and view.selection == []
+
+
 def test_class_names_cannot_close_the_plot_script_tag(live):
     """Class names are folder names a user chose; in Jupyter the plot data sits in a <script>."""
     evil = "</script><script>alert(1)</script>"

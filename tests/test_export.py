@@ -144,8 +144,13 @@ def test_notebook_structure(store, tmp_path):
     code = "\n".join(_sources(nb, "code"))
     # the figures come from the app's plot module (tests/test_plots.py: error bars, heatmap, ...)
     for needle in ("lab.RunStore(STORE_ROOT)", "store.load(run_id)", "plots.layer_curves", "plots.layer_epoch_heatmap",
-                   "seen_accuracy", "LAYER = ", "projection_plot", "lab.RunConfig.from_dict", "lab.run(cfg"):
+                   "seen_accuracy", "LAYER = ", "projection_plot", "lab.RunConfig.from_dict", "lab.run(cfg",
+                   "EmbeddingView(store=store, run_id=EXPLORE_RUN)"):
         assert needle in code
+    # the explorer opens the first run with a layout, its id a literal
+    [explorer] = [c for c in nb.cells if "explorer" in c.metadata.get("tags", [])]
+    assigned = {t.targets[0].id: t.value for t in ast.parse(explorer.source).body if isinstance(t, ast.Assign)}
+    assert ast.literal_eval(assigned["EXPLORE_RUN"]) == a
     # the last cell holds the exact configs as a literal and re-runs them
     last = nb.cells[-1]
     assert last.cell_type == "code" and "reproduce" in last.metadata["tags"]
@@ -305,6 +310,8 @@ def test_executed_comparison_reproduces_the_stored_values(executed_comparison):
         if cell.cell_type == "code":
             assert cell.execution_count is not None
             assert not [o for o in cell.outputs if o.output_type == "error"]
+    [explorer] = [c for c in nb.cells if "explorer" in c.metadata.get("tags", [])]     # the explorer was shown
+    assert any(o.output_type in ("display_data", "execute_result") for o in explorer.outputs)
     [table] = _html_tables(_tagged_html(nb, "metric-table")[0])
     header, rows = table[0], table[1:]
     assert header[1:4] == ["run", "epoch", "layer"]

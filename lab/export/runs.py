@@ -8,7 +8,8 @@
   :mod:`lab.export.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
   metric-vs-layer curves (mean ± std over seeds), the layer × epoch heatmap, seen
   accuracy vs the generalization index g, and the 2-D layout (UMAP, else PCA) of a
-  chosen layer; several runs are overlaid for comparison. Its cells only call the
+  chosen layer, and ``app.EmbeddingView`` (the embedding explorer) of the first run with a
+  layout, at its best layer; several runs are overlaid for comparison. Its cells only call the
   library (no ``def`` or ``class``): every number comes from :mod:`lab.analysis`;
 - ends with a cell holding each run's exact :class:`lab.config.RunConfig` as a
   Python literal, which re-runs it with :func:`lab.run` when ``RERUN = True``.
@@ -141,6 +142,21 @@ hv.Layout([plots.projection_plot(run, LAYER, seed=SEED, epoch=EPOCH_2D, method=M
            for run_id, run in runs.items()]).opts(shared_axes=False).cols(2)
 '''
 
+_EXPLORER = r'''
+# The embedding explorer of one run, opened at its best layer (needs a live kernel, e.g. JupyterLab).
+# Hover a point to see its image; a lasso or box selection sets `explorer.selection` (image indices) and is
+# highlighted at every layer and epoch; tick "side by side" to see two layers at once.
+# `explorer.selected_frame()` lists the selected images (index, class, layer, epoch, x, y).
+import app
+from app import EmbeddingView
+
+app.extension()
+EXPLORE_RUN = {{EXPLORE_RUN}}   # any of RUN_IDS with a stored layout (None: none has one)
+
+explorer = EmbeddingView(store=store, run_id=EXPLORE_RUN) if EXPLORE_RUN is not None else None
+explorer if explorer is not None else print("no exported run stored a 2-D layout (its projection was 'none')")
+'''
+
 _RERUN = r'''
 # The exact configuration of each exported run: plain Python literals, edit them to try variations.
 CONFIGS = {{CONFIGS}}
@@ -188,6 +204,11 @@ def _default_layer(records: list) -> str | None:
         if layers:
             return str(layers[-1])
     return None
+
+
+def _explore_run(records: list) -> str | None:
+    """The first run with a stored 2-D layout (the explorer's), None if none has one."""
+    return next((rec.run_id for rec in records if len(rec.projection_keys())), None)
 
 
 def _config_literal(records: list) -> str:
@@ -299,6 +320,11 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
             "## The unseen classes at one layer\n\nA 2-D layout (UMAP when the run stored one, else PCA) of "
             "the unseen images' features at `LAYER` (by default the best layer); colours are classes."),
         v4.new_code_cell(fill(_PROJECTION, LAYER=py_literal(layer))),
+        v4.new_markdown_cell(
+            "## Explore the layouts\n\nThe same images at every layer: select a group where it mixes at one "
+            "layer and see where it goes at the others. Thumbnails need the run's dataset on this machine."),
+        v4.new_code_cell(fill(_EXPLORER, EXPLORE_RUN=py_literal(_explore_run(records))),
+                         metadata={"tags": ["explorer"]}),
         v4.new_markdown_cell(
             "## Reproduce\n\nThe exact `RunConfig` of every run, as a Python literal. Set `RERUN = True` and "
             "execute the cell to train and evaluate it again from scratch (a new run in the same store); it "

@@ -144,7 +144,10 @@ _BOKEH_COUNTS = """
         }
       }
       if (keys.includes("zvalues")) out.heat_cells = Math.max(out.heat_cells, finite(get("zvalues")));
-      if (keys.includes("thumb") && keys.includes("x")) out.points = Math.max(out.points, finite(get("x")));
+      // the layout's points (app.EmbeddingView draws a small layout as glyphs with class and index)
+      if (keys.includes("index") && keys.includes("class") && keys.includes("x")) {
+        out.points = Math.max(out.points, finite(get("x")));
+      }
     }
   }
   return out;
