@@ -20,7 +20,7 @@ __all__ = ["points_frame", "extent", "raster_base", "raster_highlight", "points_
 
 PLOT_WIDTH, PLOT_HEIGHT = 520, 400
 """Size of one plot in pixels, legend included."""
-FRAME_WIDTH, FRAME_HEIGHT = 410, 350
+FRAME_WIDTH, FRAME_HEIGHT = 400, 360
 """About the size of its data frame: the raster's size until the browser reports the real one."""
 
 _TOOLS = ["lasso_select", "box_select"]

@@ -17,6 +17,7 @@ from app.embedding import EmbeddingView
 app.extension()
 
 
+@pn.cache          # per server process: a new session gets the data at once, as an app's loaded data would
 def blobs(n: int, k: int = 6, seed: int = 0):
     """Two (n, 2) layouts of k Gaussian blobs, labels (n,) and uint8 images (n, 16, 16, 3): a bright square
     whose place and colour tell the class."""
