@@ -279,7 +279,7 @@ class StoredLayouts:
         if key not in self._cache:
             method = self._methods[key]
             coords, _, indices = self.record.projection(self.seed, epoch, layer, method)
-            title = f"{method.upper()} of unseen classes · {layer} · epoch {epoch}"
+            title = f"{method.upper()} · {layer} · epoch {epoch}"
             self._cache[key] = Layout(_align(coords, indices, self.indices), method, title)
         return self._cache[key]
 
@@ -338,7 +338,7 @@ class LiveLayouts:
             coords = _align(proj.coords, proj.indices, self.indices)
         except ValueError:           # not the images of the first layout: nothing to link it with
             return None
-        return Layout(coords, proj.method, f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown}")
+        return Layout(coords, proj.method, f"{proj.method.upper()} · {layer} · epoch {shown}")
 
     @property
     def thumbnails(self) -> ThumbnailSource | None:

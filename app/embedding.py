@@ -322,7 +322,7 @@ class EmbeddingView(pn.viewable.Viewer):
         if key != p.key:
             p.ranges.reset()             # a new layout: start from its own extent, not the last zoom
             p.key = key
-        p.pipe.send({"frame": p.frame, "title": plots.plot_title(layout.title, 60), "key": key})
+        p.pipe.send({"frame": p.frame, "title": plots.plot_title(layout.title, 40), "key": key})
         if p.pane.object is None:
             p.pane.object = p.plot
 
