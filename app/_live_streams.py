@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.catalogue import METRIC_NAMES
+from lab.catalogue import CONFIDENCE_METRICS, METRIC_NAMES
 
 from . import plots
 from ._model import RunModel
@@ -38,11 +38,22 @@ def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
-    """Mean and spread over seeds of ``metric`` per (split, epoch, layer), for the metric-vs-layer plot."""
+    """Mean and spread over seeds of ``metric`` per (split, epoch, layer), for the metric-vs-layer plot.
+
+    For the metrics the engine bootstraps (:data:`lab.catalogue.CONFIDENCE_METRICS`), also ``low`` and
+    ``high``: the interval over the unseen images (rows ``nmi_low``/``nmi_high`` of
+    :class:`~lab.events.LayerConfidence`), the mean over seeds of each seed's bound, as
+    :func:`lab.analysis.layer_curve` gives it; NaN where the run has none.
+    """
     frames = []
     for split in splits:
         f = model.summary_frame(metric, split)
         f.insert(0, "split", split)
+        if metric in CONFIDENCE_METRICS:
+            for bound in ("low", "high"):
+                rows = model.summary_frame(f"{metric}_{bound}", split).rename(columns={"mean": bound})
+                f[bound] = (f[["epoch", "layer"]].merge(rows[["epoch", "layer", bound]], how="left")[bound]
+                            .to_numpy(dtype=float) if len(rows) and len(f) else float("nan"))
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

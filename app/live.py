@@ -297,7 +297,8 @@ class LiveView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ renderers (DynamicMap callbacks)
     def _render_curves(self, data, metric, splits):
         return plots.metric_curves(data, metric=metric, splits=splits, layers=list(self.model.layers),
-                                   n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1)
+                                   n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1,
+                                   interval="low" in data)
 
     def _render_heatmap(self, data):
         return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
@@ -317,8 +318,8 @@ class LiveView(pn.viewable.Viewer):
         m.dirty_metrics.clear()
         if self.streams:
             if "curves" in changed:
-                for metric, splits in curve_specs(self.model):
-                    if metric in dirty and f"curves:{metric}" in self.streams:
+                for metric, splits in curve_specs(self.model):   # a bootstrap row changes its metric's band
+                    if {metric, f"{metric}_low", f"{metric}_high"} & dirty and f"curves:{metric}" in self.streams:
                         self._redraws.schedule(f"send:curves:{metric}",
                                                partial(self._send_curves, metric, splits))
             if "heatmap" in changed and self.heatmap_metric in dirty:

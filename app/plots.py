@@ -45,6 +45,7 @@ _SPLIT_RAMPS = MappingProxyType({
 })
 _SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
 _MAX_LINES = 16
+_LEVEL = f"{100 * analysis.LEVEL:.0f} %"
 _CATEGORY_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
@@ -117,7 +118,8 @@ def _layer_values(rows: pd.DataFrame, column: str, layer_pos: dict[str, int], n:
 
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
-                  n_epochs: int, band: bool = False, height: int = 270, width: int = 380) -> hv.Overlay:
+                  n_epochs: int, band: bool = False, interval: bool = False, height: int = 270,
+                  width: int = 380) -> hv.Overlay:
     """Metric vs layer: one line per epoch and split, the latest epoch bold (with hover).
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
@@ -134,6 +136,8 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         x positions 0..L-1, labelled with the layer names.
     band : bool
         Draw the across-seed std band (use when the run has several seeds).
+    interval : bool
+        Draw the latest epoch's bootstrap interval (columns low, high) as a dotted band where both are finite.
     """
     log = metric in LOG_METRICS
     label = ("log10 " if log else "") + metric_label(metric)
@@ -144,7 +148,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     latest = int(frame["epoch"].max()) if len(frame) else -1
     ydim = hv.Dimension(metric, label=label)
     xdim = hv.Dimension("layer_pos", label="layer")
-    elements = []
+    elements, shown_interval = [], False
     for split in splits:
         rows = frame[frame["split"] == split] if len(frame) else frame
         groups = {int(e): g for e, g in rows.groupby("epoch")} if len(rows) else {}
@@ -168,6 +172,12 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
                 lower = np.where(lower > 0, lower, mean * 0.5)
             elements.append(hv.Area((x, _log10(lower, log), _log10(upper, log)), xdim, [ydim, "upper"]).opts(
                 color=ramp[-2], alpha=0.2, line_alpha=0, framewise=True))
+        if interval:
+            low, high = (_log10(_layer_values(groups.get(latest), c, layer_pos, n), log) for c in ("low", "high"))
+            drawn = np.isfinite(low) & np.isfinite(high)
+            shown_interval = shown_interval or bool(drawn.any())
+            elements.append(hv.Area((x[drawn], low[drawn], high[drawn]), xdim, [ydim, "high"]).opts(
+                color=ramp[-1], fill_alpha=0.12, line_alpha=0.8, line_dash="dotted", framewise=True))
         elements.append(hv.Curve((old_x, old_y), xdim, ydim).opts(
             color=ramp[2], line_width=1.4, alpha=0.8, line_dash=dash, framewise=True))
         latest_frame = {"layer_pos": x, metric: _log10(mean, log), "layer": np.array(layers, dtype=object),
@@ -182,6 +192,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     title = f"{label} ({' & '.join(splits)})"
     if len(splits) > 1:
         title += " · seen dashed"
+    title += f" · dotted: {_LEVEL} bootstrap" if shown_interval else ""
     return hv.Overlay(elements).opts(
         title=title, height=height, width=width, show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
@@ -331,7 +342,6 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
 # ---------------------------------------------------------------------------------------------
 
 _NOTEBOOK_FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
-_LEVEL = f"{100 * analysis.LEVEL:.0f} %"
 
 
 def _error_bars(mean: np.ndarray, std: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -226,6 +226,48 @@ def test_views_render_to_bokeh(live):
     assert live.probe()["heatmap_cells"] == len(LAYERS) * 2
 
 
+def _confidence(run_id, seed, epoch, layers=LAYERS):
+    """Bootstrap rows of one evaluation: nmi in [0.1 i, 0.1 i + 0.05] (undefined at the first layer), kNN [0.4, 0.6]."""
+    return [ev.LayerConfidence(run_id, seed=seed, epoch=epoch, layer=layer,
+                               values={"nmi_low": float("nan") if i == 0 else 0.1 * i + 0.01 * seed,
+                                       "nmi_high": float("nan") if i == 0 else 0.1 * i + 0.05 + 0.01 * seed,
+                                       "knn_accuracy_low": 0.4, "knn_accuracy_high": 0.6})
+            for i, layer in enumerate(layers)]
+
+
+def _interval_area(overlay):
+    """The bootstrap band of a metric-vs-layer overlay (the Area whose second value is 'high')."""
+    [area] = [el for el in overlay if isinstance(el, hv.Area) and el.vdims[-1].name == "high"]
+    return area
+
+
+def test_curves_draw_the_bootstrap_band_of_the_latest_epoch(live):
+    from bokeh.document import Document
+
+    events = list(synthetic_run(epochs=1, seeds=(0, 1)))
+    live.__panel__().get_root(Document())
+    live.consume(events[:-1])
+    before = live._render_curves(live.streams["curves:nmi"].data, metric="nmi", splits=("unseen",))
+    assert len(_interval_area(before)) == 0 and "bootstrap" not in before.opts.get().kwargs["title"]
+    live.consume(_confidence("r1", 0, 1) + _confidence("r1", 1, 1) + _confidence("r1", 0, 0) + events[-1:])
+    data = live.streams["curves:nmi"].data                       # sent because the nmi_low rows arrived
+    latest = data[data["epoch"] == 1].set_index("layer")
+    assert latest.loc["block1", "low"] == pytest.approx(0.105) and latest.loc["block1", "high"] == pytest.approx(0.155)
+    assert np.isnan(latest.loc["stem", "low"])                  # undefined at that layer: no bound
+    area = _interval_area(live._render_curves(data, metric="nmi", splits=("unseen",)))
+    # the latest epoch's mean over the two seeds' bounds, only at the layers where both are finite
+    np.testing.assert_allclose(area.dimension_values("layer_pos"), [1, 2, 3])
+    np.testing.assert_allclose(area.dimension_values("nmi"), [0.105, 0.205, 0.305])
+    np.testing.assert_allclose(area.dimension_values("high"), [0.155, 0.255, 0.355])
+    assert np.isfinite(area.dimension_values("nmi")).all()
+    knn = _interval_area(live._render_curves(live.streams["curves:knn_accuracy"].data, metric="knn_accuracy",
+                                             splits=("unseen",)))
+    np.testing.assert_allclose(knn.dimension_values("knn_accuracy"), [0.4] * len(LAYERS))
+    assert "95 % bootstrap" in live._render_curves(data, metric="nmi", splits=("unseen",)).opts.get().kwargs["title"]
+    nc1 = live._render_curves(live.streams["curves:nc1"].data, metric="nc1", splits=("unseen", "seen"))
+    assert [el.vdims[-1].name for el in nc1 if isinstance(el, hv.Area)] == ["upper", "upper"]   # seeds' ± std only
+
+
 # ------------------------------------------------------------------ RunModel (the events behind the view)
 def test_eta_comes_from_the_pace_of_training_epochs():
     from app._model import RunModel
