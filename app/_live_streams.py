@@ -13,7 +13,8 @@ from . import plots
 from ._model import RunModel
 from ._thumbs import ThumbnailSource
 
-__all__ = ["CURVE_SPECS", "HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data"]
+__all__ = ["CURVE_SPECS", "HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
+           "cka_initial_data"]
 
 CURVE_SPECS = (
     ("nmi", ("unseen",)),
@@ -56,6 +57,12 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
                             .to_numpy(dtype=float) if len(rows) and len(f) else float("nan"))
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def cka_initial_data(model: RunModel) -> pd.DataFrame:
+    """Each layer's CKA to its epoch-0 features per epoch, mean over seeds (epoch, layer, mean, std, n; n = 0 where
+    no seed had a defined value)."""
+    return model.summary_frame("cka_initial", "unseen")
 
 
 def heatmap_data(model: RunModel, metric: str, split: str) -> dict:

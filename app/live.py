@@ -25,10 +25,11 @@ import param
 
 from lab import events as ev
 
-from . import plots
+from . import plots, similarity_plots
 from ._dispatch import DocDispatcher
 from .embedding import EmbeddingView
-from ._live_streams import CURVE_SPECS, HEATMAP_METRICS, curve_specs, curves_data, heatmap_data, projection_data
+from ._live_streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
+                            projection_data)
 from ._live_text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 from ._redraw import RedrawQueue
@@ -90,6 +91,8 @@ class LiveView(pn.viewable.Viewer):
         self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails)
         self._training_panes = pn.Row()
         self._utilization_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        self._cka_pane = pn.pane.HoloViews(None, sizing_mode="fixed")        # which layers fine-tuning moved
+        self._cka_caption = pn.pane.HTML("", width=420, margin=(0, 10), styles={"color": "#555", "font-size": "12px"})
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
                                                               width=190)
         self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
@@ -136,7 +139,7 @@ class LiveView(pn.viewable.Viewer):
         self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"])
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
-        for pane in (self._heatmap_pane, self._utilization_pane):
+        for pane in (self._heatmap_pane, self._utilization_pane, self._cka_pane, self._cka_caption):
             pane.object = None
         self.embedding.clear()
         self._training_panes.objects = []
@@ -229,6 +232,7 @@ class LiveView(pn.viewable.Viewer):
                                                 index=False)
         if m.config.get("strategy", "full") != "none":
             streams["utilization"] = hv.streams.Pipe(data=m.utilization_frame())
+            streams["cka_initial"] = hv.streams.Pipe(data=cka_initial_data(m))
         self.streams = streams
         specs = curve_specs(self.model)
         if self._placeholder is not None:
@@ -242,6 +246,7 @@ class LiveView(pn.viewable.Viewer):
         self._redraws.schedule("build:projection", self._build_projection_pane)
         self._redraws.schedule("build:training", self._build_training_panes)
         self._redraws.schedule("build:utilization", self._build_utilization_pane)
+        self._redraws.schedule("build:cka_initial", self._build_cka_pane)
 
     @property
     def _curves_drawn(self) -> bool:
@@ -287,6 +292,14 @@ class LiveView(pn.viewable.Viewer):
         self._utilization_pane.object = None if util is None else hv.DynamicMap(
             partial(self._render_utilization, layers=list(self.model.layers)), streams=[util])
 
+    def _build_cka_pane(self) -> None:
+        pipe = self.streams.get("cka_initial")
+        if pipe is not None:
+            self._redraws.discard("send:cka_initial")
+            self._send_cka()
+        self._cka_pane.object = None if pipe is None else hv.DynamicMap(
+            partial(self._render_cka, layers=list(self.model.layers)), streams=[pipe])
+
     # ------------------------------------------------------------------ stream payloads
     def _heatmap_data(self) -> dict:
         return heatmap_data(self.model, self.heatmap_metric, self.heatmap_split)
@@ -310,6 +323,9 @@ class LiveView(pn.viewable.Viewer):
     def _render_utilization(self, data, layers):
         return plots.utilization_bars(data, layers=layers)
 
+    def _render_cka(self, data, layers):
+        return similarity_plots.initial_curves(data, layers=layers, n_epochs=self.model.n_epochs)
+
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
         """Schedule the redraws ``changed`` needs (run in turns by the redraw queue) and update the text at once."""
@@ -329,6 +345,8 @@ class LiveView(pn.viewable.Viewer):
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
+            if "curves" in changed and "cka_initial" in dirty and "cka_initial" in self.streams:
+                self._redraws.schedule("send:cka_initial", self._send_cka)
             if "projection" in changed:
                 self._on_new_projection()
         if changed & {"verdict", "status", "progress"}:
@@ -337,6 +355,11 @@ class LiveView(pn.viewable.Viewer):
 
     def _send_curves(self, metric: str, splits) -> None:
         self.streams[f"curves:{metric}"].send(curves_data(self.model, metric, splits))
+
+    def _send_cka(self) -> None:
+        data = cka_initial_data(self.model)
+        self.streams["cka_initial"].send(data)
+        self._cka_caption.object = similarity_plots.initial_caption(data)
 
     def _send_heatmap(self) -> None:
         self.streams["heatmap"].send(self._heatmap_data())
@@ -458,7 +481,7 @@ class LiveView(pn.viewable.Viewer):
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane)
         proj_col = pn.Column(pn.Row(self._player_slot, self._epoch_select, self._follow_w), self.embedding)
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)), self._training_panes,
-                              self._utilization_pane)
+                              pn.Row(self._utilization_pane, pn.Column(self._cka_pane, self._cka_caption)))
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),

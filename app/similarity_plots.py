@@ -6,12 +6,44 @@ computes a statistic.
 """
 from __future__ import annotations
 
+import html
+
 import holoviews as hv
+import pandas as pd
 
 from app import plots
 from lab.export import tables
 
-__all__ = ["cka_to_initial", "cka_heatmap"]
+__all__ = ["CKA_INITIAL_CAPTION", "cka_to_initial", "initial_curves", "initial_caption", "cka_heatmap"]
+
+CKA_INITIAL_CAPTION = ("Linear CKA of each layer's unseen-image features to its own epoch-0 features; "
+                       "1 = unchanged up to rotation and scale.")
+"""What the CKA-to-epoch-0 curves measure (lab.runs.similarity; docs/METRICS.md, cka_initial)."""
+
+
+def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, height: int = 240,
+                   width: int = 420) -> hv.Overlay:
+    """CKA to epoch 0 vs layer, one line per epoch (the latest bold), from ``frame`` (epoch, layer, mean,
+    std, n: :func:`lab.export.tables.epoch_table` or the live run model's summary of ``cka_initial``).
+
+    Cells where CKA is undefined (n = 0: no seed had a finite value) are left out: a gap, never a NaN point.
+    """
+    rows = frame[frame["n"] > 0] if len(frame) else frame
+    band = bool(len(rows)) and int(rows["n"].max()) > 1
+    return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
+                               layers=layers, n_epochs=n_epochs, band=band, height=height, width=width)
+
+
+def initial_caption(frame: pd.DataFrame) -> str:
+    """:data:`CKA_INITIAL_CAPTION`, with the layers of the latest epoch where CKA is not defined (HTML-escaped)."""
+    if not len(frame):
+        return CKA_INITIAL_CAPTION + " Not measured yet (from epoch 1 of a training run)."
+    latest = int(frame["epoch"].max())
+    undefined = frame.loc[(frame["epoch"] == latest) & (frame["n"] == 0), "layer"].tolist()
+    if not undefined:
+        return CKA_INITIAL_CAPTION
+    names = html.escape(", ".join(map(str, undefined)))
+    return CKA_INITIAL_CAPTION + f" Not defined at epoch {latest} for {names} (constant features, or too few images)."
 
 
 def cka_to_initial(record, *, height: int = 320, width: int = 560) -> hv.Overlay:
@@ -22,7 +54,9 @@ def cka_to_initial(record, *, height: int = 320, width: int = 560) -> hv.Overlay
     frame = tables.epoch_table(record, "cka_initial")
     if frame.empty:
         return hv.Overlay([hv.Curve([])]).opts(title="no CKA to epoch 0 stored (the run did not train, or predates it)")
-    return plots.epoch_curves(record, "cka_initial", height=height, width=width)
+    frame = frame.assign(layer=frame["layer"].map(plots.plot_text))
+    layers = [plots.plot_text(name) for name in tables.run_layers(record)]
+    return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height, width=width)
 
 
 def cka_heatmap(record, *, other=None, epoch: int | None = None, other_epoch: int | None = None,

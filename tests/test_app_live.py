@@ -10,6 +10,7 @@ import threading
 
 import holoviews as hv
 import numpy as np
+import panel as pn
 import pytest
 from bokeh.document import Document
 
@@ -266,6 +267,49 @@ def test_curves_draw_the_bootstrap_band_of_the_latest_epoch(live):
     assert "95 % bootstrap" in live._render_curves(data, metric="nmi", splits=("unseen",)).opts.get().kwargs["title"]
     nc1 = live._render_curves(live.streams["curves:nc1"].data, metric="nc1", splits=("unseen", "seen"))
     assert [el.vdims[-1].name for el in nc1 if isinstance(el, hv.Area)] == ["upper", "upper"]   # seeds' ± std only
+
+
+def _with_cka_initial(events, layers=LAYERS):
+    """The run's unseen LayerMetrics with cka_initial: 1 - 0.1 i epoch (+ 0.02 seed after epoch 0); the last layer
+    constant after epoch 0 (NaN, as the engine records an undefined CKA)."""
+    out = []
+    for e in events:
+        if isinstance(e, ev.LayerMetrics) and e.split == "unseen":
+            i = layers.index(e.layer)
+            value = 1.0 if e.epoch == 0 else (float("nan") if i == len(layers) - 1
+                                              else 1.0 - 0.1 * i * e.epoch + 0.02 * e.seed)
+            e = dataclasses.replace(e, values={**e.values, "cka_initial": value})
+        out.append(e)
+    return out
+
+
+def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live):
+    from bokeh.document import Document
+
+    from app.similarity_plots import CKA_INITIAL_CAPTION
+
+    live.__panel__().get_root(Document())
+    live.consume(_with_cka_initial(list(synthetic_run(epochs=2, seeds=(0, 1)))))
+    data = live.streams["cka_initial"].data
+    cell = data[(data["epoch"] == 2) & (data["layer"] == "block1")]
+    assert cell["mean"].item() == pytest.approx(1.0 - 0.2 + 0.01) and cell["n"].item() == 2   # mean of both seeds
+    assert data.loc[(data["epoch"] == 2) & (data["layer"] == "pre_logits"), "n"].item() == 0
+    overlay = live._render_cka(data, layers=list(LAYERS))
+    latest = [el for el in overlay if isinstance(el, hv.Curve)][-1]
+    np.testing.assert_allclose(latest.dimension_values("cka_initial")[:3], [1.01, 0.81, 0.61])
+    assert np.isnan(latest.dimension_values("cka_initial")[3])            # a gap, not a point
+    caption = live._cka_caption.object
+    assert caption.startswith(CKA_INITIAL_CAPTION) and "1 = unchanged up to rotation and scale" in caption
+    assert "Not defined at epoch 2 for pre_logits (constant features" in caption
+    assert live._cka_pane.object is not None
+    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.Row) and live._utilization_pane in o)
+    assert live._cka_pane in row.objects[1].objects                       # next to the utilization plot
+    live.consume(list(synthetic_run("r2", epochs=0)))                     # no training: nothing moved
+    assert "cka_initial" in live.streams
+    frozen = [e for e in synthetic_run("r3", epochs=0)]
+    frozen[0] = dataclasses.replace(frozen[0], config={**frozen[0].config, "strategy": "none"})
+    live.consume(frozen)
+    assert "cka_initial" not in live.streams and live._cka_pane.object is None
 
 
 # ------------------------------------------------------------------ RunModel (the events behind the view)
