@@ -16,12 +16,17 @@ import param
 from lab.export import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
-from . import plots
+from . import plots, similarity_plots
 from ._embedding_data import StoredLayouts
 from ._notify import notify as _notify
 from .embedding import EmbeddingView
 
 __all__ = ["RunsPanel"]
+
+_CKA_HINT = "<i>Select two runs to compare their layers by linear CKA.</i>"
+_CKA_MEASURED = ("Linear CKA (unbiased) between every layer of the first run (rows) and of the second (columns), "
+                 "on the unseen images both stored at their last epoch (first seed); 1 = the same features up to "
+                 "rotation and scale.")
 
 _TABLE_COLUMNS = ["name", "status", "dataset", "backbone", "strategy", "epochs", "best_layer", "g",
                   "heldout_accuracy", "seeds", "started", "run_id"]
@@ -84,6 +89,10 @@ class RunsPanel(pn.viewable.Viewer):
         self._compare_pane = pn.pane.HoloViews(
             hv.DynamicMap(self._render_compare, streams=[self._compare_pipe]), sizing_mode="fixed")
         self.param.watch(lambda _e: self._update_compare(), ["compare_metric", "compare_split", "selected"])
+        # two selected runs layer by layer: linear CKA of their last-epoch stored embeddings of the same images
+        self._cka_pane = pn.pane.HoloViews(None, sizing_mode="fixed", css_classes=["ls-cka"])
+        self._cka_note = pn.pane.HTML(_CKA_HINT, sizing_mode="stretch_width")
+        self.param.watch(lambda _e: self.show_cka(), "selected")
         # the layouts of one selected run (its best layer first); the selection links its layers and epochs
         self.embedding = EmbeddingView()
         self._layout_run = pn.widgets.Select(label="Layouts of run", options={}, width=420,
@@ -102,6 +111,8 @@ class RunsPanel(pn.viewable.Viewer):
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
                    pn.widgets.RadioButtonGroup.from_param(self.param.compare_split, margin=(28, 10, 10, 10))),
             self._compare_pane,
+            self._cka_note,
+            self._cka_pane,
             pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
             self.embedding,
             sizing_mode="stretch_width",
@@ -178,6 +189,22 @@ class RunsPanel(pn.viewable.Viewer):
     @property
     def compare_stream(self) -> hv.streams.Pipe:
         return self._compare_pipe
+
+    # ------------------------------------------------------------------ CKA of two runs
+    def show_cka(self) -> None:
+        """The layer x layer CKA heatmap of the two selected runs (rows: the first), or a line saying why not."""
+        self._cka_pane.object = None
+        if len(self.selected) != 2:
+            self._cka_note.object = _CKA_HINT
+            return
+        try:
+            a, b = (self.store.load(run_id) for run_id in self.selected)
+            table = tables.cka_matrix(a, other=b)
+        except (ValueError, KeyError, OSError) as exc:  # no embeddings, or of different images
+            self._cka_note.object = html.escape(f"No layer × layer CKA for these two runs: {exc}")
+            return
+        self._cka_pane.object = similarity_plots.run_heatmap(table, a, b)
+        self._cka_note.object = (html.escape(_CKA_MEASURED) + " " + similarity_plots.undefined_text(table)).strip()
 
     # ------------------------------------------------------------------ layouts
     def _on_selected_layouts(self, event) -> None:

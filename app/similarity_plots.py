@@ -9,12 +9,14 @@ from __future__ import annotations
 import html
 
 import holoviews as hv
+import numpy as np
 import pandas as pd
 
 from app import plots
 from lab.export import tables
 
-__all__ = ["CKA_INITIAL_CAPTION", "cka_to_initial", "initial_curves", "initial_caption", "cka_heatmap"]
+__all__ = ["CKA_INITIAL_CAPTION", "cka_to_initial", "initial_curves", "initial_caption", "cka_heatmap",
+           "run_heatmap", "table_heatmap", "undefined_text"]
 
 CKA_INITIAL_CAPTION = ("Linear CKA of each layer's unseen-image features to its own epoch-0 features; "
                        "1 = unchanged up to rotation and scale.")
@@ -63,12 +65,39 @@ def cka_heatmap(record, *, other=None, epoch: int | None = None, other_epoch: in
                 seed: int | None = None, title: str | None = None, height: int = 380, width: int = 440) -> hv.HeatMap:
     """Layer x layer linear CKA (unbiased) of a run's stored embeddings, or of two runs (or epochs) layer by layer."""
     table = tables.cka_matrix(record, seed=seed, epoch=epoch, other=other, other_epoch=other_epoch)
+    return run_heatmap(table, record, other, title=title, height=height, width=width)
+
+
+def run_heatmap(table: pd.DataFrame, record, other=None, *, title: str | None = None, height: int = 380,
+                width: int = 440) -> hv.HeatMap:
+    """:func:`table_heatmap` of ``tables.cka_matrix(record, other=other)``, titled and labelled with the runs' names."""
+    name = title or record.name or record.run_id
+    if other is None:
+        return table_heatmap(table, title=f"{name}: linear CKA between layers", height=height, width=width)
+    other_name = other.name or other.run_id
+    return table_heatmap(table, title=f"{name} vs {other_name}: linear CKA", ylabel=f"layer of {name}",
+                         xlabel=f"layer of {other_name}", height=height, width=width)
+
+
+def table_heatmap(table: pd.DataFrame, *, title: str, xlabel: str = "layer", ylabel: str = "layer",
+                  height: int = 380, width: int = 440) -> hv.HeatMap:
+    """A :func:`lab.export.tables.cka_matrix` table (rows x columns) as a heatmap; undefined (NaN) cells are
+    left out (an empty cell, never a NaN value in the plot). ``title`` and the labels are user text."""
     long = table.rename_axis(index="row", columns="column").stack(future_stack=True).rename("cka").reset_index()
-    long["row"], long["column"] = long["row"].map(plots.plot_text), long["column"].map(plots.plot_text)
-    name = plots.plot_text(title or record.name or record.run_id)
+    long = long[np.isfinite(long["cka"].to_numpy(dtype=float))]
+    long = long.assign(row=long["row"].map(plots.plot_text), column=long["column"].map(plots.plot_text))
     return hv.HeatMap(long, kdims=[hv.Dimension("column", values=list(map(plots.plot_text, table.columns))),
                                    hv.Dimension("row", values=list(map(plots.plot_text, table.index)))],
                       vdims=[hv.Dimension("cka", label="linear CKA", range=(0, 1))]).opts(
-        cmap="magma", colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)},
-        title=plots.plot_title(f"{name}: linear CKA between layers"), xrotation=45, height=height, width=width,
-        xlabel="layer" if other is None else "layer (other)", ylabel="layer", fontsize={"title": 11, "labels": 9})
+        cmap="magma", colorbar=True, tools=["hover"], title=plots.plot_title(title), xrotation=45, height=height,
+        width=width, xlabel=plots.plot_text(xlabel), ylabel=plots.plot_text(ylabel),
+        fontsize={"title": 11, "labels": 9})
+
+
+def undefined_text(table: pd.DataFrame) -> str:
+    """The layers (rows, columns) of a CKA table whose every value is undefined (constant features), as one
+    HTML-escaped sentence; "" when every layer has a value."""
+    rows = [str(name) for name in table.index if table.loc[name].isna().all()]
+    cols = [str(name) for name in table.columns if table[name].isna().all()]
+    parts = [f"{', '.join(names)} ({where})" for names, where in ((rows, "rows"), (cols, "columns")) if names]
+    return html.escape(f"CKA not defined (constant features), left empty: {'; '.join(parts)}.") if parts else ""

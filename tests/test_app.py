@@ -183,6 +183,70 @@ def test_compare_tab_explores_the_layouts_of_a_selected_run(tiny_run, make_run):
     store.delete(bare)
 
 
+def _run_with_embeddings(store, name, *, rotate=0.0, images=None, embeddings=True):
+    """A hand-written run with last-epoch embeddings of 40 unseen images at fc1, fc2 (a function of fc1 plus
+    ``rotate`` x noise) and pre_logits (constant: CKA undefined there)."""
+    import numpy as np
+
+    import lab
+
+    w = store.create(lab.RunConfig(name=name, dataset="digits", backbone="mlp", epochs=1, n_unseen=3))
+    w.update_meta(layers=[{"name": n, "kind": "vector", "dim": 6} for n in ("fc1", "fc2", "pre_logits")])
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(40, 6))
+    feats = {"fc1": base, "fc2": np.tanh(base @ rng.normal(size=(6, 6))) + rotate * rng.normal(size=(40, 6)),
+             "pre_logits": np.ones((40, 6))}
+    for epoch in (0, 1):
+        w.append_metrics([{"seed": 0, "epoch": epoch, "layer": layer, "split": "unseen", "metric": "nmi",
+                           "value": 0.1 * i} for i, layer in enumerate(feats)])
+        for layer, X in feats.items():
+            if embeddings:
+                w.save_embeddings(0, epoch, layer, X, np.arange(40) % 3, np.arange(40) if images is None else images)
+    w.finish("finished")
+    return w.run_id
+
+
+def test_compare_tab_shows_the_cka_of_two_runs_layer_by_layer(tmp_path):
+    import numpy as np
+
+    import lab
+    from lab.metrics import cka
+
+    from app.runs_panel import RunsPanel
+
+    store = lab.RunStore(tmp_path / "runs")
+    a, b = _run_with_embeddings(store, "a"), _run_with_embeddings(store, "b", rotate=0.5)
+    panel = RunsPanel(store)
+    panel.select([a])
+    assert panel._cka_pane.object is None and "Select two runs" in panel._cka_note.object
+    panel.select([a, b])
+    heat = panel._cka_pane.object
+    rows, cols = (store.load(run_id) for run_id in panel.selected)
+    expected = {(row, col): cka(rows.embeddings(0, 1, row)[0].astype(np.float64),
+                                cols.embeddings(0, 1, col)[0].astype(np.float64))
+                for row in ("fc1", "fc2") for col in ("fc1", "fc2")}
+    shown = {(r, c): v for r, c, v in zip(heat.dimension_values("row"), heat.dimension_values("column"),
+                                          heat.dimension_values("cka"))}
+    assert shown.keys() == expected.keys()                    # the constant layer's cells are left empty, not NaN
+    for key, value in expected.items():
+        assert shown[key] == pytest.approx(value, abs=1e-9)
+    assert shown[("fc1", "fc1")] == pytest.approx(1.0) and shown[("fc2", "fc2")] < 0.99
+    assert "layer of" in heat.opts.get().kwargs["ylabel"]
+    assert "first run (rows)" in panel._cka_note.object
+    assert "CKA not defined (constant features), left empty: pre_logits (rows); pre_logits (columns)." \
+        in panel._cka_note.object
+    other_images = _run_with_embeddings(store, "c", images=np.arange(40)[::-1])
+    bare = _run_with_embeddings(store, "d", embeddings=False)
+    panel.refresh()
+    panel.select([a, other_images])
+    assert panel._cka_pane.object is None
+    assert "No layer × layer CKA for these two runs" in panel._cka_note.object
+    assert "stored for different images" in panel._cka_note.object and "\n" not in panel._cka_note.object
+    panel.select([a, bare])
+    assert panel._cka_pane.object is None and f"run {bare!r} stored no embeddings" in \
+        panel._cka_note.object.replace("&#x27;", "'")
+
+
 def test_export_failure_is_a_message_not_a_traceback(tmp_path):
     import lab
 

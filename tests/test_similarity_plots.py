@@ -54,7 +54,12 @@ def test_cka_matrix_is_lab_metrics_cka_of_the_stored_embeddings(tmp_path):
 def test_similarity_figures(tmp_path):
     rec = _run(RunStore(tmp_path / "runs"))
     heat = similarity_plots.cka_heatmap(rec)
-    assert isinstance(heat, hv.HeatMap) and len(heat.data) == 9
+    assert isinstance(heat, hv.HeatMap) and len(heat.data) == 4          # the constant layer "c": no cells, no NaN
+    assert np.isfinite(heat.dimension_values("cka")).all()
+    figure = hv.render(heat)                                              # its column and row stay on the axes
+    assert list(figure.x_range.factors) == list(figure.y_range.factors) == LAYERS
+    assert similarity_plots.undefined_text(tables.cka_matrix(rec)) == \
+        "CKA not defined (constant features), left empty: c (rows); c (columns)."
     curves = similarity_plots.cka_to_initial(rec)
     latest = [el for el in curves if isinstance(el, hv.Curve)][-1]
     np.testing.assert_allclose(latest.dimension_values("cka_initial"), [1.0, 0.9, 0.8])
