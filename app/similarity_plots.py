@@ -48,17 +48,20 @@ def initial_caption(frame: pd.DataFrame) -> str:
     return CKA_INITIAL_CAPTION + f" Not defined at epoch {latest} for {names} (constant features, or too few images)."
 
 
-def cka_to_initial(record, *, height: int = 320, width: int = 560) -> hv.Overlay:
+def cka_to_initial(record, *, label: str | None = None, height: int = 320, width: int = 560) -> hv.Overlay:
     """Each layer's CKA to its own epoch-0 features, one line per epoch (which layers fine-tuning moved).
 
     Runs recorded before this was measured, or that did not train, give an empty figure titled so.
+    ``label`` (default: the run's name) starts the title.
     """
     frame = tables.epoch_table(record, "cka_initial")
     if frame.empty:
         return hv.Overlay([hv.Curve([])]).opts(title="no CKA to epoch 0 stored (the run did not train, or predates it)")
     frame = frame.assign(layer=frame["layer"].map(plots.plot_text))
     layers = [plots.plot_text(name) for name in tables.run_layers(record)]
-    return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height, width=width)
+    name = label if label is not None else (record.name or record.run_id)
+    return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height,
+                          width=width).opts(title=plots.plot_title(f"{name}: CKA to epoch 0, one line per epoch"))
 
 
 def cka_heatmap(record, *, other=None, epoch: int | None = None, other_epoch: int | None = None,

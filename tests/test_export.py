@@ -28,8 +28,9 @@ def _evil_name(marker: Path) -> str:
     return f'"); import os; os.system("touch {marker}")  #'
 
 
-def _fake_run(store, name, *, seeds=(0, 1), epochs=2, finish=True, offset=0.0, seed=0):
-    """A run written by hand through the RunWriter API (no engine): 4 layers, 3 metrics."""
+def _fake_run(store, name, *, seeds=(0, 1), epochs=2, finish=True, offset=0.0, seed=0, embeddings=False):
+    """A run written by hand through the RunWriter API (no engine): 4 layers, 3 metrics; with ``embeddings``,
+    also 30 unseen images' features per layer (pre_logits constant) and each layer's cka_initial."""
     cfg = lab.RunConfig(name=name, dataset="digits", backbone="mlp", strategy="full", epochs=epochs,
                         seeds=list(seeds), n_unseen=3, projection="pca")
     w = store.create(cfg)
@@ -45,6 +46,13 @@ def _fake_run(store, name, *, seeds=(0, 1), epochs=2, finish=True, offset=0.0, s
             for layer in LAYERS:
                 w.save_projection(s, epoch, layer, "pca", rng.normal(size=(9, 2)), np.arange(9) % 3,
                                   np.arange(9), class_names=CLASSES)
+            if embeddings:
+                for i, layer in enumerate(LAYERS):
+                    X = np.ones((30, 5)) if layer == "pre_logits" else rng.normal(size=(30, 5))
+                    w.save_embeddings(s, epoch, layer, X, np.arange(30) % 3, np.arange(30))
+                w.append_metrics([{"seed": s, "epoch": epoch, "layer": layer, "split": "unseen",
+                                   "metric": "cka_initial", "value": 1.0 - 0.1 * i * epoch}
+                                  for i, layer in enumerate(LAYERS)])
             w.append_training({"seed": s, "epoch": epoch, "train_loss": None if epoch == 0 else 1.0 / epoch,
                                "heldout_accuracy": 0.3 + 0.2 * epoch + offset, "seconds": 0.1})
     if finish:
@@ -151,6 +159,10 @@ def test_notebook_structure(store, tmp_path):
     [explorer] = [c for c in nb.cells if "explorer" in c.metadata.get("tags", [])]
     assigned = {t.targets[0].id: t.value for t in ast.parse(explorer.source).body if isinstance(t, ast.Assign)}
     assert ast.literal_eval(assigned["EXPLORE_RUN"]) == a
+    # the CKA cell lists the runs with stored embeddings as a literal (these hand-written runs have none)
+    [cka_cell] = [c for c in nb.cells if "cka" in c.metadata.get("tags", [])]
+    assigned = {t.targets[0].id: t.value for t in ast.parse(cka_cell.source).body if isinstance(t, ast.Assign)}
+    assert ast.literal_eval(assigned["CKA_RUNS"]) == [] and "similarity_plots.run_heatmap" in cka_cell.source
     # the last cell holds the exact configs as a literal and re-runs them
     last = nb.cells[-1]
     assert last.cell_type == "code" and "reproduce" in last.metadata["tags"]
@@ -426,6 +438,37 @@ def test_export_of_interrupted_and_running_runs_executes(store, tmp_path):
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "'still going' is running" in printed and "'killed' is interrupted" in printed
     assert "'just started' is running" in printed
+
+
+@pytest.mark.slow
+def test_executed_cka_cell_shows_lab_metrics_cka_of_the_stored_embeddings(store, tmp_path):
+    from lab.metrics import cka
+
+    with_features = _fake_run(store, "with features", seeds=(0,), epochs=1, embeddings=True)
+    without = _fake_run(store, "no features", seeds=(0,), epochs=1)
+    path = to_notebook([without, with_features], tmp_path / "cka.ipynb", store=store, execute=True, timeout=300)
+    nb = nbformat.read(path, as_version=4)
+    [cell] = [c for c in nb.cells if "cka" in c.metadata.get("tags", [])]
+    assert not [o for o in cell.outputs if o.output_type == "error"]
+    assigned = {t.targets[0].id: t.value for t in ast.parse(cell.source).body if isinstance(t, ast.Assign)}
+    assert ast.literal_eval(assigned["CKA_RUNS"]) == [with_features]
+    [shown] = [o for o in cell.outputs if o.get("metadata", {}).get("layerscope_cka_run") == with_features]
+    [table] = _html_tables(shown.data["text/html"])
+    header, rows = table[0][1:], {row[0]: row[1:] for row in table[1:]}
+    assert header == list(rows) == LAYERS
+    rec = store.load(with_features)
+    features = {layer: rec.embeddings(0, 1, layer)[0].astype(np.float64) for layer in LAYERS}
+    for a in LAYERS:
+        for b, text in zip(LAYERS, rows[a]):
+            if "pre_logits" in (a, b):
+                assert text == "NaN"                              # constant features: not defined
+            else:
+                assert math.isclose(float(text), cka(features[a], features[b]), abs_tol=1e-4), (a, b, text)
+    # the figures: the CKA-to-epoch-0 curves (the run trained) and the heatmap of its last epoch
+    [figure] = [o for o in cell.outputs if o.output_type == "execute_result"]
+    assert ":Overlay" in figure.data["text/plain"] and ":HeatMap" in figure.data["text/plain"]
+    assert "with features: CKA to epoch 0, one line per epoch" in figure.data["text/html"]
+    assert "with features: linear CKA between layers" in figure.data["text/html"]
 
 
 @pytest.mark.slow

@@ -157,6 +157,27 @@ explorer = EmbeddingView(store=store, run_id=EXPLORE_RUN) if EXPLORE_RUN is not 
 explorer if explorer is not None else print("no exported run stored a 2-D layout (its projection was 'none')")
 '''
 
+_CKA = r'''
+# Linear CKA (unbiased, lab.metrics.cka) of the unseen images' stored features of each run in CKA_RUNS:
+# the table and heatmap compare every layer with every other at the run's last stored epoch (first seed; NaN: not
+# defined, a layer with constant features); when the run trained, the curves give each layer's CKA to its own
+# epoch-0 features, epoch by epoch (1 = unchanged up to rotation and scale).
+from app import similarity_plots
+
+CKA_RUNS = {{CKA_RUNS}}   # the exported runs that stored embeddings (a run with projection 'none' stores none)
+
+cka_tables = {run_id: tables.cka_matrix(runs[run_id]) for run_id in CKA_RUNS}
+cka_figures = []
+for run_id, cka_table in cka_tables.items():
+    display(cka_table, metadata={"layerscope_cka_run": run_id})
+    if len(tables.epoch_table(runs[run_id], "cka_initial")):
+        cka_figures.append(similarity_plots.cka_to_initial(runs[run_id], label=LABELS[run_id]))
+    cka_figures.append(similarity_plots.run_heatmap(cka_table, runs[run_id], title=LABELS[run_id]))
+if not CKA_RUNS:
+    print("no exported run stored embeddings: no CKA to compute")
+hv.Layout(cka_figures).opts(shared_axes=False).cols(2) if cka_figures else None
+'''
+
 _RERUN = r'''
 # The exact configuration of each exported run: plain Python literals, edit them to try variations.
 CONFIGS = {{CONFIGS}}
@@ -209,6 +230,11 @@ def _default_layer(records: list) -> str | None:
 def _explore_run(records: list) -> str | None:
     """The first run with a stored 2-D layout (the explorer's), None if none has one."""
     return next((rec.run_id for rec in records if len(rec.projection_keys())), None)
+
+
+def _cka_runs(records: list) -> list[str]:
+    """The runs with stored embeddings (the CKA cell's)."""
+    return [rec.run_id for rec in records if len(rec.embedding_keys())]
 
 
 def _config_literal(records: list) -> str:
@@ -325,6 +351,11 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
             "layer and see where it goes at the others. Thumbnails need the run's dataset on this machine."),
         v4.new_code_cell(fill(_EXPLORER, EXPLORE_RUN=py_literal(_explore_run(records))),
                          metadata={"tags": ["explorer"]}),
+        v4.new_markdown_cell(
+            "## Which layers changed, and how layers relate (CKA)\n\nLinear CKA compares two sets of features of "
+            "the same images, up to rotation and scale. Per run: each layer against every other at the last "
+            "stored epoch, and, for a training run, each layer against its own features before fine-tuning."),
+        v4.new_code_cell(fill(_CKA, CKA_RUNS=py_literal(_cka_runs(records))), metadata={"tags": ["cka"]}),
         v4.new_markdown_cell(
             "## Reproduce\n\nThe exact `RunConfig` of every run, as a Python literal. Set `RERUN = True` and "
             "execute the cell to train and evaluate it again from scratch (a new run in the same store); it "
