@@ -1,11 +1,11 @@
 """Run and watch: the live views of one run, fed only by :mod:`lab.events`.
 
 :class:`LiveView` turns the engine's event stream into plots that fill in as
-the run goes: metric-vs-layer curves (one line per epoch, the latest bold,
-mean ± std band over seeds), a layer × epoch heatmap, the 2-D layout of unseen
-embeddings in an :class:`~app.embedding.EmbeddingView` (thumbnails on hover, lasso
-selection linked across layers and epochs), training curves, layer
-utilization, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
+the run goes: metric-vs-layer curves (one line per epoch, the latest bold, mean ± std band over
+seeds, the bootstrap interval as a dotted band), a layer × epoch heatmap, the 2-D layout of unseen
+embeddings in an :class:`~app.embedding.EmbeddingView` (thumbnails on hover, lasso selection linked
+across layers and epochs), training curves, layer utilization with each layer's CKA to its epoch-0
+features, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
 :mod:`app._live_streams`, the status line's text from :mod:`app._live_text`, and the redraws

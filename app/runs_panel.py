@@ -1,5 +1,5 @@
-"""Compare and export: the stored runs as a searchable table, overlaid curves, the embedding explorer of a
-selected run, delete, notebook export."""
+"""Compare and export: the stored runs as a searchable table, overlaid curves, the layer x layer CKA of two
+selected runs, the embedding explorer of a selected run, delete, notebook export."""
 from __future__ import annotations
 
 import datetime as _dt

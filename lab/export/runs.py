@@ -8,7 +8,8 @@
   :mod:`lab.export.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
   metric-vs-layer curves (mean ± std over seeds), the layer × epoch heatmap, seen
   accuracy vs the generalization index g, and the 2-D layout (UMAP, else PCA) of a
-  chosen layer, and ``app.EmbeddingView`` (the embedding explorer) of the first run with a
+  chosen layer, the linear CKA of each run's layers (layer x layer at its last epoch; to epoch 0
+  when it trained), and ``app.EmbeddingView`` (the embedding explorer) of the first run with a
   layout, at its best layer; several runs are overlaid for comparison. Its cells only call the
   library (no ``def`` or ``class``): every number comes from :mod:`lab.analysis`;
 - ends with a cell holding each run's exact :class:`lab.config.RunConfig` as a
