@@ -377,7 +377,7 @@ def _confidence_text(v: dict) -> str:
     share, low, high = v.get("best_share"), v.get("g_low"), v.get("g_high")
     if share is None or low is None or high is None or not all(map(math.isfinite, (share, low, high))):
         return ""
-    return f" (best in {100 * share:.0f} % of resamples; {low:.2f}-{high:.2f})"
+    return f" ({analysis.confidence_text(low, high, share)})"
 
 
 def _as_float(value) -> float:

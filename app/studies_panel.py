@@ -16,7 +16,10 @@ import panel as pn
 import param
 
 from ._dispatch import DocDispatcher
-from .study_plots import accuracy_vs_g, collapse_curves, grid_heatmap, layer_depth_curves, rank_text
+from .study_plots import (
+    accuracy_vs_g, collapse_curves, generalization_text, grid_heatmap, layer_depth_curves, rank_text, transfer_text,
+    transfer_vs_g,
+)
 
 __all__ = ["StudiesPanel", "shipped_specs"]
 
@@ -70,12 +73,13 @@ class StudiesPanel(pn.viewable.Viewer):
         self.table = self._new_table(pn.widgets.Tabulator().value)
         self._table_slot = pn.Column(self.table, sizing_mode="stretch_width")
         self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-ranks"])
+        self.transfer_text = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-transfer-text"])
         # linked_axes=False: Panel links the ranges of panes whose plots share a dimension (both curve
         # plots have "depth"); replacing a linked plot then sends the browser a reference to a range
         # it never received ("reference ... isn't known") and later updates of the page are dropped.
         self.plots = {name: pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False,
                                                css_classes=[f"ls-study-{name}"])
-                      for name in ("layers", "accuracy", "grid", "nc1")}
+                      for name in ("layers", "accuracy", "grid", "nc1", "transfer")}
         self.param.watch(lambda _e: self.refresh(), "spec")
         # the layer picker is not from_param: its options and value must change together (a param's
         # objects and value changed one after the other reach the browser as a blank choice)
@@ -111,9 +115,11 @@ class StudiesPanel(pn.viewable.Viewer):
         return pn.widgets.Tabulator(
             frame, disabled=True, show_index=False, sizing_mode="stretch_width",
             max_height=320, layout="fit_data_table", css_classes=["ls-study-table"],
-            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)", "g_std": "g std"},
+            titles={"heldout_accuracy": "seen acc.", "best_layer": "best layer", "g": "g (NMI)", "g_std": "g std",
+                    "g_low": "g 95 % low", "g_high": "g 95 % high", "best_share": "best in (share of resamples)"},
             widths={"run_id": 360},
-            formatters={c: {"type": "money", "precision": 3} for c in ("g", "g_std", "heldout_accuracy")})
+            formatters={c: {"type": "money", "precision": 3}
+                        for c in ("g", "g_std", "g_low", "g_high", "best_share", "heldout_accuracy")})
 
     def _show(self, status, figs) -> None:
         if self.table.value is not None and list(status.columns) == list(self.table.value.columns):
@@ -127,7 +133,9 @@ class StudiesPanel(pn.viewable.Viewer):
         self.plots["layers"].object = layer_depth_curves(figs)
         self.plots["accuracy"].object = accuracy_vs_g(figs)
         self.plots["nc1"].object = collapse_curves(figs)
-        self.ranks.object = rank_text(figs.get("ranks") or {})
+        self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
+        self.plots["transfer"].object = transfer_vs_g(figs)
+        self.transfer_text.object = transfer_text(figs)
         grid = figs.get("grid")
         layers = list(dict.fromkeys(str(x) for x in grid["layer"] if str(x))) if grid is not None and "layer" in grid else []
         layer = self.layer if self.layer in layers else (layers[0] if layers else None)
@@ -228,6 +236,6 @@ class StudiesPanel(pn.viewable.Viewer):
             controls, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
-            self.plots["nc1"],
+            self.plots["nc1"], self.plots["transfer"], self.transfer_text,
             sizing_mode="stretch_width",
         )

@@ -25,7 +25,10 @@ Definitions (METRICS.md):
 - how sure that answer is (:func:`bootstrap`, in :mod:`lab.analysis_bootstrap`): per layer a
   percentile interval over resamples of the unseen images and ``best_share``, the fraction of
   resamples in which the layer is best. With several seeds, g's ``best_share`` pools the resamples
-  of every seed (the mean of the seeds' shares) and ``g_low``/``g_high`` are the seeds' mean bounds.
+  of every seed (the mean of the seeds' shares) and ``g_low``/``g_high`` are the seeds' mean bounds;
+- rank correlations (:mod:`lab.analysis_ranks`): seen accuracy against g across runs
+  (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
+  NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
 
 Examples
 --------
@@ -44,11 +47,13 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis_bootstrap import (
-    CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_values, resample_counts,
+    CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
 )
+from lab.analysis_ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
 
 __all__ = [
-    "bootstrap", "confidence_values", "resample_counts", "LEVEL", "N_RESAMPLES",
+    "bootstrap", "confidence_values", "confidence_text", "resample_counts", "LEVEL", "N_RESAMPLES",
+    "rank_correlation", "transfer_vs_g", "ALL_CONDITIONS",
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
     "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
     "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
@@ -222,10 +227,11 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
     Returns
     -------
     DataFrame: layer, layer_index, depth (relative depth in [0, 1], input -> output), mean, std, n,
-    low, high (the bootstrap interval over the unseen images, mean over seeds; NaN where not measured)
+    low, high (the bootstrap interval over the unseen images, mean over seeds) and best_share (the
+    fraction of resamples, pooled over seeds, in which the layer is best); NaN where not measured
     """
     order = layer_order(layers, metrics)
-    cols = ["layer", "layer_index", "depth", "mean", "std", "n", "low", "high"]
+    cols = ["layer", "layer_index", "depth", "mean", "std", "n", "low", "high", "best_share"]
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=cols)
     rows = complete_evaluations(metrics, _names(layers), metric=metric, split=split)
@@ -237,7 +243,7 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
     agg["layer_index"] = agg["layer"].map(index).fillna(len(order)).astype(int)
     agg["depth"] = agg["layer_index"] / max(len(order) - 1, 1)
     conf = _confidence(metrics, rows[rows["epoch"] == epoch], metric, split)
-    for column in ("low", "high"):
+    for column in ("low", "high", "best_share"):
         agg[column] = [float(conf[column].get((epoch, name), np.nan)) for name in agg["layer"]]
     return agg.sort_values("layer_index")[cols].reset_index(drop=True)
 
@@ -287,35 +293,8 @@ def accuracy_vs_g(table: pd.DataFrame, *, accuracy: str = "heldout_accuracy", g:
     Coefficients are NaN with fewer than 3 rows or a constant column: one run cannot say
     whether accuracy predicts g.
     """
-    from scipy import stats
-
-    rows = table[[accuracy, g]].astype(float).dropna() if len(table) else pd.DataFrame(columns=[accuracy, g])
-    n = len(rows)
-    nan2 = (float("nan"), float("nan"))
-    out = {"n": n, "spearman": float("nan"), "spearman_p": float("nan"), "spearman_ci": nan2,
-           "kendall": float("nan"), "kendall_p": float("nan"), "kendall_ci": nan2}
-    x, y = rows[accuracy].to_numpy(), rows[g].to_numpy()
-    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return out
-    sp, kd = stats.spearmanr(x, y), stats.kendalltau(x, y)
-    out.update(spearman=float(sp.statistic), spearman_p=float(sp.pvalue),
-               kendall=float(kd.statistic), kendall_p=float(kd.pvalue))
-    rng = np.random.default_rng(seed)
-    boots = {"spearman": [], "kendall": []}
-    for _ in range(n_boot):
-        pick = rng.integers(0, n, n)
-        bx, by = x[pick], y[pick]
-        if np.ptp(bx) == 0 or np.ptp(by) == 0:
-            continue
-        boots["spearman"].append(stats.spearmanr(bx, by).statistic)
-        boots["kendall"].append(stats.kendalltau(bx, by).statistic)
-    tail = (1 - level) / 2 * 100
-    for key, values in boots.items():
-        values = np.asarray(values, dtype=float)
-        values = values[np.isfinite(values)]
-        if len(values):
-            out[f"{key}_ci"] = (float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
-    return out
+    rows = table[[accuracy, g]].astype(float) if len(table) else pd.DataFrame(columns=[accuracy, g])
+    return rank_correlation(rows[accuracy], rows[g], n_boot=n_boot, seed=seed, level=level, kendall=True)
 
 
 # ---------------------------------------------------------------------------------------------- studies
@@ -358,7 +337,8 @@ def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[s
 
     Returns
     -------
-    DataFrame: group, layer, layer_index, depth, mean, std, n, best
+    DataFrame: group, layer, layer_index, depth, mean, std, n, low, high, best_share (the bootstrap
+    interval and best-layer share of :func:`layer_curve`; NaN for runs recorded without it), best
     """
     out = []
     for group, frames in groups.items():
@@ -374,32 +354,83 @@ def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[s
         # g is a maximum: only a higher-is-better metric has a "best" layer in this sense
         curve["best"] = (curve["layer"] == (gen["layer"] if gen else None)) & _higher_is_better(metric)
         out.append(curve)
-    cols = ["group", "layer", "layer_index", "depth", "mean", "std", "n", "best"]
+    cols = ["group", "layer", "layer_index", "depth", "mean", "std", "n", "low", "high", "best_share", "best"]
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
 
 
 def group_generalization(groups: Mapping[str, Sequence[pd.DataFrame]],
                          trainings: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
                          aliases: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
-    """Per group: g over its pooled runs (with its layer and seed spread) and the seen held-out
-    accuracy over its runs (mean, std ddof=1) — the points of Gerritz et al.'s accuracy-vs-g plot.
+    """Per group: g over its pooled runs (with its layer, seed spread and bootstrap interval) and the
+    seen held-out accuracy over its runs (mean, std ddof=1) — the points of Gerritz et al.'s accuracy-vs-g plot.
 
     Returns
     -------
-    DataFrame: group, g, g_std, layer, is_final, n_seeds, heldout_accuracy, heldout_std, n_runs
+    DataFrame: group, g, g_std, g_low, g_high, best_share (those of :func:`generalization`, NaN for runs
+    recorded without the bootstrap), layer, is_final, n_seeds, heldout_accuracy, heldout_std, n_runs
     """
+    columns = ["group", "g", "g_std", "g_low", "g_high", "best_share", "layer", "is_final", "n_seeds",
+               "heldout_accuracy", "heldout_std", "n_runs"]
     rows = []
     for group, frames in groups.items():
         gen = latest_generalization(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
         accs = [heldout_accuracy(t)[0] for t in trainings.get(group, [])]
         accs = np.array([a for a in accs if a is not None], dtype=float)
         rows.append({"group": group, "g": gen["g"] if gen else np.nan, "g_std": gen["g_std"] if gen else None,
+                     **{k: np.nan if gen is None or gen[k] is None else gen[k] for k in ("g_low", "g_high", "best_share")},
                      "layer": gen["layer"] if gen else None, "is_final": gen["is_final"] if gen else None,
                      "n_seeds": gen["n_seeds"] if gen else 0,
                      "heldout_accuracy": float(accs.mean()) if len(accs) else np.nan,
                      "heldout_std": float(accs.std(ddof=1)) if len(accs) > 1 else np.nan, "n_runs": len(frames)})
-    return pd.DataFrame(rows, columns=["group", "g", "g_std", "layer", "is_final", "n_seeds", "heldout_accuracy",
-                                       "heldout_std", "n_runs"])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
+                  aliases: Mapping[str, Mapping] | None = None, scores: Sequence[str] | None = None,
+                  n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """Do scores measured before fine-tuning rank layers the way the unseen NMI they reach after it does?
+
+    Per group (runs pooled as seeds) and layer: each transferability score on the seen held-out images
+    at epoch 0, mean over seeds, and the unseen NMI at the last complete epoch, mean over seeds, with its
+    bootstrap interval (the layer's value of g's metric). Taps aliased to a deeper tap are left out (the
+    same features would count twice). Spearman's rho per score, per group over its layers and over all
+    (group, layer) points (:func:`lab.analysis_ranks.transfer_correlations`).
+
+    Parameters
+    ----------
+    scores : metrics to compare; default the catalogue's ``TRANSFER_METRICS`` and ``TRANSFER_BASELINE``
+
+    Returns
+    -------
+    dict: ``scores`` (those some run measured, in the order asked), ``points`` (DataFrame: group, layer,
+    layer_index, depth, epoch (of the NMI), nmi, nmi_low, nmi_high, then one column per measured score)
+    and ``correlations`` (score, scope, n, spearman, spearman_p, spearman_low, spearman_high).
+    """
+    from lab.catalogue import TRANSFER_BASELINE, TRANSFER_METRICS
+
+    wanted = list(scores) if scores is not None else [*TRANSFER_METRICS, TRANSFER_BASELINE]
+    parts = []
+    for group, frames in groups.items():
+        pooled = pool_runs(frames)
+        if pooled.empty:
+            continue
+        nmi = layer_curve(pooled, layers=layers.get(group))
+        if nmi.empty:
+            continue
+        ended = complete_evaluations(pooled, _names(layers.get(group)))["epoch"]
+        part = nmi.rename(columns={"mean": "nmi", "low": "nmi_low", "high": "nmi_high"})
+        part = part.assign(group=group, epoch=int(ended.max()) if len(ended) else np.nan)
+        for score in wanted:
+            before = layer_curve(pooled, layers=layers.get(group), metric=score, split="seen", epoch=0)
+            part[score] = part["layer"].map(dict(zip(before["layer"], before["mean"]))).astype(float)
+        alias = (aliases or {}).get(group) or {}
+        parts.append(part[~part["layer"].map(lambda name: alias.get(name) in set(part["layer"]))])
+    cols = ["group", "layer", "layer_index", "depth", "epoch", "nmi", "nmi_low", "nmi_high"]
+    points = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*cols, *wanted])
+    measured = [s for s in wanted if s in points and points[s].notna().any()]
+    points = points[[*cols, *measured]]
+    return {"scores": measured, "points": points,
+            "correlations": transfer_correlations(points, measured, n_boot=n_boot, seed=seed, level=level)}
 
 
 def run_scalars(training: pd.DataFrame | None, utilization: pd.DataFrame | None = None,

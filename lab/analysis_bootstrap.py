@@ -16,12 +16,13 @@ resample counts times a per-image indicator, no Python loop over images or resam
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["bootstrap", "resample_counts", "nmi_from_contingency", "confidence_values",
+__all__ = ["bootstrap", "resample_counts", "nmi_from_contingency", "confidence_values", "confidence_text",
            "N_RESAMPLES", "LEVEL", "CONFIDENCE_SUFFIXES"]
 
 N_RESAMPLES = 200
@@ -197,3 +198,18 @@ def confidence_values(table: pd.DataFrame) -> dict[str, dict[str, float]]:
         for suffix in CONFIDENCE_SUFFIXES:
             values[f"{row.metric}_{suffix}"] = float(getattr(row, suffix))
     return out
+
+
+def confidence_text(low, high, best_share=None, *, digits: int = 2) -> str:
+    """How sure one best layer is, in words: ``"best in 81 % of resamples; 0.78-0.83"``.
+
+    Only the parts that were measured are said (``"0.78-0.83"`` without a share); ``""`` when the
+    interval is missing or not finite (runs recorded before the bootstrap, a metric without one).
+    """
+    def finite(value) -> bool:
+        return value is not None and isinstance(value, (int, float, np.floating)) and math.isfinite(value)
+
+    if not (finite(low) and finite(high)):
+        return ""
+    interval = f"{float(low):.{digits}f}-{float(high):.{digits}f}"
+    return f"best in {100 * float(best_share):.0f} % of resamples; {interval}" if finite(best_share) else interval

@@ -15,12 +15,17 @@ def figures(study, store=None) -> dict:
     -------
     dict of
       - ``layers``: g curve per layer against relative depth, one group per condition, seed spread,
-        best layer marked (Dyballa et al.) — :func:`lab.analysis.group_curves`
-      - ``generalization``: per condition g, its layer, seen accuracy (Gerritz et al.)
+        bootstrap interval over the unseen images (low, high; NaN for runs recorded without it), best
+        layer marked (Dyballa et al.) — :func:`lab.analysis.group_curves`
+      - ``generalization``: per condition g with its bootstrap interval (g_low, g_high) and best-layer
+        share, its layer, seen accuracy (Gerritz et al.)
       - ``ranks``: Spearman / Kendall between seen accuracy and g across conditions, bootstrap CIs
       - ``grid``: per condition, layer and quantity the mean/std over repeats of utilization,
         contribution, generalization gap and resilience (Wang & Yang) — long, pivot to heatmaps
       - ``nc1``: NC1 per layer per condition on the seen held-out images (Li, Liu et al. fig. 10)
+      - ``transfer``: per condition and layer, the transferability scores measured before fine-tuning
+        against the unseen NMI reached after it, and their Spearman correlations with intervals
+        (:func:`lab.analysis.transfer_vs_g`; ``scores`` empty when the runs measured none)
       - ``axes``: the condition axes (non-repeat axes)
     """
     from lab import analysis
@@ -52,4 +57,5 @@ def figures(study, store=None) -> dict:
         "ranks": analysis.accuracy_vs_g(gen),
         "grid": analysis.grid_summary(grid, axes) if len(grid) else grid,
         "nc1": analysis.group_curves(groups, layers, metric="nc1", split="seen"),
+        "transfer": analysis.transfer_vs_g(groups, layers, aliases=aliases),
     }

@@ -55,6 +55,9 @@ def runs_by_cell(store, name: str) -> dict[str, Any]:
 
 
 def study_status(study, store=None) -> pd.DataFrame:
+    """One row per cell: its axis values, status and run, and the run's :func:`lab.analysis.run_summary`
+    (best layer, g with seed std, bootstrap interval g_low-g_high and best_share, seen accuracy; None
+    where not measured, e.g. runs recorded before the bootstrap)."""
     store = default_store(store)
     by_cell = runs_by_cell(store, study.name)
     rows = []
@@ -65,7 +68,8 @@ def study_status(study, store=None) -> pd.DataFrame:
                      "status": rec.status if rec is not None else "pending",
                      "run_id": rec.run_id if rec is not None else None,
                      "best_layer": summary.get("best_layer"), "g": summary.get("g"),
-                     "g_std": summary.get("g_std"), "heldout_accuracy": summary.get("heldout_accuracy")})
+                     "g_std": summary.get("g_std"), "g_low": summary.get("g_low"), "g_high": summary.get("g_high"),
+                     "best_share": summary.get("best_share"), "heldout_accuracy": summary.get("heldout_accuracy")})
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,236 @@
+"""A study's figures carry how sure each answer is (g's bootstrap interval and best-layer share), and
+compare the transferability scores measured before fine-tuning with the NMI each layer reaches after it.
+
+The study's runs are real (an MLP on digits, run in this process and tagged as the study's cells, no
+Dask); every number is checked against numpy/scipy on the stored rows, not against lab.analysis.
+"""
+from __future__ import annotations
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (options need a backend)
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import lab
+from app import study_plots
+from lab.analysis import ALL_CONDITIONS, rank_correlation
+from lab.store import RunStore
+from lab.study import Study, figures
+from lab.study.records import tag_run
+
+BASE = {"dataset": "digits", "img_size": 16, "backbone": "mlp:depth=5,width=16", "strategy": "full", "epochs": 1,
+        "projection": "none", "unseen_per_class": 20, "seen_per_class": 12, "device": "cpu",
+        "metrics": ["nmi", "knn_accuracy", "logme", "sfda"], "save_weights": False}
+AXES = {"lr": [0.01, 0.05], "seeds": [[0], [1]]}
+CONFIDENCE = ("_low", "_high", "_best_share")
+
+hv.extension("bokeh")
+
+
+def _run_in_process(store, study):
+    for cell in study.cells():
+        events = list(lab.run(cell.config, store=store))
+        assert events[-1].kind == "run_finished", events[-1]
+        tag_run(store, events[0].run_id, study.name, cell.values)
+
+
+@pytest.fixture(scope="module")
+def study_store(tmp_path_factory):
+    store = RunStore(tmp_path_factory.mktemp("study_figures") / "runs")
+    study = Study("transfer", BASE, AXES)
+    _run_in_process(store, study)
+    return study, store
+
+
+def _records(study, store):
+    """{condition label: [RunRecord, ...]} of the study's runs, read back from the store."""
+    out = {}
+    for run_id in store.ids():
+        rec = store.load(run_id)
+        out.setdefault(f"lr={rec.meta['cell']['lr']}", []).append(rec)
+    return out
+
+
+def _segments(obj) -> list[pd.DataFrame]:
+    return [el.dframe() for el in obj.traverse(lambda x: x, [hv.Segments])]
+
+
+# ------------------------------------------------------------------------------ g's interval
+
+def test_study_figures_carry_g_interval_and_best_share_of_the_stored_rows(study_store):
+    study, store = study_store
+    figs = figures(study, store)
+    gen = figs["generalization"].set_index("group")
+    for group, recs in _records(study, store).items():
+        m = pd.concat([r.metrics for r in recs])
+        last = m["epoch"].max()
+        at = m[(m["epoch"] == last) & (m["split"] == "unseen")]
+        means = {name: at.loc[at["metric"] == name].groupby("layer")["value"].mean()
+                 for name in ("nmi", "nmi_low", "nmi_high", "nmi_best_share")}
+        aliases = recs[0].meta.get("layer_aliases") or {}
+        best = means["nmi"].idxmax()
+        best = aliases.get(best, best)
+        row = gen.loc[group]
+        assert row["layer"] == best and row["g"] == pytest.approx(means["nmi"][best])
+        # the interval and the share are the seeds' means of the stored bootstrap rows of g's layer
+        assert row["g_low"] == pytest.approx(means["nmi_low"][best])
+        assert row["g_high"] == pytest.approx(means["nmi_high"][best])
+        assert row["best_share"] == pytest.approx(means["nmi_best_share"][best])
+        assert row["g_low"] <= row["g_high"] and 0 < row["best_share"] <= 1
+        curve = figs["layers"][figs["layers"]["group"] == group].set_index("layer")
+        for layer in curve.index:
+            assert curve.loc[layer, "low"] == pytest.approx(means["nmi_low"][layer])
+            assert curve.loc[layer, "high"] == pytest.approx(means["nmi_high"][layer])
+    # the status table shows each run's own interval
+    status = study.status(store)
+    for _, cell in status.iterrows():
+        summary = store.load(cell["run_id"]).summary()
+        assert (cell["g_low"], cell["g_high"], cell["best_share"]) == (
+            summary["g_low"], summary["g_high"], summary["best_share"])
+
+
+def test_study_plots_draw_the_interval_and_the_text_says_it(study_store):
+    study, store = study_store
+    figs = figures(study, store)
+    curves = study_plots.layer_depth_curves(figs)
+    assert "bootstrap interval" in curves.opts.get().kwargs["title"]
+    drawn = pd.concat(_segments(curves))
+    layers = figs["layers"]
+    # one vertical bar per (condition, layer) from low to high, at the layer's relative depth
+    assert len(drawn) == len(layers)
+    np.testing.assert_allclose(np.array(sorted(zip(drawn["x0"], drawn["y0"], drawn["y1"]))),
+                               np.array(sorted(zip(layers["depth"], layers["low"], layers["high"]))))
+    assert (drawn["x0"] == drawn["x1"]).all()
+    gen = figs["generalization"]
+    bars = pd.concat(_segments(study_plots.accuracy_vs_g(figs)))
+    np.testing.assert_allclose(np.array(sorted(zip(bars["y0"], bars["y1"]))),
+                               np.array(sorted(zip(gen["g_low"], gen["g_high"]))))
+    text = study_plots.generalization_text(figs)
+    for row in gen.itertuples():
+        assert (f"at {row.layer}; best in {100 * row.best_share:.0f} % of resamples; "
+                f"{row.g_low:.2f}-{row.g_high:.2f} (95 % bootstrap over the unseen images)") in text
+    for obj in (curves, study_plots.accuracy_vs_g(figs), study_plots.transfer_vs_g(figs)):
+        hv.render(obj, backend="bokeh")
+
+
+def test_runs_stored_without_the_bootstrap_show_no_band_and_no_error(study_store, tmp_path):
+    study, store = study_store
+    old = RunStore(tmp_path / "runs")
+    for run_id in store.ids():
+        rec = store.load(run_id)
+        w = old.create(rec.config)
+        w.update_meta(layers=rec.meta["layers"], layer_aliases=rec.meta.get("layer_aliases") or {})
+        m = rec.metrics
+        w.append_metrics(m[~m["metric"].str.endswith(CONFIDENCE)].to_dict("records"))
+        for row in rec.training.to_dict("records"):
+            w.append_training(row)
+        w.finish("finished")
+        tag_run(old, w.run_id, study.name, rec.meta["cell"])
+    figs = figures(study, old)
+    gen = figs["generalization"]
+    assert gen["g"].notna().all() and gen[["g_low", "g_high", "best_share"]].isna().all(axis=None)
+    assert figs["layers"][["low", "high", "best_share"]].isna().all(axis=None)
+    assert figs["transfer"]["points"][["nmi_low", "nmi_high"]].isna().all(axis=None)
+    curves, points = study_plots.layer_depth_curves(figs), study_plots.accuracy_vs_g(figs)
+    assert _segments(curves) == [] and _segments(points) == []
+    assert "bootstrap" not in curves.opts.get().kwargs["title"]
+    assert "resamples" not in study_plots.generalization_text(figs)
+    assert study.status(old)[["g_low", "g_high", "best_share"]].isna().all(axis=None)
+    for obj in (curves, points, study_plots.transfer_vs_g(figs)):
+        hv.render(obj, backend="bokeh")
+
+
+# ------------------------------------------------------------------------------ transferability vs g
+
+def test_transfer_points_are_the_stored_scores_before_and_the_nmi_after_fine_tuning(study_store):
+    study, store = study_store
+    transfer = figures(study, store)["transfer"]
+    assert transfer["scores"] == ["logme", "sfda", "knn_accuracy"]
+    points = transfer["points"]
+    for group, recs in _records(study, store).items():
+        m = pd.concat([r.metrics for r in recs])
+        aliases = recs[0].meta.get("layer_aliases") or {}
+        part = points[points["group"] == group].set_index("layer")
+        layers = [layer["name"] for layer in recs[0].meta["layers"]]
+        assert list(part.index) == [name for name in layers if name not in aliases]
+        before = m[(m["epoch"] == 0) & (m["split"] == "seen")]
+        after = m[(m["epoch"] == m["epoch"].max()) & (m["split"] == "unseen") & (m["metric"] == "nmi")]
+        for layer in part.index:
+            assert part.loc[layer, "nmi"] == pytest.approx(after.loc[after["layer"] == layer, "value"].mean())
+            for score in transfer["scores"]:
+                rows = before[(before["layer"] == layer) & (before["metric"] == score)]
+                assert len(rows) == 2 and part.loc[layer, score] == pytest.approx(rows["value"].mean())
+
+
+def test_transfer_correlations_are_scipys_spearman_with_an_independent_bootstrap(study_store):
+    study, store = study_store
+    transfer = figures(study, store)["transfer"]
+    points, table = transfer["points"], transfer["correlations"]
+    groups = list(dict.fromkeys(points["group"]))
+    assert list(table["scope"].unique()) == [*groups, ALL_CONDITIONS]
+    assert len(table) == 3 * (len(groups) + 1)
+    for row in table.itertuples():
+        part = points if row.scope == ALL_CONDITIONS else points[points["group"] == row.scope]
+        x, y = part[row.score].to_numpy(float), part["nmi"].to_numpy(float)
+        assert row.n == len(part) >= 5
+        rho = stats.spearmanr(x, y).statistic
+        assert row.spearman == pytest.approx(rho, nan_ok=True)
+        # the percentile bootstrap over points, recomputed with scipy in a loop over the same resamples
+        picks = np.random.default_rng(0).integers(0, len(x), size=(2000, len(x)))
+        boots = np.array([stats.spearmanr(x[p], y[p]).statistic if np.ptp(x[p]) > 0 and np.ptp(y[p]) > 0 else np.nan
+                          for p in picks])
+        boots = boots[np.isfinite(boots)]
+        assert (row.spearman_low, row.spearman_high) == pytest.approx(tuple(np.percentile(boots, [2.5, 97.5])))
+    text = study_plots.transfer_text(figures(study, store))
+    overall = table[(table["score"] == "logme") & (table["scope"] == ALL_CONDITIONS)].iloc[0]
+    assert (f"- LogME, all (condition, layer) points (n = {overall.n}): ρ = {overall.spearman:.2f} "
+            f"(95 % bootstrap {overall.spearman_low:.2f} to {overall.spearman_high:.2f})") in text
+
+
+def test_rank_correlation_is_undefined_or_without_interval_where_too_few_points():
+    out = rank_correlation([0.1, 0.2], [0.3, 0.4])
+    assert out["n"] == 2 and np.isnan(out["spearman"])
+    out = rank_correlation([0.1, 0.2, 0.3, np.nan], [0.3, 0.1, 0.2, 0.5], min_interval_n=5)
+    assert out["n"] == 3 and out["spearman"] == pytest.approx(stats.spearmanr([0.1, 0.2, 0.3], [0.3, 0.1, 0.2]).statistic)
+    assert np.isnan(out["spearman_ci"]).all()
+    assert np.isnan(rank_correlation([1, 1, 1, 1], [1, 2, 3, 4])["spearman"])
+
+
+def test_a_study_without_transferability_scores_says_so_in_one_line(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    study = Study("plain", {**BASE, "backbone": "mlp:depth=2,width=8", "metrics": ["nmi"]}, {"seeds": [[0]]})
+    _run_in_process(store, study)
+    figs = figures(study, store)
+    assert figs["transfer"]["scores"] == [] and figs["transfer"]["correlations"].empty
+    text = study_plots.transfer_text(figs)
+    assert "\n" not in text and "did not measure transferability scores" in text
+    plot = study_plots.transfer_vs_g(figs)
+    assert isinstance(plot, hv.Text) and plot.text == text
+
+
+def test_the_studies_tab_shows_the_intervals_and_the_transfer_comparison(study_store, tmp_path, monkeypatch):
+    import yaml
+
+    from app.studies_panel import StudiesPanel
+
+    study, store = study_store
+    (tmp_path / "transfer.yaml").write_text(yaml.safe_dump(study.to_dict()))
+    monkeypatch.setenv("LAB_STUDIES_DIR", str(tmp_path))
+    panel = StudiesPanel(store, spec="transfer.yaml")
+    layout = panel.__panel__()
+    figs = figures(study, store)
+    assert panel.transfer_text.object == study_plots.transfer_text(figs) and "LogME" in panel.transfer_text.object
+    assert isinstance(panel.plots["transfer"].object, hv.Layout) and len(panel.plots["transfer"].object) == 3
+    assert study_plots.generalization_text(figs) in panel.ranks.object and "resamples" in panel.ranks.object
+    assert {"g_low", "g_high", "best_share"} <= set(panel.table.value.columns)
+    assert panel.plots["transfer"] in layout.objects and panel.transfer_text in layout.objects
+
+
+def test_confidence_text_says_only_what_was_measured():
+    from lab.analysis import confidence_text
+
+    assert confidence_text(0.781, 0.8349, 0.8125) == "best in 81 % of resamples; 0.78-0.83"
+    assert confidence_text(0.781, 0.8349) == "0.78-0.83"
+    assert confidence_text(np.nan, 0.83, 0.5) == confidence_text(None, None, None) == ""
