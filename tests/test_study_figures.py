@@ -234,3 +234,32 @@ def test_confidence_text_says_only_what_was_measured():
     assert confidence_text(0.781, 0.8349, 0.8125) == "best in 81 % of resamples; 0.78-0.83"
     assert confidence_text(0.781, 0.8349) == "0.78-0.83"
     assert confidence_text(np.nan, 0.83, 0.5) == confidence_text(None, None, None) == ""
+
+
+def test_the_shipped_which_layer_study_measures_the_transferability_scores(repo_root):
+    study = Study.from_file(repo_root / "studies" / "which_layer.yaml")
+    for cell in study.cells():
+        assert {"logme", "sfda"} <= set(cell.config.metrics)
+        # before fine-tuning, with the seen kNN accuracy as their baseline
+        assert {"logme", "sfda", "knn_accuracy"} <= set(cell.config.seen_metrics(0))
+
+
+@pytest.mark.slow
+def test_the_exported_study_notebook_shows_the_transfer_table(study_store, tmp_path):
+    import nbformat
+
+    from lab.export import notebook_tables, study_to_notebook
+
+    study, store = study_store
+    path = study_to_notebook(study, tmp_path / "study.ipynb", store=store, execute=True, timeout=300)
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    shown, figs = notebook_tables(nb), figures(study, store)
+    pd.testing.assert_frame_equal(shown["transfer_vs_g"], figs["transfer"]["correlations"], check_exact=True)
+    pd.testing.assert_frame_equal(shown["transfer_points"], figs["transfer"]["points"], check_exact=True)
+    pd.testing.assert_frame_equal(shown["generalization"], figs["generalization"], check_exact=True)
+    printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
+    assert study_plots.transfer_text(figs) in printed and study_plots.generalization_text(figs) in printed
+    cell = next(c for c in code if "study-transfer" in c.metadata.get("tags", []))
+    assert any(o.output_type == "execute_result" for o in cell.outputs)

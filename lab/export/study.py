@@ -7,8 +7,9 @@ writes an nbformat v4 notebook whose cells
 - reload the study's finished runs from the run store (:func:`lab.study.figures`: every number
   from :mod:`lab.analysis`) and show the status of every cell;
 - draw the figures of the app's Studies tab with ``app.study_plots``: g per layer against relative
-  depth, seen accuracy against g with the rank correlations, the Wang & Yang heatmaps and NC1 per
-  layer per condition, each next to its table.
+  depth (with the bootstrap interval where recorded), seen accuracy against g with the rank
+  correlations, the Wang & Yang heatmaps, NC1 per layer per condition and the transferability scores
+  before fine-tuning against the unseen NMI after it, each next to its table.
 
 Cells only call the library (no ``def`` or ``class``). Everything a user typed (the study's name,
 description and axis values, the store's path) reaches markdown escaped and code only as literals
@@ -184,8 +185,9 @@ study_plots.layer_depth_curves(figs)
 '''
 
 _GENERALIZATION = r'''
-generalization = figs["generalization"]   # per condition: g, its layer, seen accuracy over its runs
+generalization = figs["generalization"]   # per condition: g, its interval, its layer, seen accuracy over its runs
 display(generalization, metadata=lab.export.table_metadata("generalization", generalization))
+print(study_plots.generalization_text(figs))
 print(study_plots.rank_text(figs["ranks"]))
 study_plots.accuracy_vs_g(figs)
 '''
@@ -205,6 +207,15 @@ nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, 
 display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(dict.fromkeys(nc1["layer"])))
         if len(nc1) else nc1)
 study_plots.collapse_curves(figs)
+'''
+
+_TRANSFER = r'''
+transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at the last epoch
+print(study_plots.transfer_text(figs))   # or one line: the runs measured no score
+if transfer["scores"]:
+    display(transfer["points"], metadata=lab.export.table_metadata("transfer_points", transfer["points"]))
+    display(transfer["correlations"], metadata=lab.export.table_metadata("transfer_vs_g", transfer["correlations"]))
+study_plots.transfer_vs_g(figs)
 '''
 
 _RUN = r'''
@@ -328,6 +339,14 @@ def build_study_notebook(study_or_spec, store=None):
             "held-out images of the seen classes: the within-class spread in units of the between-class spread "
             "(near 0: each class collapsed to a point). Log scale."),
         v4.new_code_cell(fill(_NC1), metadata={"tags": ["study-nc1"]}),
+        v4.new_markdown_cell(
+            "## Transferability scores before fine-tuning against g (You et al. 2021; Shao et al. 2022)\n\n"
+            "At epoch 0, before any training, each layer's features of held-out images of the seen classes are "
+            "scored by LogME, SFDA and plain kNN accuracy; after fine-tuning, the unseen classes' NMI at that "
+            "layer is what g maximises. Spearman's ρ says whether a score orders the layers (of one condition, "
+            "and of all conditions together) as their unseen NMI does, with a 95 % bootstrap interval over the "
+            "points from 5 points on. Studies whose runs did not measure the scores say so."),
+        v4.new_code_cell(fill(_TRANSFER), metadata={"tags": ["study-transfer"]}),
         v4.new_markdown_cell(
             "## Run what is missing\n\nA study resumes: running it again runs only the cells without a finished "
             "run. From a terminal: `python -m lab study run SPEC`, then `python -m lab study show NAME`."),
