@@ -374,3 +374,41 @@ def test_run_unknown_dataset_exits_2(tmp_path, cli):
     assert len(res.stderr.strip().splitlines()) == 1 and "no-such-dataset" in res.stderr
     assert "Traceback" not in res.stderr
     assert RunStore(tmp_path / "runs").list().empty
+
+
+def test_console_lines_carry_the_best_layers_bootstrap_interval_of_a_real_run(store, tiny_config, capsys):
+    import numpy as np
+
+    import lab
+    from lab.cli.console import RunConsole
+
+    console = RunConsole(progress=False)
+    for event in lab.run(tiny_config(seeds=(0, 1), epochs=1, projection="none"), store=store):
+        console.handle(event)
+    out = capsys.readouterr().out
+    rec = store.load(store.ids()[0])
+    m, aliases = rec.metrics, rec.meta.get("layer_aliases") or {}
+    order = [layer["name"] for layer in rec.meta["layers"]]
+
+    def best_of(rows):
+        """The best layer (ties and aliases -> the deeper) and the interval of its stored rows, by hand."""
+        nmi = rows[rows["metric"] == "nmi"].groupby("layer")["value"].mean()
+        top = max((layer for layer in order if nmi[layer] == nmi.max()), key=order.index)
+        top = aliases.get(top, top)
+        value = {name: rows.loc[(rows["metric"] == name) & (rows["layer"] == top), "value"].mean()
+                 for name in ("nmi", "nmi_low", "nmi_high", "nmi_best_share")}
+        return top, value
+
+    for seed in (0, 1):
+        for epoch in (0, 1):
+            layer, v = best_of(m[(m["seed"] == seed) & (m["epoch"] == epoch) & (m["split"] == "unseen")])
+            assert 0 < v["nmi_best_share"] <= 1 and v["nmi_low"] <= v["nmi_high"]
+            assert (f"seed {seed} epoch {epoch} | best layer {layer} (unseen nmi {v['nmi']:.3f}; best in "
+                    f"{100 * v['nmi_best_share']:.0f} % of resamples; {v['nmi_low']:.2f}-{v['nmi_high']:.2f})") in out
+    for epoch in (0, 1):
+        layer, v = best_of(m[(m["epoch"] == epoch) & (m["split"] == "unseen")])
+        std = np.std(m.loc[(m["epoch"] == epoch) & (m["metric"] == "nmi") & (m["layer"] == layer)
+                           & (m["split"] == "unseen"), "value"], ddof=1)
+        assert (f"epoch {epoch} over 2 seeds: g = {v['nmi']:.3f} ± {std:.3f} at layer {layer} (best in "
+                f"{100 * v['nmi_best_share']:.0f} % of resamples; {v['nmi_low']:.2f}-{v['nmi_high']:.2f}; "
+                "95 % bootstrap over the unseen images, mean over seeds)") in out

@@ -7,6 +7,7 @@ import sys
 import pandas as pd
 
 from lab import analysis
+from lab.analysis_bootstrap import CONFIDENCE_SUFFIXES
 
 __all__ = ["RunConsole"]
 
@@ -15,7 +16,8 @@ class RunConsole:
     """Turns events into a tqdm bar and one summary line per epoch.
 
     The per-seed best layer of an epoch is :func:`lab.analysis.generalization` over that seed's
-    rows, so it follows the same rules as every other place that names a best layer.
+    rows (with the bootstrap rows of :class:`~lab.events.LayerConfidence`, so its interval and
+    best-layer share too), so it follows the same rules as every other place that names a best layer.
     """
 
     def __init__(self, progress: bool):
@@ -24,7 +26,7 @@ class RunConsole:
         self._tqdm = tqdm
         self._progress = progress
         self.bar = None                   # made on the first Progress event
-        self.rows: dict[int, list[dict]] = {}        # seed -> its unseen rows of self.metric
+        self.rows: dict[int, list[dict]] = {}        # seed -> its unseen rows of self.metric (and its bootstrap)
         self.metric: str | None = None
         self.layers: list[str] | None = None
         self.aliases: dict[str, str] = {}
@@ -83,11 +85,20 @@ class RunConsole:
                 self.rows.setdefault(ev.seed, []).append(
                     {"seed": ev.seed, "epoch": ev.epoch, "layer": ev.layer, "split": "unseen",
                      "metric": self.metric, "value": math.nan if value is None else float(value)})
+        elif kind == "layer_confidence" and self.metric is not None:
+            for name in (f"{self.metric}_{suffix}" for suffix in CONFIDENCE_SUFFIXES):
+                if name in ev.values:
+                    value = ev.values[name]
+                    self.rows.setdefault(ev.seed, []).append(
+                        {"seed": ev.seed, "epoch": ev.epoch, "layer": ev.layer, "split": "unseen", "metric": name,
+                         "value": math.nan if value is None else float(value)})
         elif kind == "epoch_finished":
             parts = [f"epoch {ev.epoch}" if len(self.seeds) <= 1 else f"seed {ev.seed} epoch {ev.epoch}"]
             best = self.best(ev.seed, ev.epoch)
             if best:
-                parts.append(f"best layer {best['layer']} (unseen {self.metric} {best['g']:.3f})")
+                sure = analysis.confidence_text(best["g_low"], best["g_high"], best["best_share"])
+                parts.append(f"best layer {best['layer']} (unseen {self.metric} {best['g']:.3f}"
+                             + (f"; {sure}" if sure else "") + ")")
             if ev.heldout_accuracy is not None:
                 parts.append(f"seen held-out acc {ev.heldout_accuracy:.3f}")
             if ev.train_loss is not None:
@@ -96,4 +107,6 @@ class RunConsole:
             self.line(" | ".join(parts))
         elif kind == "generalization" and ev.seed is None and len(self.seeds) > 1:
             std = f" ± {ev.g_std:.3f}" if ev.g_std is not None else ""
-            self.line(f"epoch {ev.epoch} over {len(self.seeds)} seeds: g = {ev.g:.3f}{std} at layer {ev.layer}")
+            sure = analysis.confidence_text(ev.g_low, ev.g_high, ev.best_share)
+            self.line(f"epoch {ev.epoch} over {len(self.seeds)} seeds: g = {ev.g:.3f}{std} at layer {ev.layer}"
+                      + (f" ({sure}; 95 % bootstrap over the unseen images, mean over seeds)" if sure else ""))
