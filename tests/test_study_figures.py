@@ -263,3 +263,18 @@ def test_the_exported_study_notebook_shows_the_transfer_table(study_store, tmp_p
     assert study_plots.transfer_text(figs) in printed and study_plots.generalization_text(figs) in printed
     cell = next(c for c in code if "study-transfer" in c.metadata.get("tags", []))
     assert any(o.output_type == "execute_result" for o in cell.outputs)
+
+
+def test_study_show_prints_the_transfer_correlations(study_store, capsys):
+    from lab.__main__ import main
+    from lab.study import save_spec
+
+    study, store = study_store
+    save_spec(store, study)
+    assert main(["study", "show", study.name, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert "transferability scores at epoch 0" in out
+    table = figures(study, store)["transfer"]["correlations"]
+    row = table[(table["score"] == "sfda") & (table["scope"] == ALL_CONDITIONS)].iloc[0]
+    line = next(line for line in out.splitlines() if line.split()[:3] == ["sfda", "all", "conditions"])
+    assert line.split()[3:5] == [str(row.n), f"{row.spearman:.3f}"]

@@ -150,4 +150,11 @@ def _cmd_study_show(args) -> int:
             print("\nper condition, mean over repeats (Wang & Yang): utilization and contribution per layer, "
                   "generalization gap and resilience per run:")
             print(grid.to_string(index=False))
+        transfer = figs["transfer"]
+        if transfer["scores"]:
+            print("\ntransferability scores at epoch 0 (seen held-out images) against the unseen NMI each layer "
+                  "reaches at the last epoch: Spearman over layers, 95% bootstrap over points (from 5 points):")
+            print(transfer["correlations"].to_string(index=False))
+        elif not figs["generalization"].empty:
+            print("\nno transferability scores measured (add logme and sfda to the study's metrics)")
     return EXIT_OK
