@@ -10,6 +10,8 @@ import json
 import math
 import time
 
+from lab.runs.timings import describe
+
 from ._model import STAGE_LABELS, RunModel
 
 __all__ = ["PLACEHOLDER", "end_message", "fmt_seconds", "placeholder_html", "probe_html", "status_html"]
@@ -40,8 +42,9 @@ def placeholder_html(message: str) -> str:
 
 
 def status_html(model: RunModel, status: str, message: str = "") -> str:
-    """The status line: the view's ``status``, the run, its stage and time left (or taken), and
-    ``message`` while nothing is measured."""
+    """The status line: the view's ``status``, the run, its stage and time left (or taken), where the
+    last finished epoch's time went (:func:`lab.runs.timings.describe`), and ``message`` while nothing
+    is measured."""
     m = model
     parts = [f"<b class='ls-run-status' data-status='{status}'>{status}</b>"]
     if m.run_id:
@@ -58,6 +61,8 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
         eta = m.eta_seconds()
         if eta is not None:
             parts.append(f"about {fmt_seconds(eta)} left")
+        if m.epoch_timings:
+            parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
     elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
         parts.append(f"after {fmt_seconds(m.ended_at - m.started_at)}")
     if message and status in ("starting", "queued", "idle", "stopping"):

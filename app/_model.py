@@ -72,6 +72,7 @@ class RunModel:
     generalization: ev.Generalization | None = None      # latest across-seed (or only-seed) value
     aliases: dict = field(default_factory=dict)           # {tap: deeper tap with identical features}
     summary: dict = field(default_factory=dict)
+    epoch_timings: dict = field(default_factory=dict)     # seconds per stage of the last finished epoch
     _metric_rows: list[dict] = field(default_factory=list, repr=False)
     _metric_frame: pd.DataFrame | None = field(default=None, repr=False)
     _aggregates: dict = field(default_factory=dict, repr=False)      # (epoch, layer, split) -> Aggregate
@@ -119,6 +120,7 @@ class RunModel:
         if kind == ev.EpochFinished.kind:
             self._epochs_done.add((event.seed, event.epoch))
             self._epoch_times.append(time.monotonic())
+            self.epoch_timings = dict(getattr(event, "timings", None) or {})
             self._training.append({
                 "seed": event.seed, "epoch": event.epoch, "train_loss": _as_float(event.train_loss),
                 "train_accuracy": _as_float(event.train_accuracy),

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from lab import _config_checks as _check
 from lab import catalogue
+from lab._config_checks import fmt_choices as _fmt_choices
+from lab._config_checks import is_int as _is_int
+from lab._config_checks import is_number as _is_number
 from lab._numpydoc import parameter_docs
 
 __all__ = [
@@ -72,18 +76,6 @@ _DEFAULT_LR = {
 _DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 _LIST_FIELDS = ("seen", "unseen", "layers", "metrics", "seeds", "projection_layers")
-
-
-def _fmt_choices(choices) -> str:
-    return ", ".join(repr(c) for c in choices)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -168,6 +160,13 @@ class RunConfig:
         "umap" (PCA first, UMAP when ready), "pca" or "none".
     projection_layers : list of str or None
         Layers to project; None = every measured layer.
+    projection_fit_points : int
+        UMAP is fitted on at most this many unseen images (a class-stratified sample, the same at every
+        epoch and layer) and places every other image with umap's ``transform`` (>= 50).
+    keep_embeddings : str or list of int
+        Evaluations whose unseen embeddings of every projected layer stay on disk (float16, N x d x 2
+        bytes per layer): "last" (the last evaluation of each seed), "all", or a list of epochs kept
+        besides the last (e.g. [0]). The 2-D layouts of every epoch are always kept.
     save_weights : bool
         Save the fine-tuned backbone weights of each seed (safetensors) so that
         ``checkpoint="run:ID"`` can load them.
@@ -207,6 +206,8 @@ class RunConfig:
     device: str = "auto"
     projection: str = "umap"
     projection_layers: tuple[str, ...] | None = None
+    projection_fit_points: int = 5000
+    keep_embeddings: str | tuple[int, ...] = "last"
     save_weights: bool = True
     eval_batch_size: int = 128
 
@@ -226,44 +227,24 @@ class RunConfig:
                 object.__setattr__(self, name, tuple(value))
             elif value is not None:
                 raise ValueError(f"{name} must be a list or None. Got {type(value).__name__} {value!r} instead.")
+        object.__setattr__(self, "keep_embeddings", _check.keep_embeddings(self.keep_embeddings))
         self._validate()
 
     def _validate(self) -> None:
         def choice(name, choices=None):
-            choices = FIELD_CHOICES[name] if choices is None else choices
-            value = getattr(self, name)
-            if value not in choices:
-                raise ValueError(f"{name} must be one of {_fmt_choices(choices)}. Got {value!r} instead.")
+            _check.choice(name, getattr(self, name), FIELD_CHOICES[name] if choices is None else choices)
 
         def opt_str(name):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, str) and value.strip()):
-                raise ValueError(f"{name} must be a non-empty string or None. Got {value!r} instead.")
+            _check.opt_str(name, getattr(self, name))
 
         def int_at_least(name, low, optional=False):
-            value = getattr(self, name)
-            if value is None and optional:
-                return
-            if not _is_int(value) or value < low:
-                extra = " or None" if optional else ""
-                raise ValueError(f"{name} must be an integer >= {low}{extra}. Got {value!r} instead.")
+            _check.int_at_least(name, getattr(self, name), low, optional)
 
         def boolean(name):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false. Got {getattr(self, name)!r} instead.")
+            _check.boolean(name, getattr(self, name))
 
         def str_list(name, allow_empty=False):
-            value = getattr(self, name)
-            if value is None:
-                return
-            if not allow_empty and len(value) == 0:
-                raise ValueError(f"{name} must not be an empty list; use None for the default.")
-            bad = [v for v in value if not isinstance(v, str) or not v]
-            if bad:
-                raise ValueError(f"{name} must contain non-empty strings. Got {bad[0]!r} instead.")
-            dups = sorted({v for v in value if value.count(v) > 1})
-            if dups:
-                raise ValueError(f"{name} lists {', '.join(map(repr, dups))} more than once.")
+            _check.str_list(name, getattr(self, name), allow_empty)
 
         opt_str("name")
         if not isinstance(self.dataset, str) or not self.dataset.strip():
@@ -369,6 +350,7 @@ class RunConfig:
                     f"projection_layers must be a subset of layers; {missing[0]!r} is not in layers "
                     f"{list(self.layers)!r}."
                 )
+        int_at_least("projection_fit_points", 50)
         boolean("save_weights")
         int_at_least("eval_batch_size", 1)
 
@@ -420,6 +402,12 @@ class RunConfig:
             baseline = (catalogue.TRANSFER_BASELINE,) if catalogue.TRANSFER_BASELINE not in names else ()
             names = names + self.transfer_metrics + baseline
         return names
+
+    def keeps_embeddings(self, epoch: int) -> bool:
+        """Whether the embeddings of ``epoch`` stay once a later evaluation of the seed is stored
+        (the last evaluation's always stay)."""
+        keep = self.keep_embeddings
+        return keep == "all" or (isinstance(keep, tuple) and epoch in keep)
 
     def describe(self) -> str:
         """One line, e.g. ``glyphs · resnet18 · full 3 ep · 5 unseen · seeds [0]``."""

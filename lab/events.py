@@ -98,6 +98,7 @@ class EpochFinished(Event):
     seconds: float
     heldout_loss: float | None = None
     resilience: float | None = None   # accuracy on label-shuffled training images vs their true labels
+    timings: dict | None = None       # seconds per stage of this epoch (lab.runs.timings.STAGES) and total
 
 
 @dataclass

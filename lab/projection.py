@@ -11,15 +11,19 @@ fit, and umap's own neighbour graph dominates a fit of a few thousand points. So
   ``precomputed_knn``, so umap never builds its own;
 - :func:`pca_layout` is immediate and deterministic (sign-fixed), and serves as
   the first layout and as the initialisation of the first UMAP;
+- :func:`umap_layout` fits at most ``fit_points`` points (a class-stratified sample) and
+  places the others with umap's ``transform`` (:mod:`lab.projection_budget`; cuML's UMAP
+  on a CUDA device when it is installed);
 - :class:`Projector` runs UMAP fits one at a time in a background thread for the
-  run engine, initialising each fit from the previous layout of the same layer
-  (or the neighbouring layer) so layouts stay comparable across epochs and layers.
+  run engine, the current best layer and its neighbours first, initialising each fit
+  from the previous layout of the same layer (or the nearest layer) so layouts stay
+  comparable across epochs and layers.
 """
 from __future__ import annotations
 
 import threading
 import warnings
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as _wait
 from dataclasses import dataclass
 
@@ -119,48 +123,96 @@ def umap_layout(
     n_neighbors: int = 15,
     min_dist: float = 0.1,
     n_epochs: int | None = None,
+    labels=None,
+    fit_points: int | None = None,
+    backend: str = "umap-learn",
     _join: bool = True,
 ) -> np.ndarray:
-    """Seeded UMAP of ``X`` (N, d) into (N, 2) float32.
+    """Seeded UMAP of ``X`` (N, d) into (N, 2) float32, fitted on at most ``fit_points`` points.
 
     Parameters
     ----------
     knn : (indices, dists) or None
-        A precomputed exact kNN graph that includes each point itself
-        (:func:`knn_graph`); computed here when None. Must have ``n_neighbors`` columns.
+        A precomputed exact kNN graph of the *fitted* points that includes each point itself
+        (:func:`knn_graph`); computed here when None. Must have ``min(n_neighbors, n_fit - 1)`` columns.
     init : ndarray (N, 2) or None
-        Initial layout (e.g. the previous epoch's UMAP of the same layer); None
-        uses :func:`pca_layout`.
+        Initial layout of every point (e.g. the previous epoch's UMAP of the same layer); None
+        uses :func:`pca_layout`. The fit starts from its rows of the fitted points.
     seed : int
         ``random_state`` of umap (which makes it single-threaded and deterministic).
+    labels, fit_points : array (N,), int or None
+        With ``fit_points`` < N, UMAP is fitted on :func:`lab.projection_budget.fit_subset` of
+        ``labels`` (class-stratified; all one class when None) and every other point is placed by
+        the fitted model's ``transform`` (its neighbours found exactly among the fitted points).
+    backend : "umap-learn" or "cuml" (:func:`lab.projection_budget.umap_backend`)
     """
+    from lab.projection_budget import BACKENDS, fit_subset
+
     X = _as_tensor(X)
     n = X.shape[0]
     if n < 4:
         raise ValueError(f"umap_layout needs at least 4 points. Got {n}.")
-    k = min(n_neighbors, n - 1)
-    if knn is None:
-        knn = knn_graph(X, k)
-    if knn[0].shape != (n, k):
-        raise ValueError(f"knn must have shape ({n}, {k}) (self included). Got {knn[0].shape} instead.")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}. Got {backend!r} instead.")
+    if fit_points is not None and fit_points < 4:
+        raise ValueError(f"fit_points must be at least 4 or None. Got {fit_points!r} instead.")
+    if labels is not None and np.asarray(labels).shape != (n,):
+        raise ValueError(f"labels must have shape ({n},). Got {np.asarray(labels).shape} instead.")
+    fit = None
+    if fit_points is not None and n > fit_points:
+        fit = fit_subset(np.zeros(n, np.int64) if labels is None else labels, fit_points, seed=seed)
+    X_fit = X if fit is None else X[torch.from_numpy(fit).to(X.device)]                  # (n_fit, d)
+    k = min(n_neighbors, X_fit.shape[0] - 1)
     if init is None:
         init = pca_layout(X)
     init = np.asarray(init, dtype=np.float32)
     if init.shape != (n, 2):
         raise ValueError(f"init must have shape ({n}, 2). Got {init.shape} instead.")
-    if _join:
-        _join_warm_up()
+    rest = None if fit is None else np.setdiff1d(np.arange(n), fit)
+    coords = np.empty((n, 2), dtype=np.float32)
+    if backend == "cuml":
+        from lab.projection_budget import cuml_fit_transform
+
+        X_rest = None if rest is None else X[torch.from_numpy(rest).to(X.device)].cpu().numpy()
+        fitted, placed = cuml_fit_transform(X_fit.cpu().numpy(), X_rest, n_neighbors=k, min_dist=min_dist,
+                                            seed=seed, n_epochs=n_epochs)
+    else:
+        if knn is None:
+            knn = knn_graph(X_fit, k)
+        if knn[0].shape != (X_fit.shape[0], k):
+            raise ValueError(f"knn must have shape ({X_fit.shape[0]}, {k}) (self included). "
+                             f"Got {knn[0].shape} instead.")
+        if _join:
+            _join_warm_up()
+        fitted, placed = _umap_learn(X_fit, X if rest is None else X[torch.from_numpy(rest).to(X.device)],
+                                     rest is not None, knn=knn, init=init if fit is None else init[fit], k=k,
+                                     min_dist=min_dist, seed=seed, n_epochs=n_epochs)
+    if fit is None:
+        coords[:] = fitted
+    else:
+        coords[fit], coords[rest] = fitted, placed
+    return coords
+
+
+def _umap_learn(X_fit: torch.Tensor, X_rest: torch.Tensor, transform: bool, *, knn, init, k, min_dist, seed,
+                n_epochs) -> tuple[np.ndarray, np.ndarray | None]:
+    """umap-learn fitted on ``X_fit`` with the precomputed graph ``knn``; ``X_rest`` placed when ``transform``."""
     import umap
 
+    from lab.projection_budget import ExactIndex
+
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # n_jobs overridden by random_state; no NNDescent index
+        # n_jobs overridden by random_state; the search index is ours, not an NNDescent
+        warnings.simplefilter("ignore")
         reducer = umap.UMAP(
             n_neighbors=k, n_components=2, min_dist=min_dist, metric="euclidean",
             random_state=seed, init=init, n_epochs=n_epochs,
-            precomputed_knn=(knn[0], knn[1], None), verbose=False,
+            precomputed_knn=(knn[0], knn[1], ExactIndex(X_fit.detach())), verbose=False,
         )
-        coords = reducer.fit_transform(X.detach().cpu().numpy())
-    return np.ascontiguousarray(coords, dtype=np.float32)
+        fitted = reducer.fit_transform(X_fit.detach().cpu().numpy())
+        placed = reducer.transform(X_rest.detach().cpu().numpy()) if transform else None
+    fitted = np.ascontiguousarray(fitted, dtype=np.float32)
+    return fitted, None if placed is None else np.ascontiguousarray(placed, dtype=np.float32)
 
 
 def _warm_up_body() -> None:
@@ -168,8 +220,14 @@ def _warm_up_body() -> None:
         rng = np.random.default_rng(0)
         X = torch.from_numpy(rng.normal(size=(64, 8)).astype(np.float32))
         X[:32] += 4.0
-        idx, dst = _torch_knn(X, 15)
-        umap_layout(X, knn=(idx, dst), init=pca_layout(X), seed=0, n_epochs=20, _join=False)
+        labels = np.repeat([0, 1], 32)
+        # a fit on 48 of the points and the transform of the other 16: the code paths of a budgeted fit
+        from lab.projection_budget import fit_subset
+
+        fit = torch.from_numpy(fit_subset(labels, 48))
+        idx, dst = _torch_knn(X[fit], 15)
+        umap_layout(X, knn=(idx, dst), init=pca_layout(X), seed=0, n_epochs=20, labels=labels, fit_points=48,
+                    _join=False)
     except Exception:   # warming is an optimisation only; a real fit reports real errors
         pass
     finally:
@@ -222,32 +280,62 @@ class ProjectionResult:
 
 
 class Projector:
-    """Background UMAP fits for the run engine, one at a time, newest epoch first.
+    """Background UMAP fits for the run engine, one at a time: newest epoch first, and within an
+    epoch the focused layer (the current best) first, then its neighbours outwards.
 
-    ``submit`` queues a fit; ``poll`` returns finished layouts without blocking;
-    ``drain`` waits for everything queued. When a newer epoch of the same seed is
+    ``submit`` queues a fit; ``poll`` returns finished layouts without blocking (the first
+    call starts the worker); ``drain`` waits for everything queued. When a newer epoch of the same seed is
     submitted, fits of older epochs that have not started are dropped (the app
     shows the latest epoch; on a CPU the budget is one epoch's layers at a time).
     Each fit starts from the latest finished UMAP of the same layer, else from the
-    UMAP of the previous layer at that epoch, else from the PCA layout, so that
-    layouts stay comparable.
+    nearest layer's UMAP at that epoch, else from the PCA layout, so that layouts stay
+    comparable. A fit uses at most ``fit_points`` points (:func:`umap_layout`).
+
+    Parameters
+    ----------
+    layers : the projected taps, input -> output (the order "neighbours" refers to)
+    device : where the features live; a CUDA device uses cuML when it imports
+        (:func:`lab.projection_budget.umap_backend`)
     """
 
-    def __init__(self, *, seed: int = 0, n_neighbors: int = 15, n_epochs: int | None = 200):
+    def __init__(self, *, seed: int = 0, n_neighbors: int = 15, n_epochs: int | None = 200,
+                 fit_points: int | None = None, layers=None, device=None):
+        from lab.projection_budget import umap_backend
+
         self.seed = seed
         self.n_neighbors = n_neighbors
         self.n_epochs = n_epochs
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-umap")
+        self.fit_points = fit_points
+        self.backend = umap_backend(device)
+        self._order = {name: i for i, name in enumerate(layers or [])}
+        self._focus: dict[int, int] = {}                         # seed -> index of the focused layer
+        self._queue: list[tuple[tuple[int, int, str], Future, tuple]] = []     # not started
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
         self._pending: list[tuple[tuple[int, int, str], Future]] = []
         self._latest: dict[tuple[int, str], np.ndarray] = {}     # (seed, layer) -> last UMAP coords
         self._by_epoch: dict[tuple[int, int, str], np.ndarray] = {}
         self._lock = threading.Lock()
         self.dropped = 0
         self.errors: list[str] = []
+        self.started: list[tuple[int, int, str]] = []            # (seed, epoch, layer) in the order fitted
 
-    def submit(self, seed: int, epoch: int, layer: str, X, *, previous_layer: str | None = None,
+    def focus(self, seed: int, layer: str) -> None:
+        """Fit ``layer`` of ``seed`` first from now on, then the layers nearest to it."""
+        if layer in self._order:
+            with self._cond:
+                self._focus[seed] = self._order[layer]
+
+    def submit(self, seed: int, epoch: int, layer: str, X, *, labels=None, previous_layer: str | None = None,
                pca: np.ndarray | None = None, knn: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Queue a UMAP of ``X`` (N, d) for (seed, epoch, layer)."""
+        """Queue a UMAP of ``X`` (N, d) for (seed, epoch, layer); ``labels`` (N,) stratify the fitted sample.
+
+        The kNN graph of the fitted points is computed here, on ``X``'s device (``knn`` given: it is the
+        graph of the fitted points).
+        """
+        from lab.projection_budget import fit_subset
+
         # Drop queued fits of older epochs of this seed that have not started.
         keep = []
         for key, fut in self._pending:
@@ -257,32 +345,80 @@ class Projector:
             keep.append((key, fut))
         self._pending = keep
         X = _as_tensor(X).detach()
-        k = min(self.n_neighbors, X.shape[0] - 1)
-        if knn is None:
-            knn = knn_graph(X, k)
-        X = X.cpu()
-        fut = self._pool.submit(self._fit, seed, epoch, layer, X, knn, previous_layer, pca)
+        n = X.shape[0]
+        if self.backend == "umap-learn" and knn is None:
+            fit = None
+            if self.fit_points is not None and n > self.fit_points:
+                fit = fit_subset(np.zeros(n, np.int64) if labels is None else labels, self.fit_points,
+                                 seed=self.seed + seed)
+            X_fit = X if fit is None else X[torch.from_numpy(fit).to(X.device)]
+            knn = knn_graph(X_fit, min(self.n_neighbors, X_fit.shape[0] - 1))
+        fut: Future = Future()
+        with self._cond:
+            self._queue.append(((seed, epoch, layer), fut, (X.cpu(), knn, labels, previous_layer, pca)))
+            self._cond.notify()
         self._pending.append(((seed, epoch, layer), fut))
 
-    def _fit(self, seed, epoch, layer, X, knn, previous_layer, pca) -> ProjectionResult:
+    def _start(self) -> None:
+        """Start the worker (at the first poll, so that what is submitted together is ordered together)."""
+        with self._cond:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._work, name="lab-umap", daemon=True)
+                self._thread.start()
+
+    def _priority(self, key: tuple[int, int, str]) -> tuple:
+        seed, epoch, layer = key
+        index = self._order.get(layer, len(self._order))
+        focus = self._focus.get(seed)
+        return (-epoch, abs(index - focus) if focus is not None else index, index)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                job = min(self._queue, key=lambda j: self._priority(j[0]))
+                self._queue.remove(job)
+            key, fut, args = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            self.started.append(key)
+            try:
+                fut.set_result(self._fit(*key, *args))
+            except BaseException as exc:  # noqa: BLE001 - handed to poll(), which records it
+                fut.set_exception(exc)
+
+    def _fit(self, seed, epoch, layer, X, knn, labels, previous_layer, pca) -> ProjectionResult:
         with self._lock:
             init = self._latest.get((seed, layer))
-            if init is None and previous_layer is not None:
-                init = self._by_epoch.get((seed, epoch, previous_layer))
+            if init is None:
+                init = self._nearest_done(seed, epoch, layer, previous_layer)
         if init is None:
             init = pca
-        coords = umap_layout(X, knn=knn, init=init, seed=self.seed + seed, n_neighbors=knn[0].shape[1],
-                             n_epochs=self.n_epochs)
+        k = knn[0].shape[1] if knn is not None else self.n_neighbors
+        coords = umap_layout(X, knn=knn, init=init, seed=self.seed + seed, n_neighbors=k, n_epochs=self.n_epochs,
+                             labels=labels, fit_points=self.fit_points, backend=self.backend)
         with self._lock:
             self._latest[(seed, layer)] = coords
             self._by_epoch[(seed, epoch, layer)] = coords
         return ProjectionResult(seed, epoch, layer, "umap", coords)
+
+    def _nearest_done(self, seed, epoch, layer, previous_layer) -> np.ndarray | None:
+        """The finished UMAP at ``epoch`` of the layer nearest to ``layer`` (``previous_layer`` when unordered)."""
+        if layer not in self._order:
+            return self._by_epoch.get((seed, epoch, previous_layer)) if previous_layer is not None else None
+        done = [(abs(self._order[name] - self._order[layer]), self._order[name], name)
+                for (s, e, name) in self._by_epoch if s == seed and e == epoch and name in self._order]
+        return self._by_epoch[(seed, epoch, min(done)[2])] if done else None
 
     def poll(self) -> list[ProjectionResult]:
         """Finished layouts since the last call (in submission order); never blocks.
 
         A fit that raised is skipped and described in ``errors``.
         """
+        self._start()
         done, keep = [], []
         for key, fut in self._pending:
             if fut.done():
@@ -301,6 +437,7 @@ class Projector:
 
     def wait(self, timeout: float | None = None) -> list[ProjectionResult]:
         """Wait up to ``timeout`` seconds for a queued fit to finish; then :meth:`poll`."""
+        self._start()
         futures = [fut for _, fut in self._pending]
         if futures:
             _wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
@@ -324,4 +461,7 @@ class Projector:
         for _, fut in self._pending:
             fut.cancel()
         self._pending = []
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()

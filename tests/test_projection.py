@@ -109,3 +109,73 @@ def test_warm_up_starts_one_thread_and_returns_at_once():
     first = projection.warm_up()
     second = projection.warm_up()
     assert first is second and time.perf_counter() - t < 1.0
+
+
+def test_fit_subset_keeps_each_class_share_and_is_deterministic():
+    from lab.projection_budget import fit_subset
+
+    labels = np.repeat([0, 1, 2], [500, 300, 200])
+    picked = fit_subset(labels, 100, seed=3)
+    assert picked.shape == (100,) and np.all(np.diff(picked) > 0)
+    assert np.bincount(labels[picked]).tolist() == [50, 30, 20]
+    np.testing.assert_array_equal(picked, fit_subset(labels, 100, seed=3))
+    assert not np.array_equal(picked, fit_subset(labels, 100, seed=4))
+    np.testing.assert_array_equal(fit_subset(labels, 5000), np.arange(1000))      # under budget: every point
+    rare = np.repeat([0, 1, 2], [990, 5, 5])                     # shares 9.9, 0.05, 0.05 of 10
+    assert np.bincount(rare[fit_subset(rare, 10)]).tolist() == [8, 1, 1]
+
+
+@pytest.mark.slow
+def test_a_budgeted_umap_fits_the_sample_and_places_every_other_point():
+    from lab.projection_budget import fit_subset
+
+    projection.warm_up(wait=True)
+    X, y = _blobs(n_per=150, k=4)                                    # 600 points, fitted on 200
+    init = pca_layout(X)
+    got = umap_layout(X, labels=y, fit_points=200, init=init, seed=0, n_epochs=60)
+    assert got.shape == (600, 2) and np.isfinite(got).all()
+    # the fit is of the stratified sample alone: fitting those 200 points by themselves gives their rows
+    fit = fit_subset(y, 200, seed=0)
+    alone = umap_layout(X[fit], init=init[fit], seed=0, n_epochs=60)
+    np.testing.assert_array_equal(got[fit], alone)
+    # the 400 placed by transform land in their own class's cluster
+    rest = np.setdiff1d(np.arange(600), fit)
+    d = np.linalg.norm(got[rest][:, None] - got[fit][None], axis=2)
+    assert (y[fit][d.argmin(1)] == y[rest]).mean() > 0.95
+    with pytest.raises(ValueError, match=r"knn must have shape \(200, 15\)"):
+        umap_layout(X, labels=y, fit_points=200, knn=knn_graph(X, 15))
+
+
+@pytest.mark.slow
+def test_the_projector_lays_out_the_focused_layer_first_then_its_neighbours():
+    projection.warm_up(wait=True)
+    X, y = _blobs(n_per=30)
+    layers = ["a", "b", "c", "d", "e"]
+    proj = Projector(seed=0, n_epochs=20, fit_points=60, layers=layers)
+    try:
+        proj.focus(0, "d")
+        for layer in layers:                                         # measured input -> output
+            proj.submit(0, 0, layer, X, labels=y, pca=pca_layout(X))
+        results = proj.drain()
+        assert [key[2] for key in proj.started] == ["d", "c", "e", "b", "a"]
+        assert all(r.coords.shape == (90, 2) and np.isfinite(r.coords).all() for r in results)
+        assert not proj.errors
+    finally:
+        proj.close()
+
+
+def test_without_cuml_a_cuda_device_falls_back_to_umap_learn_with_one_warning_line():
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("cuml") is not None:
+        pytest.skip("cuML is installed here")
+    code = ("from lab.projection_budget import umap_backend\n"
+            "print(umap_backend('cuda'), umap_backend('cuda:0'), umap_backend('cpu'))")
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["umap-learn", "umap-learn", "umap-learn"]
+    warned = [line for line in proc.stderr.splitlines() if "cuML's UMAP is not available" in line]
+    assert len(warned) == 1 and "umap-learn" in warned[0]

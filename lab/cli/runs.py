@@ -132,7 +132,24 @@ def _cmd_show(args) -> int:
     if table is not None:
         print(f"layers at epoch {epoch} (mean over seeds):")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    _print_timings(meta.get("timings"))
     return EXIT_OK
+
+
+def _print_timings(timings: Any) -> None:
+    """meta.json's ``"timings"`` (:mod:`lab.runs.timings`): the run's line, then one row per epoch."""
+    import pandas as pd
+
+    from lab.runs.timings import STAGES, describe
+
+    if not isinstance(timings, dict) or not isinstance(timings.get("run"), dict):
+        print("timings: not recorded (the run predates per-stage timings)")
+        return
+    print(f"timings: {describe(timings['run'])}  (seconds per epoch below)")
+    epochs = pd.DataFrame(timings.get("epochs") or [])
+    if len(epochs):
+        cols = ["seed", "epoch", *[c for c in (*STAGES, "total") if c in epochs]]
+        print(epochs[cols].to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 
 
 def _cmd_delete(args) -> int:

@@ -270,8 +270,9 @@ def cka_matrix(record, *, seed: int | None = None, epoch: int | None = None, oth
         at = int(keys["epoch"].max()) if at_epoch is None else int(at_epoch)
         names = set(keys.loc[keys["epoch"] == at, "layer"])
         if not names:
+            why = rec.missing_embeddings(at_seed, at)
             raise ValueError(f"run {rec.run_id!r} has no embeddings at seed {at_seed}, epoch {at}; stored epochs: "
-                             f"{sorted(set(keys['epoch']))}.")
+                             f"{sorted(set(keys['epoch']))}" + (f". {why}." if why else "."))
         out = {}
         for layer in [n for n in run_layers(rec) if n in names] + sorted(names - set(run_layers(rec))):
             X, _, indices = rec.embeddings(at_seed, at, layer)

@@ -134,14 +134,14 @@ class _Engine:
         try:
             self.summary = self._summary()
         except Exception:              # noqa: BLE001 - a summary must not mask the run's own outcome
-            self.summary = {"timings": dict(self.ctx.recorder.timings)}
+            self.summary = {"timings": self.ctx.recorder.clock.run_row()}
         self.ctx.recorder.close(status, message=message, summary=self.summary, traceback=tb)
 
     def _summary(self) -> dict:
         ctx = self.ctx
         return ctx.results.summary(epochs=self.cfg.n_epochs, seeds=list(self.cfg.seeds), layers=list(ctx.layers),
                                    trainable_fraction=self.trainable_fraction,
-                                   timings=dict(ctx.recorder.timings))
+                                   timings=ctx.recorder.clock.run_row())
 
     # -- the run -----------------------------------------------------------------------------------
     def _run(self) -> Generator[Event, None, None]:
@@ -156,13 +156,14 @@ class _Engine:
         evaluator, trainer = Evaluator(ctx, self.projections), Trainer(ctx, between=self.projections.poll)
         for si, seed in enumerate(cfg.seeds):
             state = self._setup_seed(seed, checkpoint)
-            ctx.recorder.timings["load"] += time.perf_counter() - t
+            ctx.recorder.clock.add("load", time.perf_counter() - t)
             if si == 0:
                 yield self._run_started(state)
             last_seed = si == len(cfg.seeds) - 1
             for epoch in range(cfg.n_epochs + 1):
                 yield from self._epoch(state, epoch, evaluator, trainer, last_seed=last_seed)
-            yield from self.projections.finish()
+            with ctx.recorder.timed("projection"):          # the last epoch's layouts, after its row
+                yield from self.projections.finish()
             if cfg.save_weights and state.ft.strategy.trains:
                 ctx.recorder.weights(seed, state.bb.model.state_dict())
             if cfg.contribution:
@@ -279,6 +280,7 @@ class _Engine:
         ctx, seed = self.ctx, state.seed
         rec = ctx.recorder
         t_epoch, before = time.perf_counter(), dict(rec.timings)
+        rec.clock.begin_epoch()
         train_loss = train_acc = None
         if epoch > 0:
             train_loss, train_acc = yield from trainer.epoch(state, epoch)
@@ -293,14 +295,15 @@ class _Engine:
                "heldout_accuracy": ev.heldout_accuracy, "heldout_loss": ev.heldout_loss,
                "resilience": ev.resilience, "seconds": seconds,
                **{f"{key}_seconds": spent[key] for key in ("train", "evaluate", "extract", "metrics", "projection")}}
-        rec.end_epoch(row)
+        timings = rec.end_epoch(row, drop_embeddings=self.projections.superseded(seed, epoch))
         ctx.results.add_training(row)
         yield from self.projections.poll()
         yield EpochFinished(ctx.run_id, seed=seed, epoch=epoch, train_loss=train_loss, train_accuracy=train_acc,
                             heldout_accuracy=ev.heldout_accuracy, seconds=seconds,
-                            heldout_loss=ev.heldout_loss, resilience=ev.resilience)
+                            heldout_loss=ev.heldout_loss, resilience=ev.resilience, timings=timings)
         gen = ctx.results.seed_generalization(seed, epoch)
         if gen is not None:
+            self.projections.focus(seed, gen.layer)        # the next layouts start at the best layer
             yield gen
         if last_seed and len(self.cfg.seeds) > 1:
             yield from ctx.results.across_seeds(epoch)

@@ -2,9 +2,15 @@
 
 PCA layouts of every epoch are computed, stored and emitted as soon as a layer is measured
 (aligned with the same layer's previous layout). UMAP layouts are fitted in a background
-thread (:class:`lab.projection.Projector`) and arrive whenever they are ready; fits of an
-older epoch that have not started when a newer epoch is evaluated are dropped, and the last
-epoch's are waited for at the end of each seed.
+thread (:class:`lab.projection.Projector`, on at most ``projection_fit_points`` images, the
+rest placed by umap's ``transform``) and arrive whenever they are ready, the current best layer
+first; fits of an older epoch that have not started when a newer epoch is evaluated are
+dropped, and the last epoch's are waited for at the end of each seed.
+
+The embeddings behind the layouts are stored at every evaluation; once a later evaluation of
+the seed is on disk, an earlier one is removed unless ``keep_embeddings`` pins it
+(:meth:`Projections.superseded`), so a run keeps its latest evaluation's embeddings even when
+it is stopped early, and its folder barely grows with its epochs.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ class Projections:
         self.ctx = ctx
         self.projector = None                                   # lab.projection.Projector, started lazily
         self._previous_pca: dict[tuple[int, str], np.ndarray] = {}
+        self._stored: dict[int, list[int]] = {}                 # seed -> epochs whose embeddings are on disk
 
     def _labels(self) -> tuple[np.ndarray, list[str]]:
         return self.ctx.unseen_labels.numpy(), list(self.ctx.data.split.unseen)
@@ -40,6 +47,9 @@ class Projections:
         ctx = self.ctx
         labels, class_names = self._labels()
         with ctx.recorder.timed("projection"):
+            stored = self._stored.setdefault(seed, [])
+            if epoch not in stored:
+                stored.append(epoch)
             ctx.recorder.embeddings(seed, epoch, layer, X.detach().to("cpu", torch.float16), labels,
                                     ctx.unseen_indices)
             with few_threads(X):
@@ -52,14 +62,31 @@ class Projections:
         return ProjectionReady(ctx.run_id, seed=seed, epoch=epoch, layer=layer, method="pca", coords=pca,
                                labels=labels, indices=ctx.unseen_indices, class_names=class_names)
 
-    def _submit_umap(self, seed, epoch, layer, X, previous_layer, pca) -> None:
-        from lab.projection import Projector, knn_graph, warm_up
+    def superseded(self, seed: int, epoch: int) -> list[tuple[int, int]]:
+        """The (seed, epoch) pairs whose embeddings go once ``epoch``'s are stored: the seed's earlier
+        evaluations that ``keep_embeddings`` does not pin."""
+        stored = self._stored.get(seed, [])
+        if epoch not in stored:
+            return []
+        gone = [e for e in stored if e < epoch and not self.ctx.cfg.keeps_embeddings(e)]
+        self._stored[seed] = [e for e in stored if e not in gone]
+        return [(seed, e) for e in gone]
 
+    def focus(self, seed: int, layer: str) -> None:
+        """Lay out ``layer`` (the current best) and then its neighbours first."""
+        if self.projector is not None:
+            self.projector.focus(seed, layer)
+
+    def _submit_umap(self, seed, epoch, layer, X, previous_layer, pca) -> None:
+        from lab.projection import Projector, warm_up
+
+        ctx = self.ctx
         if self.projector is None:
             warm_up()
-            self.projector = Projector(seed=0)
-        k = min(self.projector.n_neighbors, X.shape[0] - 1)
-        self.projector.submit(seed, epoch, layer, X, previous_layer=previous_layer, pca=pca, knn=knn_graph(X, k))
+            self.projector = Projector(seed=0, fit_points=ctx.cfg.projection_fit_points, layers=ctx.proj_layers,
+                                       device=X.device)
+        self.projector.submit(seed, epoch, layer, X, labels=self._labels()[0], previous_layer=previous_layer,
+                              pca=pca)
 
     def poll(self) -> list[ProjectionReady]:
         """The UMAP layouts that finished since the last call (stored, as events)."""

@@ -1,7 +1,9 @@
 """Recording one run: the store's writer, its I/O thread, the row buffers and the timings.
 
 The engine talks to one :class:`Recorder` and never to the writer itself. ``store=False``
-gets a :class:`NullRecorder`, which keeps the timings and writes nothing.
+gets a :class:`NullRecorder`, which keeps the timings and writes nothing. The timings live in one
+:class:`lab.runs.timings.Timings` (``Recorder.clock``); each closed epoch writes its table to
+``meta.json`` (``"timings"``).
 
 Rows of an epoch are buffered and written when the epoch closes (:meth:`Recorder.end_epoch`),
 array files (embeddings, layouts) go through a single I/O thread off the critical path,
@@ -13,15 +15,13 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import secrets
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Mapping
+
+from lab.runs.timings import TIMED, Timings
 
 __all__ = ["Recorder", "NullRecorder", "open_recorder", "TIMED"]
-
-TIMED = ("load", "train", "extract", "metrics", "bootstrap", "projection", "store", "evaluate")
-"""The engine's timing keys (seconds, summed over the run)."""
 
 
 def open_recorder(store, config) -> "Recorder":
@@ -44,7 +44,8 @@ class Recorder:
     run_id : str
     path : Path or None (the run's folder)
     root : Path or None (the store's root, to resolve ``run:`` checkpoints there)
-    timings : dict, seconds per :data:`TIMED` key
+    clock : :class:`lab.runs.timings.Timings`, the run's one clock
+    timings : dict, inclusive seconds per :data:`TIMED` key (``clock.seconds``)
     """
 
     def __init__(self, writer, root: Path | None = None):
@@ -52,25 +53,24 @@ class Recorder:
         self.run_id: str = writer.run_id
         self.path: Path | None = writer.path
         self.root = root
-        self.timings: dict[str, float] = dict.fromkeys(TIMED, 0.0)
+        self.clock = Timings()
         self._metrics: list[dict] = []
         self._utilization: list[dict] = []
         self._io: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
 
     # -- timings ---------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def timed(self, key: str) -> Iterator[None]:
-        """Add the seconds spent in the block to ``timings[key]``."""
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[key] += time.perf_counter() - t
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.clock.seconds
+
+    def timed(self, key: str) -> contextlib.AbstractContextManager:
+        """Add the seconds spent in the block to ``key`` (:meth:`lab.runs.timings.Timings.timed`)."""
+        return self.clock.timed(key)
 
     def since(self, before: Mapping[str, float]) -> dict[str, float]:
-        """Seconds per key spent since the snapshot ``before`` (a copy of :attr:`timings`)."""
-        return {key: self.timings[key] - before.get(key, 0.0) for key in TIMED}
+        """Inclusive seconds per key spent since the snapshot ``before`` (a copy of :attr:`timings`)."""
+        return self.clock.since(before)
 
     # -- the run's meta ------------------------------------------------------------------------------
     def update_meta(self, **fields: Any) -> None:
@@ -91,13 +91,19 @@ class Recorder:
         with self.timed("store"):
             self.writer.append_contribution(rows)
 
-    def end_epoch(self, training_row: dict) -> None:
-        """Close epoch (seed, epoch): wait for its array files, write its rows, then the training row."""
+    def end_epoch(self, training_row: dict, *, drop_embeddings: Iterable[tuple[int, int]] = ()) -> dict:
+        """Close epoch (seed, epoch): wait for its array files, write its rows, then the training row;
+        then remove the embeddings of the (seed, epoch) pairs in ``drop_embeddings`` (superseded by this
+        epoch's, which are on disk by then). Returns the epoch's timings row, also written to meta.json."""
         with self.timed("store"):
             self._sync()
             self._flush()
             self.writer.append_training(training_row)
-            self.writer.heartbeat()
+            for seed, epoch in drop_embeddings:
+                self.writer.delete_embeddings(seed, epoch)
+        row = self.clock.end_epoch(training_row["seed"], training_row["epoch"])
+        self.writer.update_meta(timings=self.clock.table())      # also the heartbeat
+        return row
 
     # -- arrays ----------------------------------------------------------------------------------------
     # Array writes are queued, not timed: the caller's own timing (projection) holds the queueing,
@@ -129,9 +135,12 @@ class Recorder:
                     step()
                 except Exception:      # noqa: BLE001 - a failed write must not hide the outcome
                     pass
-            if traceback:
-                with contextlib.suppress(Exception):
-                    self.writer.update_meta(traceback=traceback)
+            with contextlib.suppress(Exception):
+                table = self.clock.table()
+                if isinstance((summary or {}).get("timings"), dict):
+                    table["run"] = summary["timings"]          # one reading of the clock for both
+                extra = {"traceback": traceback} if traceback else {}
+                self.writer.update_meta(timings=table, **extra)
             with contextlib.suppress(Exception):
                 self.writer.finish(status, message=message, summary=summary or None)
         finally:
@@ -168,7 +177,7 @@ class NullRecorder(Recorder):
         self.run_id = f"{stamp}-unsaved-{secrets.token_hex(2)}"
         self.path = None
         self.root = None
-        self.timings = dict.fromkeys(TIMED, 0.0)
+        self.clock = Timings()
 
     def update_meta(self, **fields: Any) -> None:
         pass
@@ -182,8 +191,8 @@ class NullRecorder(Recorder):
     def contribution(self, rows: list[dict]) -> None:
         pass
 
-    def end_epoch(self, training_row: dict) -> None:
-        pass
+    def end_epoch(self, training_row: dict, *, drop_embeddings=()) -> dict:
+        return self.clock.end_epoch(training_row["seed"], training_row["epoch"])
 
     def embeddings(self, seed, epoch, layer, X, labels, indices) -> None:
         pass

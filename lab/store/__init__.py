@@ -8,6 +8,7 @@ Layout of one run (``<root>/<run_id>/``)::
     tables/<table>/s<seed>-e<epoch>-c<seq>.parquet   a compacted group: every part of that group up to <seq>
     tables/contribution/s<seed>-<seq>.parquet
     arrays/embeddings/s<seed>/e<epoch>/<layer>.npz            X float16 (n, d), labels, indices
+                                     (the evaluations RunConfig.keep_embeddings keeps; by default the last)
     arrays/projections/s<seed>/e<epoch>/<method>/<layer>.npz  coords float32 (n, 2), labels, indices
     weights/seed<seed>.safetensors   fine-tuned weights at the end of each seed
 

@@ -192,10 +192,29 @@ class RunRecord:
         path = (self.path / "arrays" / "embeddings" / f"s{int(seed)}" / f"e{int(epoch):04d}"
                 / _layer_file(layer))
         if not path.is_file():
-            raise KeyError(f"run {self.run_id!r} has no embeddings for seed={seed}, epoch={epoch}, "
+            raise KeyError(self.missing_embeddings(seed, epoch) or
+                           f"run {self.run_id!r} has no embeddings for seed={seed}, epoch={epoch}, "
                            f"layer={layer!r}; see RunRecord.embedding_keys() for what is stored")
         with np.load(path, allow_pickle=False) as z:
             return z["X"], z["labels"], z["indices"]
+
+    @property
+    def keep_embeddings(self) -> str | list[int]:
+        """The run's ``keep_embeddings``; "all" for a run that predates it (every evaluation was kept)."""
+        return self.config_dict.get("keep_embeddings", "all")
+
+    def missing_embeddings(self, seed: int, epoch: int) -> str | None:
+        """Why the embeddings of (seed, epoch) are absent when ``keep_embeddings`` let them go, else None."""
+        keep = self.keep_embeddings
+        keys = self.embedding_keys()
+        stored = sorted({int(e) for e in keys.loc[keys["seed"] == int(seed), "epoch"]})
+        if keep == "all" or int(epoch) in stored or not stored or int(epoch) > max(stored):
+            return None
+        pinned = "" if keep == "last" else f" and epochs {list(keep)}"
+        return (f"run {self.run_id!r} did not keep the embeddings of epoch {epoch} (seed {seed}): keep_embeddings="
+                f"{keep!r} keeps those of the last evaluation of each seed{pinned} (stored epochs: {stored}); "
+                f"the 2-D layouts of every epoch are kept; to keep embeddings of every epoch, run it again with "
+                f"keep_embeddings='all' (or [{epoch}])")
 
     def projection(self, seed: int, epoch: int, layer: str,
                    method: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

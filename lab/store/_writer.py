@@ -4,7 +4,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -15,7 +17,7 @@ import numpy as np
 # lab.store._files._write_json / lab.store._tables._write_parquet (tests of full and read-only disks)
 # reaches the writer.
 from lab.store import _files, _tables
-from lab.store._files import _atomic_file, _json_default, _layer_file, _now
+from lab.store._files import _TMP_PREFIX, _atomic_file, _json_default, _layer_file, _now
 from lab.store._record import TERMINAL_STATUSES, _summary
 from lab.store._tables import _PART_RE, _TABLES, _frame, _group_files
 
@@ -168,6 +170,19 @@ class RunWriter:
                 / f"e{_check_int('epoch', epoch):04d}" / _layer_file(layer))
         self._save_npz(path, X=X, labels=labels, indices=indices, layer=np.array(layer))
         return path
+
+    def delete_embeddings(self, seed: int, epoch: int) -> None:
+        """Remove the stored embeddings of one evaluation (every layer); its layouts stay.
+
+        The folder is renamed out of sight first, so a reader sees the epoch's embeddings whole or not at all.
+        """
+        folder = (self.path / "arrays" / "embeddings" / f"s{_check_int('seed', seed)}"
+                  / f"e{_check_int('epoch', epoch):04d}")
+        if not folder.is_dir():
+            return
+        hidden = folder.with_name(f"{_TMP_PREFIX}{folder.name}-{next(self._seq):06d}")
+        os.rename(folder, hidden)
+        shutil.rmtree(hidden, ignore_errors=True)
 
     def save_projection(self, seed: int, epoch: int, layer: str, method: str, coords: Any,
                         labels: Any, indices: Any, class_names: list[str] | None = None) -> Path:
