@@ -24,8 +24,13 @@ features"):
 
 Hooks are registered in a context manager and removed in ``finally``, also when
 the forward fails or the caller cancels. The model runs in eval mode under
-``torch.no_grad()`` (autocast on CUDA only); its previous train/eval flags are
-restored afterwards. When ``pre_logits`` is not requested, the forward stops right
+``torch.no_grad()``, with autocast as ``precision`` says (by default bfloat16 on CUDA, or float16
+where the GPU has no bfloat16; float32 on CPU and MPS: :func:`lab.device.autocast_dtype`); its
+previous train/eval flags are restored afterwards. CNNs run channels_last on CUDA
+(:func:`lab.device.channels_last`). A lab dataset is read through its ``eval_loader`` with pinned
+batches (and worker processes for a memory-mapped folder) when the backbone is on CUDA; the
+device running out of memory raises :class:`lab.device.DeviceOutOfMemoryError` naming the batch size.
+The features stay on the backbone's device: the caller decides when they leave it. When ``pre_logits`` is not requested, the forward stops right
 after the last requested tap. On CPU a batch is forwarded in passes of at most 64 images.
 """
 from __future__ import annotations
@@ -39,6 +44,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from lab._cancel import Cancelled
 from lab.backbones import PRE_LOGITS, Backbone, Tap, first_tensor
+from lab.device import autocast, autocast_dtype, out_of_memory_hint, to_channels_last
 
 __all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
 
@@ -216,8 +222,9 @@ def _split_batch(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
                      f"Got {type(batch).__name__} instead.")
 
 
-def _batches(data, batch_size: int) -> tuple[Iterable, int | None]:
-    """(iterable of batches, number of images or None) for every supported input."""
+def _batches(data, batch_size: int, device: torch.device | None = None) -> tuple[Iterable, int | None]:
+    """(iterable of batches, number of images or None) for every supported input; a lab dataset's
+    loader pins its batches (and may use workers) for a CUDA ``device``."""
     if torch.is_tensor(data):
         if data.dim() != 4:
             raise ValueError(f"an image tensor must have shape (N, C, H, W). Got shape {tuple(data.shape)} instead.")
@@ -231,7 +238,8 @@ def _batches(data, batch_size: int) -> tuple[Iterable, int | None]:
                 total = None
         return data, total
     if callable(getattr(data, "eval_loader", None)):  # a lab.data Dataset: its deterministic eval transform
-        loader = data.eval_loader(batch_size)
+        options = data.loader_options(device) if callable(getattr(data, "loader_options", None)) else {}
+        loader = data.eval_loader(batch_size, **options)
         return _batches(loader, batch_size) if isinstance(loader, DataLoader) else (loader, len(data))
     if isinstance(data, Dataset) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
         return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0), len(data)
@@ -254,7 +262,8 @@ def _resolve_layers(bb: Backbone, layers) -> list[str]:
 
 def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: int = 64,
             progress: Callable[[int, int | None], None] | None = None,
-            should_stop: Callable[[], bool] | None = None, normalize: bool = True) -> FeatureSet:
+            should_stop: Callable[[], bool] | None = None, normalize: bool = True,
+            precision: str = "auto") -> FeatureSet:
     """Pooled features of several layers, in one forward pass per batch.
 
     Parameters
@@ -279,6 +288,9 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     normalize : bool
         Apply ``bb.normalize`` to every batch (default). False: batches are model input
         already (``bb.in_chans`` channels, normalized).
+    precision : {"auto", "float32", "bfloat16", "float16"}
+        Autocast of the forward (:func:`lab.device.autocast_dtype`): "auto" is bfloat16 (or float16)
+        on CUDA and float32 elsewhere; the pooled features are float32 in every case.
 
     Returns
     -------
@@ -293,7 +305,8 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be a positive integer. Got {batch_size!r} instead.")
     names = _resolve_layers(bb, layers)
-    batches, total = _batches(data, int(batch_size))
+    amp = autocast_dtype(bb.device, precision)
+    batches, total = _batches(data, int(batch_size), bb.device)
     if total == 0:
         raise ValueError("data holds no images; expected at least one.")
 
@@ -306,10 +319,11 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     labels: list[torch.Tensor] = []
     has_labels = True
     done = 0
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
-                if device.type == "cuda" else contextlib.nullcontext())
+    nhwc = to_channels_last(bb)
+    oom = out_of_memory_hint("feature extraction", "eval_batch_size (lab.features.extract's batch_size)",
+                             getattr(batches, "batch_size", None) or batch_size, device)
 
-    with _eval_mode(model), _tap_hooks(bb, hooked, sink, pooling, stop_after), torch.no_grad():
+    with oom, _eval_mode(model), _tap_hooks(bb, hooked, sink, pooling, stop_after), torch.no_grad():
         for batch in batches:
             if should_stop is not None and should_stop():
                 of = total if total is not None else "?"
@@ -323,7 +337,9 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
                                  f"in_chans={chans} or convert the images.")
             x = x.to(device, non_blocking=True)
             x = bb.normalize(x) if normalize else (x if x.is_floating_point() else x.float())
-            with autocast:
+            if nhwc:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with autocast(device, amp):
                 _forward(bb, x, sink, done, want_pre)
             if y is None:
                 has_labels = False

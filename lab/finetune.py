@@ -22,6 +22,11 @@ are pixels; :meth:`FineTuner.train_step` applies the backbone's own normalizatio
 weights are excluded from the optimizer (``requires_grad=False``), so they stay
 bit-identical. Training is seeded and deterministic on CPU.
 
+Mixed precision as in extraction (:func:`lab.device.autocast_dtype`): by default bfloat16 autocast
+on CUDA, float16 with a loss scaler (``torch.amp.GradScaler``) on GPUs without bfloat16, and
+float32 on CPU and MPS, so CPU training is bit-identical to training without autocast. The
+weights and the optimizer state stay float32 in every case. CNNs train channels_last on CUDA.
+
 More strategies plug in with :func:`register_strategy`.
 
 The module also holds the label-noise corruption (Wang & Yang:
@@ -41,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lab._cancel import Cancelled
+from lab.device import autocast, autocast_dtype, to_channels_last
 from lab.features import pool_tap_output   # the one pooling: SCL's skip sees what extraction measures
 from lab.backbones import first_tensor
 
@@ -192,7 +198,7 @@ class FineTuner:
     """
 
     def __init__(self, bb, strategy: Strategy, n_classes: int, *, block=None, lr: float | None = None,
-                 weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0):
+                 weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0, precision: str = "auto"):
         self.bb = bb
         self.strategy = strategy
         self.n_classes = int(n_classes)
@@ -239,6 +245,11 @@ class FineTuner:
                 raise ValueError(f"optimizer must be 'adamw' or 'sgd'. Got {optimizer!r} instead.")
 
         self.scheduler = None
+        self.amp_dtype = autocast_dtype(device, precision)     # None: float32
+        # float16's narrow range underflows small gradients: scale the loss (bfloat16 needs no scaler).
+        self.scaler = (torch.amp.GradScaler(device.type)
+                       if self.amp_dtype == torch.float16 and self.optimizer is not None else None)
+        self.channels_last = to_channels_last(bb)
 
     def schedule(self, kind: str, total_steps: int) -> None:
         """Set the learning-rate schedule over ``total_steps`` optimizer steps (all epochs):
@@ -274,26 +285,37 @@ class FineTuner:
         returns (mean loss, number correct).
 
         Call with the model in train mode (:meth:`train_epoch` and the run engine do).
+        The forward runs under the fine-tuner's autocast (``amp_dtype``; the loss in float32).
         Raises ValueError when the loss is not finite (training diverged).
         """
         if self.optimizer is None:
             raise ValueError(f"strategy {self.strategy.name!r} does not train.")
         device = self.bb.device
         x = self.bb.normalize(x.to(device, non_blocking=True))                          # (B, C, H, W) model input
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         y = y.to(device, non_blocking=True)
-        logits = self.model(x)                                                          # (B, K)
-        loss = F.cross_entropy(logits, y)
-        if not torch.isfinite(loss):
+        with autocast(device, self.amp_dtype):
+            logits = self.model(x)                                                      # (B, K)
+        loss = F.cross_entropy(logits.float(), y)
+        # One host sync per step for both numbers (each float()/int() would wait for the device).
+        value, right = torch.stack([loss.detach(), (logits.detach().argmax(1) == y).sum().to(loss.dtype)]).tolist()
+        if not math.isfinite(value):
             raise ValueError(
-                f"training diverged: the loss became {float(loss.detach())}. Lower lr "
+                f"training diverged: the loss became {value}. Lower lr "
                 f"(now {self.optimizer.param_groups[0]['lr']:g}) or check the data."
             )
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)      # skipped when the scaled gradients overflowed
+            self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
-        return float(loss.detach()), int((logits.detach().argmax(1) == y).sum())
+        return value, int(right)
 
     def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,
                     progress: Callable[[int, int | None], None] | None = None) -> dict:
@@ -356,14 +378,16 @@ class FineTuner:
 
 
 def prepare(bb, n_classes: int, strategy: str = "full", *, block=None, lr: float | None = None,
-            weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0) -> FineTuner:
+            weight_decay: float = 0.0, optimizer: str = "adamw", seed: int = 0,
+            precision: str = "auto") -> FineTuner:
     """Set up ``strategy`` on backbone ``bb`` for ``n_classes`` seen classes.
 
     Freezes what the strategy does not train, creates the head (seeded) and the
-    optimizer. Returns a :class:`FineTuner`.
+    optimizer. ``precision`` is the training forward's autocast (:func:`lab.device.autocast_dtype`:
+    "auto" = bfloat16 or float16 on CUDA, float32 elsewhere). Returns a :class:`FineTuner`.
     """
     return FineTuner(bb, get_strategy(strategy), n_classes, block=block, lr=lr,
-                     weight_decay=weight_decay, optimizer=optimizer, seed=seed)
+                     weight_decay=weight_decay, optimizer=optimizer, seed=seed, precision=precision)
 
 
 def corrupt_labels(targets, fraction: float, n_classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import os
 import warnings
 import zlib
 from typing import Sequence
@@ -16,6 +17,11 @@ from torch.utils.data import DataLoader
 __all__ = ["ImageDataset", "standardize"]
 
 _SPLIT_ORDER = {"train": 0, "test": 1, "val": 2}
+
+LOADER_WORKERS = min(4, max(0, (os.cpu_count() or 1) - 1))
+"""Worker processes of a memory-mapped folder's loaders when the batches go to a CUDA device
+(:meth:`ImageDataset.loader_options`): gathering, standardising and augmenting 224-px batches on
+the main thread would keep a GPU waiting. One core is left to the main process."""
 
 
 def standardize(images: torch.Tensor) -> torch.Tensor:
@@ -342,8 +348,22 @@ class ImageDataset(torch.utils.data.Dataset):
         return self._take(np.sort(np.concatenate(keep)))
 
     # -- loaders -------------------------------------------------------------
+    def loader_options(self, device) -> dict:
+        """``num_workers`` and ``pin_memory`` for this dataset's loaders feeding ``device``.
+
+        Pinned (page-locked) batches only for CUDA, where they make the copy to the device
+        asynchronous; elsewhere pinning costs a copy and buys nothing. Worker processes
+        (:data:`LOADER_WORKERS`) only for CUDA and a memory-mapped folder: each worker re-opens the
+        cache file by its path (``__getstate__``), so no pixels are pickled, while an in-memory
+        dataset would be copied into every worker. On CPU there are none, so CPU runs keep
+        their batches (augmentation draws depend on the number of workers).
+        """
+        cuda = device is not None and torch.device(device).type == "cuda"
+        workers = LOADER_WORKERS if (cuda and self._mapped is not None) else 0
+        return {"num_workers": workers, "pin_memory": cuda}
+
     def train_loader(self, batch_size: int, augment: bool = True, seed: int = 0,
-                     shuffle: bool = True, num_workers: int = 0) -> DataLoader:
+                     shuffle: bool = True, num_workers: int = 0, pin_memory: bool = False) -> DataLoader:
         """Batches ``(x float (B, C, H, W), y int64 (B,))`` for training.
 
         With ``augment`` every image gets a mild random affine (rotation,
@@ -351,18 +371,19 @@ class ImageDataset(torch.utils.data.Dataset):
         with the same seed repeats the same batches (for the same ``num_workers``).
         ``num_workers > 0`` gathers, standardises and augments batches in worker
         processes, which helps when a GPU waits for augmentation; a memory-mapped folder
-        travels to them as its cache path.
+        travels to them as its cache path. ``pin_memory`` puts batches in page-locked memory
+        (for CUDA; :meth:`loader_options` picks both for a device).
         """
         order = torch.Generator().manual_seed(seed)
         aug = torch.Generator().manual_seed(seed + 1) if augment else None
         return DataLoader(range(len(self)), batch_size=batch_size, shuffle=shuffle,
                           generator=order if shuffle else None, num_workers=num_workers,
-                          collate_fn=_Collate(self, aug, seed))
+                          collate_fn=_Collate(self, aug, seed), pin_memory=pin_memory)
 
-    def eval_loader(self, batch_size: int, num_workers: int = 0) -> DataLoader:
-        """Batches in dataset order without augmentation."""
+    def eval_loader(self, batch_size: int, num_workers: int = 0, pin_memory: bool = False) -> DataLoader:
+        """Batches in dataset order without augmentation (options as in :meth:`train_loader`)."""
         return DataLoader(range(len(self)), batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                          collate_fn=_Collate(self, None))
+                          collate_fn=_Collate(self, None), pin_memory=pin_memory)
 
     # -- thumbnails ------------------------------------------------------------
     def thumbnail(self, i: int, size: int = 32) -> str:

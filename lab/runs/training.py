@@ -2,7 +2,10 @@
 
 The epoch runs in the engine's worker thread; each batch becomes a ``Progress("train")``
 event (and a chance to emit finished UMAP layouts), and the run's cancel token is checked
-before every batch.
+before every batch. Batches come pinned (and from worker processes for a memory-mapped
+folder) when the model is on CUDA (:meth:`lab.data.ImageDataset.loader_options`); the device
+running out of memory fails the epoch with a message naming ``batch_size`` (the epochs already
+finished are stored).
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Callable, Generator, Iterable
 
 import numpy as np
 
+from lab.device import out_of_memory_hint
 from lab.events import Event
 from lab.runs.context import RunContext, SeedState
 
@@ -39,7 +43,8 @@ class Trainer:
 
             return state.ft.train_epoch(loader, should_stop=should_stop, progress=on_batch)
 
-        with ctx.recorder.timed("train"):
+        oom = out_of_memory_hint(f"training (epoch {epoch})", "batch_size", ctx.cfg.batch_size, state.bb.device)
+        with ctx.recorder.timed("train"), oom:
             try:
                 stats = yield from ctx.worker.stream(fn, stage="train", seed=state.seed, epoch=epoch,
                                                      coalesce=False, between=self.between)
@@ -52,8 +57,8 @@ def train_loader(ctx: RunContext, state: SeedState, epoch: int):
     """Augmented (if configured), shuffled batches of the seen training images, seeded per (seed, epoch)."""
     cfg, train = ctx.cfg, ctx.data.train
     seed = state.seed * 100_003 + epoch
-    if state.train_labels is None:
-        return train.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
-    # The dataset's own loader over a view whose labels are the (noisy) training labels.
-    view = train.relabel(np.asarray(state.train_labels, dtype=np.int64))      # no copy of the images
-    return view.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True)
+    if state.train_labels is not None:
+        # The dataset's own loader over a view whose labels are the (noisy) training labels.
+        train = train.relabel(np.asarray(state.train_labels, dtype=np.int64))      # no copy of the images
+    return train.train_loader(cfg.batch_size, augment=cfg.augment, seed=seed, shuffle=True,
+                              **train.loader_options(state.bb.device))
