@@ -68,11 +68,6 @@ def _interrupt(store, run_id):
     meta_path.write_text(json.dumps(meta))
 
 
-@pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
-
-
 def _sources(nb, kind):
     return [c.source for c in nb.cells if c.cell_type == kind]
 

@@ -15,13 +15,7 @@ from lab import finetune
 from lab.finetune import combine_skip, corrupt_labels, prepare, reinitialized, resolve_block
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Other jobs share the cores: tiny tensors are faster on one thread and never oversubscribe.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 
 
 def _mlp(seed=0):

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import lab
 from lab import events as ev
 from lab.config import RunConfig
 from lab.runs import CancelToken, prepare_data, run
-from lab.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,17 +25,7 @@ LAYERS = ["fc1", "fc2", "pre_logits"]
 WEIGHTED = ["fc1", "fc2"]           # taps that own weights (pre_logits reflects the whole network)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
+pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 
 
 def _cfg(**changes):

@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from lab.config import RunConfig
 from lab.export import tables
 from lab.runs import run
 from lab.runs.timings import STAGES, Timings, describe
-from lab.store import RunStore
 from tests.conftest import TINY
 
 LAYERS = ["fc1", "fc2", "pre_logits"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
+pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 
 
 def _run(store, **changes):

@@ -11,7 +11,6 @@ from lab.config import RunConfig
 from lab.features import extract
 from lab.runs import run
 from lab.runs.evaluation import find_aliases
-from lab.store import RunStore
 
 RESNET_LAYERS = ("layer3.1", "layer4.0", "layer4.1", "pre_logits")
 TINY_RESNET = dict(dataset="digits", img_size=16, backbone="resnet18", n_unseen=4, unseen_per_class=10,
@@ -19,17 +18,7 @@ TINY_RESNET = dict(dataset="digits", img_size=16, backbone="resnet18", n_unseen=
                    projection="none", device="cpu", metrics=("nmi",), layers=RESNET_LAYERS)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture
-def store(tmp_path):
-    return RunStore(tmp_path / "runs")
+pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 
 
 def _features(name, **kwargs):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,28 +27,10 @@ TINY = "Tiny demo (fast)"
 DEFAULT = "Which layer generalizes (glyphs, 15/5)"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + " and CI=true")
-        pytest.skip(reason)
-    pytest.importorskip("playwright.sync_api")
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(chromium, tmp_path_factory):
+def server(chromium, free_port, tmp_path_factory):
     """`panel serve app` on a free localhost port with a temporary run store."""
-    port = _free_port()
+    port = free_port()
     runs = tmp_path_factory.mktemp("runs")
     env = dict(os.environ, LAB_RUNS_DIR=str(runs), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -41,28 +39,10 @@ _FRAMES = """
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + " and CI=true")
-        pytest.skip(reason)
-    pytest.importorskip("playwright.sync_api")
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(chromium, tmp_path_factory):
+def server(chromium, free_port, tmp_path_factory):
     """The test page on 127.0.0.1."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "tests/browser/embedding_page.py",

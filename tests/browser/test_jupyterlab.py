@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -35,27 +34,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def chromium(chromium) -> str:
+    pytest.importorskip("jupyterlab")      # and Debian's chromium (conftest)
+    return chromium
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + " and CI=true")
-        pytest.skip(reason)
-    pytest.importorskip("playwright.sync_api")
-    pytest.importorskip("jupyterlab")
-    return path
-
-
-@pytest.fixture(scope="module")
-def lab_server(chromium, tmp_path_factory):
+def lab_server(chromium, free_port, tmp_path_factory):
     """`jupyter lab` on 127.0.0.1 with a copy of the quickstart; nothing of the user's Jupyter set-up is read."""
     tmp = tmp_path_factory.mktemp("jupyterlab")
     work = tmp / "notebooks"
@@ -69,7 +55,7 @@ def lab_server(chromium, tmp_path_factory):
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
-    port, token = _free_port(), secrets.token_hex(24)
+    port, token = free_port(), secrets.token_hex(24)
     env = dict(os.environ, LAB_FAST="1", LAB_RUNS_DIR=str(tmp / "runs"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),

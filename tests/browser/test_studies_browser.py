@@ -9,8 +9,6 @@ fails. The screenshot goes to ``test-artifacts/studies.png`` (gitignored).
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -49,28 +47,10 @@ N_CELLS = 4
 N_LAYERS = 4          # fc1, fc2, fc3, pre_logits of mlp:depth=3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        reason = "chromium is not installed (apt-get install chromium); the browser tests need it"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + " and CI=true")
-        pytest.skip(reason)
-    pytest.importorskip("playwright.sync_api")
-    return path
-
-
-@pytest.fixture(scope="module")
-def server(chromium, tmp_path_factory):
+def server(chromium, free_port, tmp_path_factory):
     """`panel serve app` on 127.0.0.1 with a temporary run store and specs folder."""
-    port = _free_port()
+    port = free_port()
     runs = tmp_path_factory.mktemp("runs")
     specs = tmp_path_factory.mktemp("studies")
     (specs / SPEC_FILE).write_text(SPEC)
