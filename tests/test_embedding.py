@@ -236,3 +236,18 @@ def test_layouts_of_other_lengths_and_unknown_label_names_are_refused():
         EmbeddingView.from_arrays(np.zeros((2, 2)), ["cat", "dog"], names=["cat"])
     frame = EmbeddingView.from_arrays(np.zeros((2, 2)), ["cat", "dog"]).selected_frame()
     assert isinstance(frame, pd.DataFrame) and frame.empty
+
+
+def test_the_ipywidgets_route_wraps_the_view_and_keeps_the_selection_in_python():
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("jupyter_bokeh")
+    import panel as pn
+
+    a, _, labels = _blobs(300)
+    view = EmbeddingView.from_arrays(a, labels)
+    widget = pn.ipywidget(view)                    # what VS Code, Colab and Voila show (jupyter_bokeh)
+    bundle = widget.get_state()["render_bundle"]   # the Bokeh document the widget sends to the front end
+    assert '"docs_json"' in bundle and '"Figure"' in bundle and '"ColumnDataSource"' in bundle
+    view._panels[0].box.event(bounds=(5.0, -5.0, 15.0, 5.0))
+    inside = np.flatnonzero((a[:, 0] >= 5) & (a[:, 0] <= 15) & (np.abs(a[:, 1]) <= 5))
+    assert view.selection == inside.tolist() and len(inside) > 20
