@@ -136,15 +136,17 @@ _PLOTS = """
 
 # A plot kind is "filled" when a plot whose title contains its marker shows data.
 CURVES = {"curves": "NMI (unseen)", "knn": "kNN accuracy (unseen)", "collapse": "NC1 (unseen & seen)"}
-EVERY_PLOT = {**CURVES, "heatmap": "layer × epoch", "projection": "of unseen classes"}
+# the embedding explorer titles its plot "METHOD · layer · epoch E"
+EVERY_PLOT = {**CURVES, "heatmap": "layer × epoch", "projection": ("UMAP · ", "PCA · ")}
 
 
-def filled_documents(page, kinds: dict[str, str]) -> list[dict]:
-    """Documents in which every plot kind of ``kinds`` has data, with their per-kind point counts."""
+def filled_documents(page, kinds: dict) -> list[dict]:
+    """Documents in which every plot kind of ``kinds`` (a title marker, or a tuple of alternatives) has data,
+    with their per-kind point counts."""
     by_doc: dict[int, dict[str, int]] = {}
     for plot in page.evaluate(_PLOTS):
-        for kind, marker in kinds.items():
-            if marker in plot["title"]:
+        for kind, markers in kinds.items():
+            if any(m in plot["title"] for m in ((markers,) if isinstance(markers, str) else markers)):
                 counts = by_doc.setdefault(plot["doc"], {})
                 counts[kind] = max(counts.get(kind, 0), plot["points"])
     return [c for c in by_doc.values() if all(c.get(k, 0) > 0 for k in kinds)]
