@@ -4,8 +4,9 @@
 the run goes: metric-vs-layer curves (one line per epoch, the latest bold, mean ± std band over
 seeds, the bootstrap interval as a dotted band), a layer × epoch heatmap, the 2-D layout of unseen
 embeddings in an :class:`~app.embedding.EmbeddingView` (thumbnails on hover, lasso selection linked
-across layers and epochs), training curves, layer utilization with each layer's CKA to its epoch-0
-features, and a one-line verdict. Each plot is a ``hv.DynamicMap`` fed by a
+across layers and epochs; the verdict's best layer until one is picked, see :mod:`app._live_picker`),
+training curves, layer utilization with each layer's CKA to its epoch-0 features, and a one-line
+verdict. Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
 :mod:`app._live_streams`, the status line's text from :mod:`app._live_text`, and the redraws
@@ -30,6 +31,7 @@ from ._dispatch import DocDispatcher
 from .embedding import EmbeddingView
 from ._live_streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
                             projection_data)
+from ._live_picker import LayoutPicker
 from ._live_text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 from ._redraw import RedrawQueue
@@ -52,10 +54,6 @@ class LiveView(pn.viewable.Viewer):
                                     doc="Metric shown in the layer × epoch heatmap.")
     heatmap_split = param.Selector(default="unseen", objects=["unseen", "seen"],
                                    doc="Which images the heatmap metric is measured on.")
-    projection_layer = param.Selector(default=None, objects=[], allow_None=True,
-                                      doc="Layer whose embedding layout is shown.")
-    projection_epoch = param.Integer(default=None, allow_None=True, doc="Epoch of the layout shown.")
-    follow_latest = param.Boolean(default=True, doc="Show the newest epoch's layout as it arrives.")
     thumbnails = param.ClassSelector(class_=ThumbnailSource, default=None, allow_None=True,
                                      doc="Image thumbnails of the evaluation images (hover tooltips).")
     status = param.String(default="idle", constant=True,
@@ -72,7 +70,7 @@ class LiveView(pn.viewable.Viewer):
         self._shown_projection = None
         self._projection_points = 0
         self._layer_index: dict[str, int] = {}
-        self._sending_widgets = False
+        self._verdict_data: dict = {}
         self._redraws = RedrawQueue(lambda: self._dispatcher, after_turn=self._refresh_status)
         # widgets and panes (per instance: never shared between sessions)
         self._status_md = pn.pane.HTML(status_html(self.model, self.status, self._message), margin=(0, 10),
@@ -89,6 +87,8 @@ class LiveView(pn.viewable.Viewer):
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
         self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails)
+        # which layer and epoch it shows: the verdict's best layer until the user picks one
+        self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self._training_panes = pn.Row()
         self._utilization_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
         self._cka_pane = pn.pane.HoloViews(None, sizing_mode="fixed")        # which layers fine-tuning moved
@@ -97,22 +97,8 @@ class LiveView(pn.viewable.Viewer):
                                                               width=190)
         self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
                                                                        margin=(28, 10, 10, 10))
-        self._layer_player = self._make_player(["—"])
-        self._player_slot = pn.Row(self._layer_player, margin=0)
-        self._epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
-        self._follow_w = pn.widgets.Checkbox.from_param(self.param.follow_latest, label="follow newest epoch",
-                                                        margin=(32, 10, 10, 10))
-        self._epoch_select.param.watch(self._on_epoch_widget, "value")
         self.param.watch(self._on_heatmap_choice, ["heatmap_metric", "heatmap_split"])
         self._layout = self._build_layout()
-
-    def _make_player(self, layers: list[str]) -> pn.widgets.DiscretePlayer:
-        """A layer player for one run (its options never change afterwards: the label stays right)."""
-        player = pn.widgets.DiscretePlayer(label="Layer", options=list(layers), value=layers[-1], interval=1200,
-                                           loop_policy="loop", show_loop_controls=False, width=300,
-                                           margin=(5, 10), css_classes=["ls-layer-player"])
-        player.param.watch(self._on_player, "value")
-        return player
 
     # ------------------------------------------------------------------ public API
     def bind_document(self, doc) -> None:
@@ -223,9 +209,8 @@ class LiveView(pn.viewable.Viewer):
             self.param.heatmap_metric.objects = metrics_in_run
             if self.heatmap_metric not in metrics_in_run:
                 self.heatmap_metric = metrics_in_run[0]
-        self.param.projection_layer.objects = list(m.layers)
-        self.projection_layer = None
-        self.projection_epoch = None
+        self._verdict_data = {}
+        self.picker.start(m.layers)
         streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
         streams["projection"] = hv.streams.Pipe(data=self._projection_data())
         streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
@@ -243,7 +228,7 @@ class LiveView(pn.viewable.Viewer):
             self._redraws.schedule(f"build:curves:{metric}",
                                    partial(self._build_curve_pane, metric, splits, first=i == 0))
         self._redraws.schedule("build:heatmap", self._build_heatmap_pane)
-        self._redraws.schedule("build:projection", self._build_projection_pane)
+        self._redraws.schedule("build:projection", self.picker.build_player)
         self._redraws.schedule("build:training", self._build_training_panes)
         self._redraws.schedule("build:utilization", self._build_utilization_pane)
         self._redraws.schedule("build:cka_initial", self._build_cka_pane)
@@ -269,11 +254,6 @@ class LiveView(pn.viewable.Viewer):
         self.streams["heatmap"].send(self._heatmap_data())
         self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[self.streams["heatmap"]])
         self._details.visible = True
-
-    def _build_projection_pane(self) -> None:
-        self._layer_player = self._make_player(list(self.model.layers) or ["—"])
-        self._player_slot.objects = [self._layer_player]
-        self._sync_projection_widgets()
 
     def _build_training_panes(self) -> None:
         self._redraws.discard("send:training")
@@ -305,7 +285,7 @@ class LiveView(pn.viewable.Viewer):
         return heatmap_data(self.model, self.heatmap_metric, self.heatmap_split)
 
     def _projection_data(self) -> dict:
-        return projection_data(self.model, self.projection_layer, self.projection_epoch, self.thumbnails)
+        return projection_data(self.model, self.picker.layer, self.picker.epoch, self.thumbnails)
 
     # ------------------------------------------------------------------ renderers (DynamicMap callbacks)
     def _render_curves(self, data, metric, splits):
@@ -347,10 +327,10 @@ class LiveView(pn.viewable.Viewer):
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
             if "curves" in changed and "cka_initial" in dirty and "cka_initial" in self.streams:
                 self._redraws.schedule("send:cka_initial", self._send_cka)
-            if "projection" in changed:
-                self._on_new_projection()
         if changed & {"verdict", "status", "progress"}:
             self._refresh_verdict()
+        if self.streams and changed & {"projection", "verdict"}:     # a new layout, or maybe a new best layer
+            self._on_new_projection()
         self._refresh_status()
 
     def _send_curves(self, metric: str, splits) -> None:
@@ -371,18 +351,11 @@ class LiveView(pn.viewable.Viewer):
             buffer.send(rows.astype(float))
 
     def _on_new_projection(self) -> None:
-        m = self.model
-        before = (self.projection_layer, self.projection_epoch)
-        available = m.projection_layers()
-        if self.projection_layer is None or (self.projection_layer not in available and self.follow_latest):
-            self.projection_layer = available[-1] if available else None
-        if self.follow_latest and self.projection_layer:
-            epochs = m.projection_epochs(self.projection_layer)
-            self.projection_epoch = epochs[-1] if epochs else None
-        current = m.projection(self.projection_layer, self.projection_epoch) if self.projection_layer else None
-        if (self.projection_layer, self.projection_epoch) == before and current is self._shown_projection:
+        moved = self.picker.follow()
+        layer, epoch = self.picker.layer, self.picker.epoch
+        current = self.model.projection(layer, epoch) if layer else None
+        if not moved and current is self._shown_projection:
             return                      # the new layout is for another layer or epoch: nothing to redraw
-        self._sync_projection_widgets()
         self._redraws.schedule("send:projection", self._send_projection)
 
     def _send_projection(self) -> None:
@@ -391,40 +364,13 @@ class LiveView(pn.viewable.Viewer):
             return
         data = self._projection_data()
         self._projection_points = len(data["frame"])
-        layer = self.projection_layer
-        self._shown_projection = self.model.projection(layer, self.projection_epoch) if layer else None
+        layer, epoch = self.picker.layer, self.picker.epoch
+        self._shown_projection = self.model.projection(layer, epoch) if layer else None
         pipe.send(data)           # what the layout shows, for consumers of the streams (tests, notebooks)
-        self.embedding.show(layer, self.projection_epoch)
+        self.embedding.show(layer, epoch)
 
-    def _sync_projection_widgets(self) -> None:
-        m = self.model
-        self._sending_widgets = True
-        try:
-            if self.projection_layer in self._layer_player.options:
-                self._layer_player.value = self.projection_layer
-            epochs = m.projection_epochs(self.projection_layer) if self.projection_layer else []
-            self._epoch_select.param.update(options=epochs, value=self.projection_epoch
-                                            if self.projection_epoch in epochs else (epochs[-1] if epochs else None))
-        finally:
-            self._sending_widgets = False
-
-    def _on_player(self, event) -> None:
-        if self._sending_widgets or event.new not in self.param.projection_layer.objects:
-            return
-        self.projection_layer = event.new
-        epochs = self.model.projection_epochs(event.new)
-        if self.projection_epoch not in epochs:
-            self.projection_epoch = epochs[-1] if epochs else None
-        self._sync_projection_widgets()
-        self._send_projection()
-        self._refresh_status()
-
-    def _on_epoch_widget(self, event) -> None:
-        if self._sending_widgets or event.new is None:
-            return
-        self.projection_epoch = int(event.new)
-        latest = self.model.projection_epochs(self.projection_layer)
-        self.follow_latest = bool(latest) and self.projection_epoch == latest[-1]
+    def _on_pick(self) -> None:
+        """The user picked a layer or an epoch: show it now."""
         self._send_projection()
         self._refresh_status()
 
@@ -439,7 +385,8 @@ class LiveView(pn.viewable.Viewer):
             self.status = status
 
     def _refresh_verdict(self) -> None:
-        self._verdict.object = verdict_html(self.model.verdict(), running=self.status == "running")
+        self._verdict_data = self.model.verdict()      # its layer is the one the layout follows
+        self._verdict.object = verdict_html(self._verdict_data, running=self.status == "running")
 
     def _refresh_status(self) -> None:
         m = self.model
@@ -472,6 +419,7 @@ class LiveView(pn.viewable.Viewer):
             "layers": len(m.layers),
             "metric_layers": int(unseen["layer"].nunique()) if len(unseen) and self._curves_drawn else 0,
             "heatmap_cells": cells, "projection_points": self._projection_points if shown else 0,
+            "layout_layer": self.picker.layer if shown else None,
             "epochs_done": m.epochs_done, "message": m.message, "notice": self._message,
             "stage": m.progress.stage if m.progress is not None else None,
         }
@@ -479,7 +427,7 @@ class LiveView(pn.viewable.Viewer):
     # ------------------------------------------------------------------ layout
     def _build_layout(self):
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane)
-        proj_col = pn.Column(pn.Row(self._player_slot, self._epoch_select, self._follow_w), self.embedding)
+        proj_col = pn.Column(self.picker, self.embedding)
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)), self._training_panes,
                               pn.Row(self._utilization_pane, pn.Column(self._cka_pane, self._cka_caption)))
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

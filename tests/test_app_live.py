@@ -22,12 +22,14 @@ LAYERS = ("stem", "block1", "block2", "pre_logits")
 UNSEEN = ["a", "b", "c"]
 
 
-def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None):
+def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None,
+                  peak=None):
     """A plausible event sequence of one run, in the engine's order (lab.events docstring).
 
-    Unseen NMI peaks at the second-to-last layer, and each seed's Generalization event says so.
+    Unseen NMI peaks at the second-to-last layer (at layer number ``peak(epoch)`` when given), and each
+    seed's Generalization event says so.
     """
-    peak = max(len(layers) - 2, 0)
+    peak_at = peak or (lambda epoch: max(len(layers) - 2, 0))
     metrics = metrics or ["nmi", "knn_accuracy", "linear_probe_accuracy", "nc1", "cdnv"]
     cfg = {"dataset": "glyphs", "backbone": "resnet18", "strategy": "full", "epochs": epochs,
            "seeds": list(seeds), "metrics": metrics}
@@ -37,12 +39,13 @@ def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=N
     rng = np.random.default_rng(0)
     for seed in seeds:
         for epoch in range(epochs + 1):
+            peak = peak_at(epoch)
             if fail_at is not None and epoch == fail_at:
                 yield ev.RunFailed(run_id, message="CUDA out of memory while training block2", seconds=1.0)
                 return
             yield ev.Progress(run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
             for i, layer in enumerate(layers):
-                nmi = 0.2 + 0.1 * i - 0.15 * (i > peak) + 0.05 * epoch + 0.01 * seed
+                nmi = 0.2 + 0.1 * i - 0.15 * max(i - peak, 0) + 0.05 * epoch + 0.01 * seed
                 unseen = {"nmi": nmi, "knn_accuracy": 0.5 + 0.1 * i,
                           "linear_probe_accuracy": 0.6, "nc1": 10.0 / (i + 1 + epoch), "cdnv": 1.0 / (i + 1 + epoch)}
                 yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
@@ -141,28 +144,29 @@ def test_heatmap_metric_param_drives_the_heatmap(live):
 
 def test_projection_layer_and_epoch_params_drive_the_layout(live):
     live.consume(list(synthetic_run(epochs=2)))
-    assert live.projection_layer == "pre_logits" and live.projection_epoch == 2
-    live._layer_player.value = "block1"        # the player's options are the run's layers
-    assert live.projection_layer == "block1"
+    picker = live.picker
+    assert picker.layer == "block2" and picker.epoch == 2          # the verdict's best layer, the newest epoch
+    picker.player.value = "block1"        # the player's options are the run's layers
+    assert picker.layer == "block1"
     assert "block1" in live.streams["projection"].data["title"]
-    live._epoch_select.value = 0
-    assert live.projection_epoch == 0 and not live.follow_latest
+    picker.epoch_select.value = 0
+    assert picker.epoch == 0 and not picker.follow_latest
     assert "epoch 0" in live.streams["projection"].data["title"]
 
 
 def test_the_layout_is_an_embedding_view_whose_selection_follows_the_player(live):
     live.consume(list(synthetic_run(epochs=2, seeds=(0, 1))))
     view = live.embedding
-    assert (view.layer, view.n_points) == ("pre_logits", 30) and live.probe()["projection_points"] == 30
+    assert (view.layer, view.n_points) == ("block2", 30) and live.probe()["projection_points"] == 30
     view._panels[0].box.event(bounds=(-10.0, -10.0, 0.0, 10.0))          # every point left of x = 0
     chosen = view.selection
-    coords = live.model.projection("pre_logits", 2, seed=0).coords
+    coords = live.model.projection("block2", 2, seed=0).coords
     assert chosen == np.flatnonzero(coords[:, 0] <= 0).tolist() and chosen
-    live._layer_player.value = "block1"
+    live.picker.player.value = "block1"
     assert view.layer == "block1" and view.selection == chosen        # the same images, now at block1
     frame = view.selected_frame()
     np.testing.assert_allclose(frame[["x", "y"]], live.model.projection("block1", 2, seed=0).coords[chosen])
-    live._epoch_select.value = 0
+    live.picker.epoch_select.value = 0
     assert view.selected_frame()["epoch"].tolist() == [0] * len(chosen)
     live.reset()
     assert view.n_points == 0 and view.selection == []

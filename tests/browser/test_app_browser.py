@@ -173,6 +173,8 @@ def test_page_loads(page):
 
 
 def test_tiny_run_streams_every_view(page):
+    from playwright.sync_api import expect
+
     choose_preset(page, TINY)
     t0 = click_run(page)
     first = wait_probe(page, lambda s: s.get("metric_layers", 0) >= 1, 180, "the first layer metrics")
@@ -193,6 +195,11 @@ def test_tiny_run_streams_every_view(page):
     page.wait_for_timeout(1500)
     page.screenshot(path=str(ARTIFACTS / "03-tiny-finished.png"), full_page=True)
     assert page.locator(".ls-best-layer").count() == 1
+    best = page.locator(".ls-best-layer").inner_text().strip()
+    assert probe(page)["layout_layer"] == best           # the layout follows the verdict's best layer
+    # the player's header names it too (Panel's own value label kept the layer before a move from Python)
+    player_title = page.locator(".ls-layer-player .pn-player-title")
+    expect(player_title).to_have_text(f"Layer: {best}", timeout=10_000)
     assert first["run_id"]
     assert not page.errors, page.errors
 

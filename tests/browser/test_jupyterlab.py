@@ -284,7 +284,7 @@ def scroll_to_top(page, selector: str, index: int) -> None:
 
 # ------------------------------------------------------------------ the test
 def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     external, page_errors, console_errors = [], [], []
@@ -339,6 +339,13 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             assert len(filled) >= 2, filled
             scroll_to_top(page, ".ls-run button", 1)
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-02-ipywidget.png"))
+            # in each route the layout is at the verdict's best layer, and the layer player's header says so
+            # (Panel's own value label kept the player's first layer after a move from Python)
+            bests = [page.locator(".ls-best-layer").nth(i).inner_text().strip() for i in range(2)]
+            assert [state.get("layout_layer") for state in probes(page)] == bests, (probes(page), bests)
+            for i, best in enumerate(bests):
+                expect(page.locator(".ls-layer-player .pn-player-title").nth(i)).to_have_text(
+                    f"Layer: {best}", timeout=20_000)
             assert any(lab_server["runs"].iterdir()), "no run was stored"
             assert not kernel_errors(page), kernel_errors(page)
         finally:

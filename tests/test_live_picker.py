@@ -1,0 +1,136 @@
+"""Which layout the live view shows: the verdict's best layer as epochs stream, until the user picks a layer.
+
+Component tests (no browser): synthetic engine events go through ``LiveView.consume`` one at a time, as a
+run streams them, or all at once, as when a finished run is replayed.
+"""
+from __future__ import annotations
+
+import holoviews as hv
+import pytest
+from bokeh.document import Document
+
+from lab import events as ev
+from tests.test_app_live import LAYERS, synthetic_run
+
+hv.extension("bokeh")
+
+PEAKS = {0: 1, 1: 2, 2: 3}          # the best layer moves deeper each epoch: block1, block2, pre_logits
+
+
+def _moving_best():
+    return list(synthetic_run(epochs=2, peak=PEAKS.__getitem__))
+
+
+def _epoch_ends(events):
+    """Positions just after each epoch's last event (its Generalization)."""
+    return [i + 1 for i, e in enumerate(events) if e.kind == ev.Generalization.kind]
+
+
+def _stream(live, events):
+    for e in events:
+        live.consume([e])
+
+
+def _player_model(picker):
+    """The Bokeh model of the player as the page has it (the view is rendered before the run)."""
+    (model, _parent), = picker.player._models.values()
+    return model
+
+
+def _shown(live) -> dict:
+    """The layer each part of the view names: the picker, the plot, its stream, the verdict line."""
+    return {"picker": live.picker.layer, "plot": live.embedding.layer,
+            "stream": live.streams["projection"].data["title"].split(" · ")[1],
+            "verdict": live._verdict_data.get("layer")}
+
+
+@pytest.fixture
+def live():
+    from app.live import LiveView
+
+    view = LiveView()
+    view.__panel__().get_root(Document())
+    return view
+
+
+def test_the_layout_follows_the_best_layer_as_epochs_stream(live):
+    events = _moving_best()
+    start = 0
+    for epoch, end in enumerate(_epoch_ends(events)):
+        _stream(live, events[start:end])
+        start = end
+        best = LAYERS[PEAKS[epoch]]
+        assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), best), epoch
+        assert f">{best}</span>" in live._verdict.object             # the layer the verdict line names
+        assert (live.picker.epoch, live.embedding.epoch) == (epoch, epoch)
+        assert live.picker.player.value == best and live.picker.follow_best      # our moves are no pick
+        assert live.probe()["layout_layer"] == best
+
+
+def test_before_the_first_complete_epoch_it_shows_the_deepest_layout_so_far(live):
+    events = _moving_best()
+    layouts = [i for i, e in enumerate(events) if e.kind == ev.ProjectionReady.kind][:2]
+    live.consume(events[:layouts[1] + 1])                 # stem and block1 laid out, block2 not measured yet
+    assert live._verdict_data.get("layer") is None
+    assert (live.picker.layer, live.embedding.layer) == ("block1", "block1")
+
+
+def test_a_layer_picked_by_hand_stays_until_follow_best_layer_is_ticked(live):
+    events = _moving_best()
+    ends = _epoch_ends(events)
+    _stream(live, events[:ends[0]])
+    picker = live.picker
+    picker.player._process_events({"value": 0})           # the browser moves the player to stem
+    assert (picker.layer, picker.follow_best, live.embedding.layer) == ("stem", False, "stem")
+    _stream(live, events[ends[0]:])                       # the best layer moves on twice
+    assert live._verdict_data["layer"] == "pre_logits"
+    assert (picker.layer, live.embedding.layer, picker.player.value) == ("stem", "stem", "stem")
+    assert picker.epoch == live.embedding.epoch == 2     # the epoch still follows the newest layout
+    picker.follow_best = True                             # the "follow best layer" box
+    assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), "pre_logits")
+    picker.layer = "block1"                               # set from Python: a pick as well
+    assert (picker.follow_best, live.embedding.layer) == (False, "block1")
+
+
+def test_a_new_run_follows_the_best_layer_again(live):
+    live.consume(list(synthetic_run("r1", epochs=1)))
+    live.picker.player.value = "stem"
+    live.consume(list(synthetic_run("r2", epochs=1, peak=lambda epoch: 1)))
+    assert live.picker.follow_best and _shown(live)["plot"] == "block1"
+
+
+def test_a_replayed_run_opens_on_its_best_layer(live):
+    live.consume(_moving_best())                          # a finished run's events in one batch
+    assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), "pre_logits")
+    live.consume(list(synthetic_run("r2", epochs=2, peak=lambda epoch: 0)))
+    assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), "stem")
+
+
+@pytest.mark.slow
+def test_a_stored_run_replayed_opens_where_the_compare_tab_does(tiny_run):
+    """The engine's own events of a stored run: the live view, the store's summary and the Compare tab's
+    explorer name one best layer."""
+    from app.embedding import EmbeddingView
+    from app.live import LiveView
+
+    store, run_id, events = tiny_run
+    best = store.load(run_id).summary()["best_layer"]
+    live = LiveView()
+    live.consume(events)
+    assert live.picker.layer == live.embedding.layer == best
+    assert EmbeddingView(store=store, run_id=run_id).layer == best
+
+
+def test_the_player_label_names_the_layer_shown(live):
+    """Panel's player view refreshes its own value label only for frames set in the browser: after a move
+    from Python it named the previous layer while the slider and plot had moved on (seen in JupyterLab)."""
+    events = _moving_best()
+    ends = _epoch_ends(events)
+    _stream(live, events[:ends[0]])
+    model = _player_model(live.picker)
+    assert model.options[model.value] == "block1"
+    assert not model.show_value and model.title == "Layer: block1"
+    _stream(live, events[ends[0]:ends[1]])                # moved from Python, to block2
+    assert (model.options[model.value], model.title) == ("block2", "Layer: block2")
+    live.picker.player._process_events({"value": 0})      # moved in the browser
+    assert model.title == "Layer: stem"
