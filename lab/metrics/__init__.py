@@ -6,7 +6,7 @@ They compute on X's device and return Python floats (``nc2`` returns a dict). Ex
 definitions: ``METRICS.md``. :func:`layer_report` tabulates every layer::
 
     from lab import metrics
-    metrics.nmi(X, y)                       # k-means + NMI (scikit-learn)
+    metrics.nmi(X, y)                       # k-means + NMI (scikit-learn; torch on X's GPU)
     metrics.nc1(X, y)                       # exact low-rank tr(Σ_W Σ_B⁺)/K
     metrics.layer_report(feats, feats.labels, repeats=3)   # DataFrame, one row per layer
     metrics.cka(feats["layer3"], feats["layer4"])           # linear CKA, unbiased HSIC
@@ -22,7 +22,7 @@ from .cka import CKAAccumulator, cka
 from .collapse import cdnv, nc1, nc2, ncc_accuracy, numerical_rank
 from .report import ALL_METRICS, DEFAULT_COLLAPSE, DEFAULT_SEPARABILITY, compute_layer, layer_report
 from .separability import (
-    Neighbors, knn_accuracy, knn_indices, knn_purity, linear_probe_accuracy, nmi, weighted_knn_accuracy,
+    BACKENDS, Neighbors, knn_accuracy, knn_indices, knn_purity, linear_probe_accuracy, nmi, weighted_knn_accuracy,
 )
 from .transfer import logme, sfda
 from .weights import utilization
@@ -32,6 +32,6 @@ __all__ = [
     "nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy",
     "cka", "CKAAccumulator", "logme", "sfda",
     "utilization", "compute_layer", "layer_report", "knn_indices", "Neighbors",
-    "DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS",
+    "DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "BACKENDS",
     "DegenerateFeaturesError", "DegenerateLayerWarning",
 ]

@@ -3,7 +3,8 @@
 :func:`compute_layer` validates the inputs once, computes one exact blocked neighbour pass
 for all kNN variants (one Gram block per row block yields the Euclidean distances and the
 cosine similarities; every variant takes what it needs from each row of it), one set of class
-statistics for nc1, cdnv, nc2 and ncc, and one CPU copy of X for k-means and the probe.
+statistics for nc1, cdnv, nc2 and ncc, and, for k-means and the probe, one CPU copy of X (scikit-learn)
+or none at all (torch, which "auto" picks for CUDA features: see ``separability.BACKENDS``).
 :func:`layer_report` runs it per layer and returns a DataFrame.
 """
 from __future__ import annotations
@@ -23,8 +24,9 @@ from ._checks import (
 from ._neighbors import _neighbor_graphs
 from .collapse import _ClassStats, _numerical_rank_from_checked
 from .separability import (
-    _accuracy_from_predictions, _check_C, _check_metric, _check_n_init, _check_temperature, _default_purity_k,
-    _knn_correct, _knn_purity_from_counts, _nmi_and_clusters, _nmi_params, _probe_from_checked,
+    _accuracy_from_predictions, _check_backend, _check_C, _check_metric, _check_n_init, _check_temperature,
+    _default_purity_k, _knn_correct, _knn_purity_from_counts, _nmi_and_clusters, _nmi_params, _on_device,
+    _probe_from_checked,
 )
 from .transfer import _logme_from_checked, _sfda_from_checked
 
@@ -99,14 +101,15 @@ def compute_layer(
     layer: str | None = None,
     on_degenerate: str = "warn",
     return_samples: bool = False,
+    backend: str = "auto",
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, np.ndarray]]:
     """All requested metrics of one layer's features, sharing work between them.
 
     Parameters
     ----------
     X : torch.Tensor or numpy.ndarray, shape (N, d)
-        One layer's pooled features, on any device (the work stays there; k-means and the
-        probe run in scikit-learn on a CPU copy).
+        One layer's pooled features, on any device (the work stays there, except k-means and
+        the probe with the scikit-learn backend, which run on a CPU copy).
     y : array-like of int, shape (N,)
     metrics : iterable of str
         Names from :data:`ALL_METRICS` (``"nc2"`` expands to both nc2 columns). Default:
@@ -132,6 +135,9 @@ def compute_layer(
         ``{"nmi": k-means cluster of each sample (N,) int64 (of the first repeat),
         "knn_accuracy": whether its leave-one-out vote was right (N,) bool}``, for those of the two
         that were measured and defined.
+    backend : {"auto", "sklearn", "torch"}
+        Implementation of k-means and the probe (``lab.metrics.separability.BACKENDS``): "auto" is torch on
+        X's device for CUDA features, scikit-learn on a CPU copy otherwise.
 
     Returns
     -------
@@ -151,6 +157,7 @@ def compute_layer(
         raise ValueError(f"repeats must be a positive integer; got {repeats!r}.")
     if on_degenerate not in ("warn", "raise"):
         raise ValueError(f"on_degenerate must be 'warn' or 'raise'; got {on_degenerate!r}.")
+    _check_backend(backend)
     opts = _resolve_params(params, metrics)
     where = f"layer {layer!r}: " if layer is not None else ""
 
@@ -205,7 +212,8 @@ def compute_layer(
     # One distance / similarity computation, blockwise, feeds every kNN variant.
     graphs = (_neighbor_graphs(c.X, requests, codes=c.codes, n_classes=c.n_classes)
               if (requests and not constant) else {})
-    X_np = c.X_numpy() if ("nmi" in metrics or "linear_probe_accuracy" in metrics) else None
+    host = not _on_device(c, backend) and ("nmi" in metrics or "linear_probe_accuracy" in metrics)
+    X_np = c.X_numpy() if host else None
     stats = None
 
     for name in metrics:
@@ -216,17 +224,19 @@ def compute_layer(
                 base_n_init, base_seed = _nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)
                 values = []
                 for r in range(repeats):
-                    value, clusters = _nmi_and_clusters(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np)
+                    value, clusters = _nmi_and_clusters(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np,
+                                                        backend=backend)
                     values.append(value)
-                    if r == 0:
-                        samples["nmi"] = clusters
+                    if r == 0 and return_samples:     # N cluster ids, not features, cross to the host
+                        samples["nmi"] = clusters.cpu().numpy() if hasattr(clusters, "cpu") else clusters
                 results["nmi"] = float(np.mean(values))
                 if repeats > 1:
                     results["nmi_std"] = float(np.std(values, ddof=1))
                 continue
             if name == "knn_accuracy":
                 correct = _knn_correct(c, graphs[name], requests[name][1])
-                samples["knn_accuracy"] = correct.cpu().numpy()
+                if return_samples:
+                    samples["knn_accuracy"] = correct.cpu().numpy()
                 value = float(correct.double().mean())
             elif name == "knn_purity":
                 value = _knn_purity_from_counts(graphs[name], requests[name][1])
@@ -235,7 +245,7 @@ def compute_layer(
             elif name == "linear_probe_accuracy":
                 o = opts[name]
                 value = _probe_from_checked(c, folds=o["folds"], C=o["C"], seed=o["seed"],
-                                            max_iter=o["max_iter"], X_np=X_np)
+                                            max_iter=o["max_iter"], X_np=X_np, backend=backend)
             elif name == "numerical_rank":
                 value = _numerical_rank_from_checked(c)
             elif name == "logme":
@@ -266,6 +276,7 @@ def layer_report(
     protocol: str = "default",
     params: Mapping[str, Mapping] | None = None,
     on_degenerate: str = "warn",
+    backend: str = "auto",
 ) -> pd.DataFrame:
     """Metrics of every layer, one row per layer.
 
@@ -275,7 +286,7 @@ def layer_report(
         Layer name → pooled features (N, d), e.g. a ``lab.features.FeatureSet``; every
         layer has the same N samples in the same order.
     y : array-like of int, shape (N,)
-    metrics, repeats, protocol, params, on_degenerate
+    metrics, repeats, protocol, params, on_degenerate, backend
         As in :func:`compute_layer`.
 
     Returns
@@ -296,7 +307,7 @@ def layer_report(
     metrics = _resolve_metrics(metrics)
     rows = {
         str(name): compute_layer(X, y, metrics=metrics, protocol=protocol, repeats=repeats, params=params,
-                                 layer=str(name), on_degenerate=on_degenerate)
+                                 layer=str(name), on_degenerate=on_degenerate, backend=backend)
         for name, X in features.items()
     }
     frame = pd.DataFrame.from_dict(rows, orient="index").astype(float)

@@ -5,6 +5,13 @@ Dyballa, Gerritz & Zucker 2024 (arXiv 2405.01524) and Gerritz, Dyballa & Zucker 
 (arXiv 2402.14095). ``protocol="paper"`` reproduces their public code
 (dyballa/generalization, ``compute_nmis``): one k-means++ run with ``random_state=42``,
 Euclidean 1-NN accuracy and k-NN purity with k = images per class.
+
+k-means (nmi) and the linear probe have two implementations (``backend``): scikit-learn's, on a CPU
+copy of X (``lab.metrics._kmeans`` / ``_probe``: the exact numbers of ``KMeans`` and
+``LogisticRegression``), and torch's, on X's own device (``_kmeans_torch`` / ``_probe_torch``: the
+same algorithms, equal up to rounding). "auto" takes torch for features on a CUDA device, so that a
+GPU run never copies a layer's features to the host, and scikit-learn otherwise, so that CPU
+numbers stay what they were.
 """
 from __future__ import annotations
 
@@ -20,15 +27,20 @@ from sklearn.model_selection import StratifiedKFold
 
 from ._checks import _check_inputs, _check_k, _check_protocol, _Checked, _as_features, _reject_constant
 from ._kmeans import kmeans_labels
+from ._kmeans_torch import kmeans_labels_torch
 from ._neighbors import _Graph, _neighbor_graphs, _vote
 from ._probe import probe_accuracy
+from ._probe_torch import probe_accuracy_torch
 
 __all__ = [
     "Neighbors", "knn_indices", "nmi", "knn_accuracy", "knn_purity",
-    "weighted_knn_accuracy", "linear_probe_accuracy",
+    "weighted_knn_accuracy", "linear_probe_accuracy", "BACKENDS",
 ]
 
 _METRICS = ("euclidean", "cosine")
+BACKENDS = ("auto", "sklearn", "torch")
+"""Implementations of k-means and the linear probe: "auto" (torch for features on a CUDA device,
+scikit-learn otherwise), "sklearn" (a CPU copy, scikit-learn's exact numbers), "torch" (X's device)."""
 PAPER_SEED = 42
 
 
@@ -101,20 +113,64 @@ def _check_C(C) -> None:
         raise ValueError(f"C must be a positive number; got {C!r}.")
 
 
-def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None) -> float:
-    return _nmi_and_clusters(c, n_init=n_init, seed=seed, X_np=X_np)[0]
+def _check_backend(backend) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r} instead.")
+    return backend
 
 
-def _nmi_and_clusters(c: _Checked, *, n_init: int, seed: int,
-                      X_np: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-    """NMI and the k-means cluster of every sample (N,) it was computed from (the bootstrap reuses them)."""
+def _on_device(c: _Checked, backend: str) -> bool:
+    """Whether k-means and the probe run in torch on X's device (else scikit-learn on a CPU copy)."""
+    return backend == "torch" or (backend == "auto" and c.X.device.type == "cuda")
+
+
+def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None,
+                      backend: str = "auto") -> float:
+    return _nmi_and_clusters(c, n_init=n_init, seed=seed, X_np=X_np, backend=backend)[0]
+
+
+def _nmi_and_clusters(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None,
+                      backend: str = "auto") -> tuple[float, np.ndarray | torch.Tensor]:
+    """NMI and the k-means cluster of every sample (N,) int64 it was computed from (the bootstrap reuses
+    them): a numpy array from scikit-learn, a tensor on X's device from torch."""
     _check_n_init(n_init)
+    if _on_device(c, backend):
+        clusters = kmeans_labels_torch(c.X, c.n_classes, n_init=n_init, seed=seed)
+        return _nmi_torch(c.codes, clusters, c.n_classes, c.n_classes), clusters
     X_np = c.X_numpy() if X_np is None else X_np
     labels = kmeans_labels(X_np, c.n_classes, n_init=n_init, seed=seed)
     return float(normalized_mutual_info_score(c.codes_numpy(), labels)), np.asarray(labels, dtype=np.int64)
 
 
-def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default") -> float:
+def _nmi_torch(codes: torch.Tensor, clusters: torch.Tensor, n_classes: int, n_clusters: int) -> float:
+    """``normalized_mutual_info_score(codes, clusters)`` (arithmetic mean) computed where the labels are,
+    step for step as scikit-learn; one transfer of five numbers at the end."""
+    table = torch.bincount(codes * n_clusters + clusters, minlength=n_classes * n_clusters)
+    table = table.reshape(n_classes, n_clusters).double()                      # (K, K') contingency
+    n = table.sum()
+    pi, pj = table.sum(dim=1), table.sum(dim=0)                                # (K,), (K',)
+    nz = table > 0
+    logs = torch.log(torch.where(nz, table, 1.0))
+    p = table / n
+    outer = torch.log(pi[:, None] * pj[None, :]).where(nz, 0.0)
+    mi = p * (logs - torch.log(n)) + p * (-outer + 2 * torch.log(n))
+    mi = torch.where(nz & (mi.abs() >= torch.finfo(torch.float64).eps), mi, 0.0).sum().clamp_min(0.0)
+
+    def entropy(counts):
+        q = counts / n
+        return -(q * (torch.log(torch.where(counts > 0, counts, 1.0)) - torch.log(n))).sum()
+
+    mi, h_true, h_pred, k_true, k_pred = torch.stack(
+        [mi, entropy(pi), entropy(pj), (pi > 0).sum().double(), (pj > 0).sum().double()]).tolist()
+    if k_true == k_pred == 1:
+        return 1.0
+    if k_true == 1 or k_pred == 1 or mi == 0:       # one side unsplit: no information
+        return 0.0
+    return float(mi / ((h_true + h_pred) / 2))
+
+
+def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default",
+        backend: str = "auto") -> float:
     """Normalized mutual information between k-means clusters and the classes.
 
     k-means (scikit-learn ``KMeans``, k-means++ init, ``n_init`` restarts keeping the
@@ -132,6 +188,9 @@ def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: s
         ``random_state`` of k-means; default 0 (``protocol="paper"``: 42).
     protocol : {"default", "paper"}
         ``"paper"`` reproduces the seed code: ``KMeans(K, random_state=42, n_init="auto")``.
+    backend : {"auto", "sklearn", "torch"}
+        Where k-means runs (:data:`BACKENDS`): "auto" is torch on X's device for CUDA tensors (the same
+        algorithm and random draws, labels equal up to rounding), scikit-learn on a CPU copy otherwise.
 
     Returns
     -------
@@ -149,10 +208,11 @@ def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: s
     Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524.
     """
     _check_protocol(protocol)
+    _check_backend(backend)
     c = _check_inputs(X, y)
     _reject_constant(c.X, "nmi")
     n_init, seed = _nmi_params(n_init, seed, protocol)
-    return _nmi_from_checked(c, n_init=n_init, seed=seed)
+    return _nmi_from_checked(c, n_init=n_init, seed=seed, backend=backend)
 
 
 # ---------------------------------------------------------------------------------- kNN
@@ -309,20 +369,29 @@ def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> fl
 
 # ---------------------------------------------------------------------------------- probe
 
+def _folds(y_np: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The probe's (train, test) indices, from the labels alone: both backends use these."""
+    return list(StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(y_np, y_np))
+
+
 def _probe_from_checked(c: _Checked, *, folds: int, C: float, seed: int, max_iter: int,
-                        X_np: np.ndarray | None = None) -> float:
+                        X_np: np.ndarray | None = None, backend: str = "auto") -> float:
     _check_C(C)
-    X_np = c.X_numpy() if X_np is None else X_np
     y_np = c.codes_numpy()
+    splits = _folds(y_np, folds, seed)
+    if _on_device(c, backend):
+        return probe_accuracy_torch(c.X, c.codes, splits, n_classes=c.n_classes, C=C, max_iter=max_iter)
+    X_np = c.X_numpy() if X_np is None else X_np
     # The inputs are checked finite already; scikit-learn's own re-checks are ~5 % of the time.
     with sklearn.config_context(assume_finite=True):
         scores = [probe_accuracy(X_np[train], y_np[train], X_np[test], y_np[test], n_classes=c.n_classes,
                                  C=C, max_iter=max_iter)
-                  for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(X_np, y_np)]
+                  for train, test in splits]
     return float(np.mean(scores))
 
 
-def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0, max_iter: int = 1000) -> float:
+def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0, max_iter: int = 1000,
+                          backend: str = "auto") -> float:
     """Cross-validated accuracy of a multinomial logistic-regression probe.
 
     Stratified ``folds``-fold split (``StratifiedKFold(shuffle=True, random_state=seed)``);
@@ -344,11 +413,15 @@ def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0
         Fold shuffling seed.
     max_iter : int
         lbfgs iterations (scikit-learn warns if it does not converge).
+    backend : {"auto", "sklearn", "torch"}
+        Where the probe is fitted (:data:`BACKENDS`): "auto" is torch on X's device for CUDA tensors (the
+        same model, objective and folds, L-BFGS to the same tolerance), scikit-learn on a CPU copy otherwise.
 
     Returns
     -------
     float
         In [0, 1]. Constant features give the majority-class rate of each test fold.
     """
+    _check_backend(backend)
     c = _check_inputs(X, y, folds=folds)
-    return _probe_from_checked(c, folds=folds, C=C, seed=seed, max_iter=max_iter)
+    return _probe_from_checked(c, folds=folds, C=C, seed=seed, max_iter=max_iter, backend=backend)
