@@ -36,7 +36,7 @@ from lab._config_checks import is_number as _is_number
 from lab._numpydoc import parameter_docs
 
 __all__ = [
-    "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS",
+    "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS", "PRECISIONS",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
 ]
 
@@ -49,6 +49,9 @@ LR_SCHEDULES = ("cosine", "constant")
 PROTOCOLS = ("default", "paper")
 PROJECTIONS = ("umap", "pca", "none")
 POOLINGS = ("auto", "mean", "flatten")
+PRECISIONS = ("auto", "float32", "bfloat16", "float16")
+"""Autocast of training and extraction forwards (:func:`lab.device.autocast_dtype`, which reads them here:
+this module stays torch-free)."""
 
 SEPARABILITY_METRICS = catalogue.SEPARABILITY_METRICS
 """Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
@@ -61,7 +64,7 @@ DEFAULT_METRICS = catalogue.DEFAULT_METRICS
 
 FIELD_CHOICES = MappingProxyType({
     "pooling": POOLINGS, "strategy": STRATEGIES, "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
-    "protocol": PROTOCOLS,
+    "protocol": PROTOCOLS, "precision": PRECISIONS,
     "projection": PROJECTIONS, "metrics": catalogue.METRIC_NAMES,
 })
 """The allowed values of the fields that take a fixed set (``metrics``: of each entry); the
@@ -156,6 +159,10 @@ class RunConfig:
         One full run per seed (initialisation, data order, augmentation, label noise).
     device : str
         "auto", "cpu", "cuda", "cuda:N" or "mps".
+    precision : str
+        Autocast of fine-tuning and feature extraction, one of ``PRECISIONS``: "auto" (bfloat16 on CUDA where
+        supported, else float16 with a loss scaler; float32 on CPU and MPS), "float32" (no autocast),
+        "bfloat16" or "float16" (on any device; features are float32 in every case).
     projection : str
         "umap" (PCA first, UMAP when ready), "pca" or "none".
     projection_layers : list of str or None
@@ -204,6 +211,7 @@ class RunConfig:
     seen_per_class: int | None = 100
     seeds: tuple[int, ...] = (0,)
     device: str = "auto"
+    precision: str = "auto"
     projection: str = "umap"
     projection_layers: tuple[str, ...] | None = None
     projection_fit_points: int = 5000
@@ -341,6 +349,7 @@ class RunConfig:
             raise ValueError(
                 f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'. Got {self.device!r} instead."
             )
+        choice("precision")
         choice("projection")
         str_list("projection_layers")
         if self.projection_layers is not None and self.layers is not None:

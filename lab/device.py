@@ -16,10 +16,10 @@ import contextlib
 
 import torch
 
+from lab.config import PRECISIONS
+
 __all__ = ["resolve_device", "PRECISIONS", "autocast_dtype", "autocast", "CHANNELS_LAST_DEVICES", "channels_last",
            "DeviceOutOfMemoryError", "out_of_memory_message", "out_of_memory_hint"]
-
-PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 
 CHANNELS_LAST_DEVICES = frozenset({"cuda"})
 """Device types on which CNN backbones run channels_last (NHWC). Only CUDA: there cuDNN's tensor-core

@@ -92,6 +92,8 @@ def test_unknown_fields_are_named_with_the_allowed_ones():
     ({"layers": ["stem"], "projection_layers": ["pre_logits"]},
      r"projection_layers must be a subset of layers; 'pre_logits' is not in layers \['stem'\]\."),
     ({"dataset": ""}, r"dataset must be a dataset spec such as 'glyphs' or 'digits'"),
+    ({"precision": "bf16"},
+     r"precision must be one of 'auto', 'float32', 'bfloat16', 'float16'\. Got 'bf16' instead\."),
 ])
 def test_bad_values_fail_at_construction_naming_field_and_choices(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -293,3 +293,21 @@ def test_sigkill_mid_run_leaves_a_loadable_interrupted_run(store):
     for epoch in epochs:
         assert set(m.loc[m.epoch == epoch, "layer"]) == set(LAYERS)
     assert rec.projection(0, epochs[-1], "fc1", method="pca")[0].shape == (40, 2)
+
+
+@pytest.mark.slow
+def test_precision_reaches_training_and_extraction(store):
+    """RunConfig.precision is the autocast of both: on CPU "auto" is float32 (bit-identical numbers);
+    "bfloat16" autocasts the MLP's matmuls on CPU too, which moves the metrics."""
+    def values(precision):
+        out = _events(_cfg(epochs=1, precision=precision, projection="none"), store)
+        assert out[-1].kind == "run_finished", out[-1]
+        rows = [(e.epoch, e.layer, e.split, sorted(e.values.items())) for e in out if e.kind == "layer_metrics"]
+        losses = [e.train_loss for e in out if e.kind == "epoch_finished" and e.epoch == 1]
+        return rows, losses
+
+    auto, float32, bf16 = values("auto"), values("float32"), values("bfloat16")
+    assert auto == float32
+    before_training = [[r for r in rows if r[0] == 0] for rows in (bf16[0], float32[0])]
+    assert before_training[0] != before_training[1]                   # extraction
+    assert bf16[1] != float32[1]                                      # training

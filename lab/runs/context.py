@@ -81,7 +81,7 @@ class RunContext:
 
         def fn(progress, should_stop):
             return lab.features.extract(bb, data, layers=layers, pooling=pooling, batch_size=batch_size,
-                                        progress=progress, should_stop=should_stop)
+                                        progress=progress, should_stop=should_stop, precision=self.cfg.precision)
 
         with self.recorder.timed("extract"):
             return (yield from self.worker.stream(fn, stage=stage, seed=state.seed, epoch=epoch))

@@ -235,7 +235,7 @@ class _Engine:
         ctx.results.layers = list(ctx.layers)
         ft = finetune.prepare(
             bb, len(ctx.data.split.seen), cfg.strategy, block=cfg.block, lr=cfg.learning_rate,
-            weight_decay=cfg.decay, optimizer=cfg.optimizer, seed=seed,
+            weight_decay=cfg.decay, optimizer=cfg.optimizer, seed=seed, precision=cfg.precision,
         )
         if ctx.data.train is not None:          # None when nothing is trained (strategy "none")
             ft.schedule(cfg.lr_schedule, cfg.n_epochs * -(-len(ctx.data.train) // cfg.batch_size))
