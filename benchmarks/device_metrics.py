@@ -8,9 +8,12 @@ picks for CUDA features). Printed per N: both values, their difference, both tim
 ``--repeats``; CUDA synchronised; both paths are warmed up once on a small problem first) and the
 ratio torch / scikit-learn.
 
-Both sides run with the process's threads (2 on the CI box); run it alone on the machine.
+Both sides run under the same thread limits (``--threads``, default 1, as ``benchmarks/metrics.py``: on a
+shared 2-core box OpenMP/BLAS threads spin against each other; measured here, one probe fit at N = 1,600
+took 0.05 s on one thread and 2.6 s on two).
 
-    .venv/bin/python benchmarks/device_metrics.py [--device cpu|cuda] [--sizes 2000 5000 10000 20000] [--save]
+    .venv/bin/python benchmarks/device_metrics.py [--device cpu|cuda] [--sizes 2000 5000 10000 20000]
+        [--threads 1] [--save]
 """
 from __future__ import annotations
 
@@ -22,6 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+# Imported before threadpool_limits is entered: threadpoolctl only limits the BLAS/OpenMP
+# libraries already loaded.
+from sklearn.cluster import KMeans  # noqa: F401
+from sklearn.linear_model import LogisticRegression  # noqa: F401
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -64,12 +72,14 @@ def main(argv=None) -> None:
     parser.add_argument("--dim", type=int, default=512, help="feature dimension d")
     parser.add_argument("--classes", type=int, default=10, help="classes K")
     parser.add_argument("--repeats", type=int, default=1, help="timed repeats per measurement (best is shown)")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/torch CPU threads for both sides")
     add_save_option(parser)
     args = parser.parse_args(argv)
-    with recording(__file__, parser, args, argv=argv, device=args.device):
+    torch.set_num_threads(args.threads)
+    with recording(__file__, parser, args, argv=argv, device=args.device), threadpool_limits(limits=args.threads):
         device = resolve_device(args.device)
-        print(f"device {device}, d={args.dim}, K={args.classes}, float32 features on the device; torch threads "
-              f"{torch.get_num_threads()}; nmi: k-means++ n_init=10; probe: 5 folds, C=1 (time: best of "
+        print(f"device {device}, d={args.dim}, K={args.classes}, float32 features on the device; CPU threads "
+              f"{args.threads}; nmi: k-means++ n_init=10; probe: 5 folds, C=1 (time: best of "
               f"{args.repeats}); load average " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
         Xw, yw = make_features(500, args.dim, args.classes)          # first-call costs (CUDA context, kernels)
         for backend in ("sklearn", "torch"):
