@@ -85,7 +85,7 @@ def _kmeans_plusplus(X: torch.Tensor, norms: torch.Tensor, n_clusters: int, rng)
         best = torch.argmin(pots)
         pot, closest = pots[best], to_candidates[best]
         ids.append(candidates[best].reshape(1))
-    return X[torch.cat(ids)].clone()                                                        # (K, d)
+    return X[torch.cat(ids)]                                                                # (K, d) a copy
 
 
 def _assign(X: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:

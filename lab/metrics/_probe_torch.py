@@ -50,11 +50,10 @@ class TorchProbe:
 
 
 def _standardizer(X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """StandardScaler's ``mean_`` and ``scale_`` (d,), float64 accumulators as scikit-learn."""
-    X = X.to(_DTYPE)
+    """StandardScaler's ``mean_`` and ``scale_`` (d,) of float64 X (n, d)."""
     n = X.shape[0]
     mean = X.mean(dim=0)                                                  # (d,)
-    var = ((X - mean) ** 2).mean(dim=0)                                   # (d,)
+    var = X.var(dim=0, unbiased=False)                                    # (d,) no (n, d) temporary
     eps = torch.finfo(_DTYPE).eps
     constant = var <= n * eps * var + (n * mean * eps) ** 2              # scikit-learn's _is_constant_feature
     scale = torch.where(constant, torch.ones_like(var), var.sqrt())
@@ -67,10 +66,11 @@ def fit_probe(X: torch.Tensor, codes: torch.Tensor, *, n_classes: int, C: float,
     (each present), on X's device. ``tol``: the largest gradient entry at which L-BFGS stops
     (scikit-learn's ``tol``).
 
-    Warns :class:`sklearn.exceptions.ConvergenceWarning` when L-BFGS stops before the tolerance.
+    Warns :class:`sklearn.exceptions.ConvergenceWarning` when L-BFGS runs out of iterations, as scikit-learn.
     """
-    mean, scale = _standardizer(X)
-    A = (X.to(_DTYPE) - mean) / scale                                     # (n, d)
+    A = X.to(_DTYPE, copy=True)                  # (n, d) the probe's one copy, standardised in place
+    mean, scale = _standardizer(A)
+    A.sub_(mean).div_(scale)
     n, d = A.shape
     K = n_classes
     onehot = torch.nn.functional.one_hot(codes, K).to(_DTYPE)            # (n, K)
@@ -88,7 +88,7 @@ def fit_probe(X: torch.Tensor, codes: torch.Tensor, *, n_classes: int, C: float,
             theta.grad = torch.cat([G.T @ A + l2 * W, G.sum(dim=0)[:, None]], dim=1)
         return loss
 
-    max_eval = max_iter * 5 // 4 + 1
+    max_eval = max(15_000, max_iter * 5 // 4)      # scipy's maxfun default: iterations are the limit
     # tolerance_change: scipy's ftol as LogisticRegression sets it; stopping there is converged
     opt = torch.optim.LBFGS([theta], lr=1, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tol,
                             tolerance_change=64 * float(np.finfo(float).eps), history_size=10,
