@@ -24,13 +24,13 @@ ipywidget.
 
 Everything runs offline on a CPU. With `FAST` on (environment variable `LAB_FAST=1`) the
 samples are tiny and the run uses a small MLP; in the full setting the same cells run
-ResNet-18 on all 320 images per unseen style and fine-tune it for 3 epochs, which takes
+ResNet-18 on all 313 images per unseen style and fine-tune it for 3 epochs, which takes
 a few minutes on a laptop CPU.
 '''),
         code(FAST_SWITCH),
         md('''
-**1. Data.** The glyph dataset ships with the package: 320 CJK characters rendered in
-20 typefaces, 64 × 64 px. The classes are the *styles* (typefaces), so a model must
+**1. Data.** The glyph dataset ships with the package: 313 CJK characters rendered in
+20 visibly distinct typefaces (brush, kai, ming, hei, rounded, handwriting, bitmap ...), 64 × 64 px. The classes are the *styles* (typefaces), so a model must
 learn style, not character identity.
 '''),
         code('''
@@ -66,7 +66,9 @@ print(bb.normalization)
 maps average-pooled to one vector per image and layer.
 '''),
         code('''
-unseen = ds.subset(split.unseen).sample_per_class(20 if FAST else 320)
+unseen = ds.subset(split.unseen)
+if FAST:
+    unseen = unseen.sample_per_class(20)
 feats = lab.features.extract(bb, unseen, layers=bb.layers)
 {layer: tuple(X.shape) for layer, X in feats.items()}
 '''),

@@ -33,6 +33,7 @@ def test_render_glyph_is_deterministic_with_mild_variation(face):
     a = glyphs.render_glyph(font, "永", np.random.default_rng(1))
     b = glyphs.render_glyph(font, "永", np.random.default_rng(1))
     c = glyphs.render_glyph(font, "永", np.random.default_rng(2))
+    assert np.array_equal(a, glyphs.render_glyph(font, "永", np.random.default_rng(1), stroke_jitter=False))
     assert a.shape == (64, 64) and a.dtype == np.uint8
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert a.min() < 64 and a[0, 0] == 255                     # dark ink on white paper
@@ -59,7 +60,7 @@ def test_build_tiny_archive_and_read_it(face, tmp_path):
     out = tmp_path / "tiny.npz"
     pool = glyphs.candidate_characters()[:40]
     meta = glyphs.build(out, faces=(face, twin), n_chars=4, candidates=pool, log=lambda msg: None)
-    assert meta["stroke_jitter"] is True
+    assert meta["stroke_jitter"] is False                      # strokes keep the font's width by default
     data = glyphs.read(out)
     assert data["images"].shape == (8, 64, 64) and data["styles"].tolist() == [face.name, twin.name]
     assert data["style"].tolist() == [0] * 4 + [1] * 4 and data["char"].tolist() == [0, 1, 2, 3] * 2
@@ -78,6 +79,31 @@ def test_build_names_missing_fonts_and_packages(tmp_path):
     with pytest.raises(ValueError, match=r"fonts not found: Nope. Install them with "
                                          r"`apt-get install fonts-nope`"):
         glyphs.build(tmp_path / "x.npz", faces=(nope,), n_chars=2)
+
+
+def test_rebuild_with_other_fonts_is_refused_unless_out_is_a_new_file(face, tmp_path):
+    twin, other = (dataclasses.replace(face, name=face.name + suffix) for suffix in (" copy", " other"))
+    pool = glyphs.candidate_characters()[:40]
+    out = tmp_path / "g.npz"
+    glyphs.build(out, faces=(face, twin), n_chars=4, candidates=pool, log=lambda msg: None)
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match=rf"drops {twin.name}; adds {other.name}.*--out NEW.npz"):
+        glyphs.build(out, faces=(face, other), n_chars=4, candidates=pool, log=lambda msg: None)
+    assert out.read_bytes() == before                            # the old archive is untouched
+    glyphs.build(out, faces=(face, twin), n_chars=4, candidates=pool, log=lambda msg: None)   # same fonts: fine
+    glyphs.build(tmp_path / "new.npz", faces=(face, other), n_chars=4, candidates=pool, log=lambda msg: None)
+    assert glyphs.read(tmp_path / "new.npz")["styles"].tolist() == [face.name, other.name]
+
+
+def test_command_line_refusal_is_one_line_not_a_traceback(face, tmp_path, capsys, monkeypatch):
+    twin = dataclasses.replace(face, name=face.name + " copy")
+    out = tmp_path / "g.npz"
+    glyphs.build(out, faces=(face, twin), n_chars=4, candidates=glyphs.candidate_characters()[:40],
+                 log=lambda msg: None)
+    monkeypatch.setattr(glyphs, "FACES", (face,))                # the code now lists other fonts
+    assert glyphs.main(["build", "--out", str(out), "--chars", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--out NEW.npz" in err and "Traceback" not in err
 
 
 def test_read_missing_archive_says_how_to_rebuild(tmp_path):

@@ -50,8 +50,8 @@ def test_source_fonts_are_disjoint_from_the_target_typefaces():
 
 @pytest.mark.parametrize("face, why", [
     (glyphs.FACES[0], "ships a target typeface"),
-    (glyphs.Face("Noto Sans CJK JP Bold", "Noto Sans CJK JP", "fonts-other", "/x.ttc", "Bold"),
-     "is the target typeface 'Noto Sans CJK'"),
+    (glyphs.Face("Noto Serif CJK JP Bold", "Noto Serif CJK JP", "fonts-other", "/x.ttc", "Bold"),
+     "is the target typeface 'Noto Serif CJK Black'"),
     (glyphs.Face("IPAex Mincho", "IPAexMincho", "fonts-ipaexfont-mincho", "/x.ttf"), "derived from IPA Mincho"),
 ])
 def test_target_conflicts_catch_target_faces_their_weights_and_derivatives(face, why):

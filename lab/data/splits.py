@@ -9,9 +9,10 @@ import numpy as np
 
 __all__ = ["Split", "GLYPHS_UNSEEN", "CIFAR100_UNSEEN"]
 
-# Fixed withheld styles for the embedded glyphs: one of each family (brush,
-# kai, ming, hei, rounded), each with a related style left among the seen ones.
-GLYPHS_UNSEEN = ("TW-Kai", "Noto Serif CJK", "WenQuanYi Zen Hei", "cwTeX Yen", "Kouzan Gyosho")
+# Fixed withheld styles for the embedded glyphs: one of each family (brush, ming,
+# hei, rounded, handwriting), each with a related style left among the seen ones
+# (UnGungseo, AR PL UMing, M PLUS 1 Black, Motoya L Maru, RocknRoll One).
+GLYPHS_UNSEEN = ("Kouzan Sosho", "IPA Mincho", "cwTeX HeiBold", "cwTeX Yen", "Yusei Magic")
 # The seed code's withheld CIFAR-100 classes (the "flowers" superclass).
 CIFAR100_UNSEEN = ("orchid", "poppy", "rose", "sunflower", "tulip")
 

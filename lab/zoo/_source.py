@@ -3,7 +3,7 @@
 The zoo's backbones (:mod:`lab.zoo.pretrain`) are trained on CJK glyphs rendered from
 fonts packaged in Debian that are **not** among the 20 typefaces of ``glyphs`` (nor
 other weights, ancestors or derivatives of them), with characters that are not among its
-320 characters either. This module names those fonts, checks them against the targets
+characters either. This module names those fonts, checks them against the targets
 and renders the source images with :func:`lab.data.glyphs.render_glyph`, the renderer
 of the target dataset.
 """
@@ -62,7 +62,7 @@ SOURCE_FACES: tuple[glyphs.Face, ...] = (
 """Source fonts, one class each for the ``"font"`` task."""
 
 EXCLUDED_PACKAGES: dict[str, str] = {
-    "fonts-noto-cjk-extra": "other weights of Noto Sans/Serif CJK (targets)",
+    "fonts-noto-cjk": "other weights of Noto Serif CJK Black (target, from fonts-noto-cjk-extra)",
     "fonts-arphic-bkai00mp": "AR PL KaitiM Big5, the design AR PL UKai (target) grew from",
     "fonts-arphic-gkai00mp": "AR PL KaitiM GB, the design AR PL UKai (target) grew from",
     "fonts-arphic-bsmi00lp": "AR PL Mingti2L Big5, the design AR PL UMing (target) grew from",
@@ -195,7 +195,8 @@ def render_source(faces=SOURCE_FACES, n_chars: int = 400, seed: int = 0, val_fra
         font = glyphs.open_font(*found[face.name])
         for c, ch in enumerate(chars):
             i = f * n_chars + c
-            images[i] = glyphs.render_glyph(font, ch, np.random.default_rng([seed, f, ord(ch), int(val[i])]))
+            images[i] = glyphs.render_glyph(font, ch, np.random.default_rng([seed, f, ord(ch), int(val[i])]),
+                                             stroke_jitter=True)   # augmentation of the source task
         log(f"rendered {face.name} ({found[face.name][0]})")
     fonts = [{"name": f.name, "family": f.family, "package": f.package,
               "package_version": glyphs._package_version(f.package),

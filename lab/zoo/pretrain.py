@@ -3,7 +3,7 @@
 The papers fine-tune *pretrained* backbones; offline, nothing is pretrained for
 64 px gray glyphs. This recipe renders a source dataset from CJK fonts packaged in
 Debian that are **not** among the 20 typefaces of ``glyphs`` (nor other weights,
-ancestors or derivatives of them), with characters that are not among its 320
+ancestors or derivatives of them), with characters that are not among its
 characters either, and trains a backbone from a seed on the CPU::
 
     apt-get install fonts-morisawa-bizud-gothic ...     # see SOURCE_FACES
@@ -253,7 +253,7 @@ def _model_card_md(card: dict, data: SourceData, history: list, task: str, secon
 
 `{card['architecture']}` ({kwargs}) pretrained offline on **{_TASK_TEXT[task]}** over CJK
 glyphs rendered from Debian fonts that are disjoint from the 20 typefaces of the `glyphs`
-dataset, with characters that are not among its 320 characters. Load it by name
+dataset, with characters that are not among its characters (the shipped `glyphs.json` lists both). Load it by name
 (`{card['name']}`); the full timm model with its {card['num_classes']}-way source classifier is
 stored in `{card['weights']}` (fp16 safetensors).
 
