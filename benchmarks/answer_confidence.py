@@ -5,8 +5,7 @@ It reads what the engine stored, through the same functions the app and notebook
 (``lab.export.tables``, ``lab.analysis``, ``lab.study.figures``); it computes nothing of its own.
 Make the runs first, e.g. the app's default preset and the shipped which-layer study:
 
-    LAB_RUNS_DIR=DIR .venv/bin/python -m lab run --dataset glyphs --backbone glyph_resnet18 --strategy full \\
-        --epochs 6 --lr 0.001 --unseen TW-Kai "Noto Serif CJK" "WenQuanYi Zen Hei" "cwTeX Yen" "Kouzan Gyosho"
+    .venv/bin/python benchmarks/preset.py --seeds 0 --runs-dir DIR      # the default preset, as the app runs it
     LAB_RUNS_DIR=DIR .venv/bin/python -m lab study run studies/which_layer.yaml
     .venv/bin/python benchmarks/answer_confidence.py --runs-dir DIR --run RUN_ID --study studies/which_layer.yaml [--save]
 """
