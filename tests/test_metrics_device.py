@@ -27,6 +27,7 @@ from lab import metrics
 from lab.metrics._kmeans_torch import _lloyd, _same_clustering, kmeans_labels_torch
 from lab.metrics._probe_torch import fit_probe
 from lab.metrics.separability import _nmi_torch
+from tests.test_metrics import blobs as _blobs
 
 
 @pytest.fixture(autouse=True)
@@ -40,13 +41,8 @@ def _one_thread():
 
 
 def blobs(n_per_class=40, k=4, d=8, spread=2.0, seed=0, dtype=np.float32):
-    """Gaussian classes around random centres; ``spread`` sets how far apart the centres are."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=spread, size=(k, d))
-    X = np.concatenate([c + rng.normal(size=(n_per_class, d)) for c in centres])
-    y = np.repeat(np.arange(k), n_per_class)
-    order = rng.permutation(len(y))
-    return X[order].astype(dtype), y[order]
+    """tests.test_metrics.blobs, float32 by default (the features' dtype on a device)."""
+    return _blobs(n_per_class=n_per_class, k=k, d=d, spread=spread, seed=seed, dtype=dtype)
 
 
 @contextlib.contextmanager
