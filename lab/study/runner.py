@@ -123,12 +123,14 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int =
     from distributed import LocalCluster
 
     with dask.config.set({**_WORKER_CONFIG, "distributed.scheduler.allowed-failures": max(0, retries)}):
+        # Workers log at CRITICAL only: a worker that heartbeats while the scheduler closes logs an ERROR
+        # with a traceback after a study that finished fine; failed cells are reported by the study itself.
         # A nanny keeps a shallow copy of the global config and hands it to every worker it (re)starts:
         # without a deep copy of our own, a worker restarted after this block would sample again.
         worker_config = copy.deepcopy(dask.config.config)
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                host="127.0.0.1", dashboard_address="127.0.0.1:0" if dashboard else None,
-                               silence_logs=logging.ERROR, config=worker_config)
+                               silence_logs=logging.CRITICAL, config=worker_config)
     try:
         yield cluster
     finally:
