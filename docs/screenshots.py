@@ -83,7 +83,7 @@ def wait_probe(page, check, timeout: float, what: str) -> dict:
 
 
 def save_png(page, out: Path, crop: bool = False) -> None:
-    """Screenshot the viewport to ``out`` via Pillow (optimized; a 256-colour palette if still too big).
+    """Screenshot the viewport to ``out`` via Pillow (optimized; channels rounded while over MAX_BYTES).
     ``crop``: cut the blank bottom of a tall viewport (blank: white right of the sidebar)."""
     from PIL import Image, ImageChops
 
@@ -94,8 +94,10 @@ def save_png(page, out: Path, crop: bool = False) -> None:
         box = ImageChops.difference(strip, Image.new("RGB", strip.size, "white")).getbbox()
         image = image.crop((0, 0, w, min(h, box[3] + 30)))
     image.save(out, optimize=True)
-    if out.stat().st_size > MAX_BYTES:
-        image.quantize(colors=256, dither=Image.Dither.NONE).save(out, optimize=True)
+    for step in (4, 8, 16):     # too big: round every channel to a multiple of step (4 looks the same)
+        if out.stat().st_size <= MAX_BYTES:
+            break
+        image.point([min(255, (v + step // 2) // step * step) for v in range(256)] * 3).save(out, optimize=True)
     print(f"wrote {out} ({image.size[0]}x{image.size[1]}, {out.stat().st_size // 1000} kB)")
 
 
@@ -117,7 +119,7 @@ def shoot_app(browser, tmp: Path, preset: str | None, out: Path, width: int) -> 
         t0 = time.monotonic()
         button.click()
         wait_probe(page, lambda s: s.get("status") != "idle", 120, "the run to start")
-        state = wait_probe(page, lambda s: s.get("status") in ("finished", "failed", "cancelled"), 900, "its end")
+        state = wait_probe(page, lambda s: s.get("status") in ("finished", "failed", "cancelled"), 1200, "its end")
         print(f"run {state['status']} after {time.monotonic() - t0:.0f} s: {state}")
         if state["status"] != "finished":
             sys.exit("the run did not finish; the server's log ends:\n" + (tmp / "panel.log").read_text()[-3000:])
@@ -155,7 +157,7 @@ def shoot_jupyterlab(browser, tmp: Path, out: Path) -> None:
            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
     cmd += ["--allow-root"] if os.geteuid() == 0 else []       # containers run as root
     with serve(cmd, env, work, f"http://127.0.0.1:{port}/api/status?token={token}", tmp / "jupyterlab.log"):
-        context = browser.new_context(viewport={"width": 1600, "height": 1150})
+        context = browser.new_context(viewport={"width": 1600, "height": 1300})
         context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("data:", "blob:"))
                       or route.request.url.split("/")[2].split(":")[0] in jl.LOCAL_HOSTS else route.abort())
         page = context.new_page()
