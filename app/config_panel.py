@@ -266,7 +266,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
                                   w(pn.widgets.IntInput, "split_seed", label="Split seed", width=110))
         self._hand_w = w(pn.widgets.MultiChoice, "unseen_classes", label="Unseen classes (by hand)",
                          sizing_mode="stretch_width", visible=False)
-        self._gallery = pn.pane.HTML("", sizing_mode="stretch_width", max_height=260,
+        self._gallery = pn.pane.HTML("", sizing_mode="stretch_width", max_height=350,
                                      styles={"overflow-y": "auto"})
         backbone_w = w(pn.widgets.AutocompleteInput, "backbone", label="Backbone (type to search timm)",
                        options=backbone_choices(), restrict=False, case_sensitive=False, search_strategy="includes",
