@@ -220,16 +220,16 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         cmap=cmap, colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)}, framewise=True,
         title=title or f"{label} ({split}) · layer × epoch", height=height, width=width,
         xlabel="epoch", ylabel="layer",
-        xticks=_epoch_ticks(frame),
+        **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
         default_tools=["reset", "save"],
     )
 
 
-def _epoch_ticks(frame: pd.DataFrame) -> list[int]:
+def _epoch_axis(frame: pd.DataFrame) -> dict:
+    """At most 12 epoch ticks, and half a cell beyond the first and last epoch (else their columns are halved)."""
     epochs = sorted({int(e) for e in frame["epoch"]}) if len(frame) else [0]
-    step = max(1, len(epochs) // 12)
-    return epochs[::step]
+    return {"xticks": epochs[::max(1, len(epochs) // 12)], "xlim": (epochs[0] - 0.5, epochs[-1] + 0.5)}
 
 
 def empty_projection_frame() -> pd.DataFrame:

@@ -206,6 +206,8 @@ def test_heatmap_epoch_curves_and_projection(runs):
     values = heat.data.set_index(["epoch", "layer"])["value"]
     assert values[(1, "blocks.0")] == pytest.approx(np.log10(_reference("nc1", 1)[0][1]))
     assert heat.opts.get().kwargs["title"].startswith("a {{label}}: log10 NC1 (seen)")
+    epochs = sorted(set(heat.data["epoch"]))                 # whole cells: half a cell beyond the ends
+    assert heat.opts.get().kwargs["xlim"] == (epochs[0] - 0.5, epochs[-1] + 0.5)
     lines = plots.epoch_curves(run, "nmi", split="unseen")
     latest = [el for el in lines if isinstance(el, hv.Curve)][-1]
     np.testing.assert_allclose(latest.dimension_values("nmi"), _reference("nmi", EPOCHS)[0])
