@@ -95,7 +95,9 @@ def test_zoo_ships_a_cnn_and_a_transformer_within_30_mb():
 @pytest.mark.parametrize("name", lab.zoo.names())
 def test_zoo_card_is_complete_and_fits_its_weights(name):
     card = lab.zoo.card(name)
-    assert tuple(card) == lab.zoo.CARD_KEYS and card["name"] == name
+    n = len(lab.zoo.CARD_KEYS)
+    assert tuple(card)[:n] == lab.zoo.CARD_KEYS and card["name"] == name
+    assert set(tuple(card)[n:]) <= set(lab.zoo.RECIPE_KEYS)          # older cards stop at CARD_KEYS
     model, state = _load_shipped(card)
     assert all(v.dtype == torch.float16 for v in state.values() if v.is_floating_point())
     c, h, w = card["input_size"]
@@ -133,14 +135,27 @@ def test_recipe_runs_end_to_end_and_is_reproducible(source_face, tmp_path):
     cards = [pretrain.pretrain("vit_tiny", tmp_path / run / "m", task="both", epochs=1, seed=3, n_chars=6,
                                batch_size=4, faces=faces, data=data, log=lambda m: None) for run in ("a", "b")]
     card = cards[0]
-    assert tuple(card) == lab.zoo.CARD_KEYS and card["num_classes"] == 2 + 6 and card["epochs"] == 1
-    assert card["recipe"].endswith("--task both --epochs 1 --seed 3 --chars 6 --batch-size 4 --lr 0.001")
+    assert tuple(card) == lab.zoo.CARD_KEYS + lab.zoo.RECIPE_KEYS
+    assert card["num_classes"] == 2 + 6 and card["epochs"] == 1
+    assert card["recipe"].endswith("--task both --epochs 1 --seed 3 --chars 6 --pool wide --batch-size 4 "
+                                   "--lr 0.001 --augment 1")
+    assert set(card["source_accuracies"]) == {"font", "char"}
+    assert card["source_accuracy"] == card["source_accuracies"]["font"]              # the font head's
+    assert set(card["history"][0]["val_accuracy"]) == {"font", "char"}
+    assert card["data"]["fonts"] == 2 and card["data"]["characters"] == 6 and card["data"]["images"] == 12
+    assert card["augment"] == pretrain.Augment().to_dict() and card["wall_seconds"] > 0
+    assert {k: v for k, v in cards[1].items() if k not in ("recipe", "wall_seconds", "training", "history")} == \
+        {k: v for k, v in card.items() if k not in ("recipe", "wall_seconds", "training", "history")}
     a, b = (load_file(tmp_path / run / "m.safetensors") for run in ("a", "b"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)     # same seed, same weights
     model = timm.create_model(card["architecture"], num_classes=card["num_classes"], **card["model_kwargs"])
     model.load_state_dict({k: v.float() for k, v in a.items()}, strict=True)
     assert json.loads((tmp_path / "a" / "m.json").read_text()) == card
-    assert source_face.package in (tmp_path / "a" / "m.md").read_text()
+    md = (tmp_path / "a" / "m.md").read_text()
+    assert source_face.package in md and card["recipe"] in md
+    assert "| epoch | train loss | font accuracy | char accuracy | seconds |" in md
+    assert f"(font {card['source_accuracies']['font']:.3f}, char {card['source_accuracies']['char']:.3f})" in md
+    assert not (tmp_path / "a" / "m.partial").exists()                  # checkpoints go once the files are written
 
 
 def test_pretrain_command_line_writes_the_zoo_files(source_face, tmp_path, monkeypatch, capsys):
@@ -150,11 +165,12 @@ def test_pretrain_command_line_writes_the_zoo_files(source_face, tmp_path, monke
         return real(*args, faces=(source_face,), **kwargs)
 
     monkeypatch.setattr(pretrain, "pretrain", few_fonts)
-    out = tmp_path / "tiny"
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "zoo" / "tiny"
     assert cli(["pretrain", "--arch", "vit_tiny", "--out", str(out), "--epochs", "1", "--chars", "3",
-                "--task", "char", "--batch-size", "2"]) == 0
+                "--task", "char", "--batch-size", "2", "--pool", "common"]) == 0
     assert "pretrained tiny: source accuracy" in capsys.readouterr().out
-    assert {p.name for p in tmp_path.iterdir()} == {"tiny.safetensors", "tiny.json", "tiny.md"}
+    assert {p.name for p in out.parent.iterdir()} == {"tiny.safetensors", "tiny.json", "tiny.md"}
 
 
 def test_pretrain_bad_input_is_one_line(capsys, tmp_path):
@@ -165,3 +181,11 @@ def test_pretrain_bad_input_is_one_line(capsys, tmp_path):
     assert exc.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown --task 'style'; expected one of font, char, both"):
         pretrain.pretrain("resnet18", tmp_path / "m", task="style")
+    with pytest.raises(ValueError, match="unknown recipe option n_char; expected fields of"):
+        pretrain.pretrain("resnet18", tmp_path / "m", n_char=3)
+    with pytest.raises(SystemExit) as exc:
+        cli(["pretrain", "--arch", "resnet18", "--out", str(tmp_path / "m"), "--chars", "many"])
+    assert exc.value.code == 2
+    assert "expected a number of characters or 'all'. Got 'many' instead" in capsys.readouterr().err
+    assert cli(["pretrain", "--arch", "resnet18", "--out", str(tmp_path / "m"), "--augment", "-1"]) == 2
+    assert "augment strength must be a finite number >= 0. Got -1.0 instead." in capsys.readouterr().err

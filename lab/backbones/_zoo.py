@@ -8,6 +8,10 @@ dict of the timm model *including* its source classifier head) in the zoo folder
      "num_classes": int (source head), "weights": file name, "input_size": [C, H, W],
      "mean": [..C], "std": [..C], "source": str, "recipe": str, "epochs": int,
      "source_accuracy": float, "seed": int}
+
+Cards written by the current recipe add fields after these (``lab.zoo.RECIPE_KEYS``: both source
+accuracies, the data, the augmentation, wall time, training settings, per-epoch history); the
+loader reads only the ones above.
 """
 from __future__ import annotations
 

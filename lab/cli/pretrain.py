@@ -11,7 +11,8 @@ def add_pretrain_parser(sub, common) -> None:
 
     pre = sub.add_parser("pretrain", parents=[common], help="pretrain a zoo backbone on the glyph source task",
                          description="Render CJK fonts disjoint from the glyphs typefaces and train a backbone "
-                                     "on them from a seed on the CPU (the recipe of lab.zoo).")
+                                     "on them from a seed on the CPU (the recipe of lab.zoo). An interrupted "
+                                     "run resumes when the same command is run again.")
     pretrain.add_arguments(pre)
     pre.set_defaults(func=_cmd_pretrain)
 
@@ -20,5 +21,7 @@ def _cmd_pretrain(args) -> int:
     from lab.zoo import pretrain
 
     card = pretrain.run_from_args(args)
-    print(f"pretrained {card['name']}: source accuracy {card['source_accuracy']:.3f} after {card['epochs']} epochs")
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in card["source_accuracies"].items())
+    print(f"pretrained {card['name']}: source accuracy {card['source_accuracy']:.3f} ({parts}) after "
+          f"{card['epochs']} epochs")
     return EXIT_OK

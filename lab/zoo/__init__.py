@@ -13,14 +13,20 @@ from pathlib import Path
 
 from lab.backbones._zoo import read_card, zoo_names
 
-__all__ = ["ZOO_DIR", "CARD_KEYS", "names", "card"]
+__all__ = ["ZOO_DIR", "CARD_KEYS", "RECIPE_KEYS", "names", "card"]
 
 ZOO_DIR = Path(__file__).parent
 """Folder of the shipped checkpoints and their cards (``$LAB_ZOO_DIR`` points the loader elsewhere)."""
 
 CARD_KEYS = ("name", "architecture", "model_kwargs", "num_classes", "weights", "input_size", "mean", "std",
              "source", "recipe", "epochs", "source_accuracy", "seed")
-"""Fields of every ``NAME.json`` card."""
+"""Fields of every ``NAME.json`` card, first and in this order."""
+
+RECIPE_KEYS = ("source_accuracies", "data", "augment", "wall_seconds", "training", "history")
+"""Fields that cards written by the current recipe add after :data:`CARD_KEYS`: the held-out accuracy
+of each part of the source task (``font``, ``char``), the data (fonts, characters, pool, images, held-out
+pairs, render time and cache key), the augmentation maxima, the wall time, the training settings and
+the per-epoch history."""
 
 
 def names() -> list[str]:

@@ -7,41 +7,58 @@ ancestors or derivatives of them), with characters that are not among its
 characters either, and trains a backbone from a seed on the CPU::
 
     apt-get install fonts-morisawa-bizud-gothic ...     # see SOURCE_FACES
-    python -m lab pretrain --arch resnet18 --out lab/zoo/glyph_resnet18 --epochs 8 --seed 0
+    python -m lab pretrain --arch resnet18 --out lab/zoo/glyph_resnet18 --seed 0
+
+The defaults (:class:`Recipe`) are the recipe meant for the shipped CNN: all 26 source fonts x
+every character of the ``"wide"`` pool they all draw (about 2200: some 58 000 images, rendered in
+a few minutes and cached), font and character heads together, pen and scan augmentation,
+16 epochs of batch 128; about 4-6 minutes an epoch on two idle CPU cores.
 
 It writes ``NAME.safetensors`` (fp16 state dict of the whole timm model, source
 classifier included), ``NAME.json`` (the card :mod:`lab.zoo` and
 ``lab.backbones`` read) and ``NAME.md`` (a short model card). Images are drawn
-with :func:`lab.data.glyphs.render_glyph`, the renderer of the target dataset,
-and fed as ``glyphs`` feeds them: one channel, ``(x / 255 - 0.5) / 0.5``.
+with :func:`lab.data.glyphs.render_glyph`, the renderer of the target dataset, once
+(cached under ``$LAB_CACHE_DIR``), varied per batch by pen and scan augmentations
+(:mod:`lab.zoo._augment`) and fed as ``glyphs`` feeds them: one channel,
+``(x / 255 - 0.5) / 0.5``.
 
 Source tasks: ``"font"`` (which of the source fonts drew the image), ``"char"``
-(which character) or ``"both"`` (one head of ``n_fonts + n_chars`` logits, a
-cross-entropy over each part).
+(which character) or ``"both"`` (the default: one head of ``n_fonts + n_chars`` logits,
+a cross-entropy over each part, so the backbone learns style and shape; both accuracies
+are reported, the font accuracy is the card's ``source_accuracy``).
 
-The source fonts, their check against the targets and the rendering are
-:mod:`lab.zoo._source` (its names are importable from here too); this module is the
-training loop, the files it writes and the command line.
+After every epoch the run is checkpointed in ``DIR/NAME.partial/`` (:mod:`lab.zoo._checkpoint`);
+the same command resumes an interrupted run, a different recipe is refused, ``--restart``
+starts over.
+
+The source fonts, their check against the targets, the rendering and its cache are
+:mod:`lab.zoo._source` (some of its names are importable from here too); this module is the
+recipe, the training loop and the command line.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import math
 import re
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from lab.data import glyphs
-from lab.zoo._source import (EXCLUDED_PACKAGES, SOURCE_FACES, SourceData, render_source, source_characters,
-                             target_conflicts)
+from lab.zoo import _augment, _checkpoint
+from lab.zoo._augment import Augment
+from lab.zoo._card import make_card, model_card_md, source_parts
+from lab.zoo._source import (EXCLUDED_PACKAGES, POOLS, SOURCE_FACES, SourceData, load_source, render_source,
+                             source_characters, target_conflicts)
 
 __all__ = [
-    "SOURCE_FACES", "EXCLUDED_PACKAGES", "ARCHITECTURES", "TASKS", "MEAN", "STD",
-    "SourceData", "target_conflicts", "source_characters", "render_source", "pretrain", "main",
+    "SOURCE_FACES", "EXCLUDED_PACKAGES", "ARCHITECTURES", "TASKS", "POOLS", "MEAN", "STD", "Recipe", "Augment",
+    "SourceData", "target_conflicts", "source_characters", "render_source", "load_source", "pretrain", "main",
 ]
 
 TASKS = ("font", "char", "both")
@@ -49,9 +66,85 @@ MEAN, STD = (0.5,), (0.5,)       # the engine's input scaling of gray glyphs: (x
 
 ARCHITECTURES: dict[str, tuple[str, dict, float]] = {
     "resnet18": ("resnet18", {"in_chans": 1}, 2e-3),
+    "convnext_atto": ("convnext_atto", {"in_chans": 1}, 2e-3),
     "vit_tiny": ("vit_tiny_patch16_224", {"in_chans": 1, "img_size": 64, "patch_size": 8, "depth": 6}, 1e-3),
 }
 """Recipe ``--arch`` -> (timm model name, ``timm.create_model`` keywords, default learning rate)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every choice the trained weights depend on; saved in each checkpoint and in the card.
+
+    Parameters
+    ----------
+    arch : str
+        A key of :data:`ARCHITECTURES`.
+    task : str
+        One of :data:`TASKS`.
+    epochs, seed : int
+        ``seed`` draws the characters, the rendering, the initial weights, the batches and
+        their augmentation.
+    n_chars : int or None
+        Characters per font, drawn from those of ``pool`` that every font draws; None takes them all.
+    pool : str
+        One of :data:`POOLS`.
+    batch_size : int
+    lr : float or None
+        Peak learning rate; None takes the architecture's. AdamW, linear warm-up over the
+        first 5 % of steps, cosine decay.
+    weight_decay, label_smoothing, val_fraction : float
+        ``val_fraction`` of the (font, character) pairs is held out.
+    augment : Augment or float
+        Pen and scan augmentation maxima; a float is ``Augment(strength=...)``.
+    """
+
+    arch: str
+    task: str = "both"
+    epochs: int = 16
+    seed: int = 0
+    n_chars: int | None = None
+    pool: str = "wide"
+    batch_size: int = 128
+    lr: float | None = None
+    weight_decay: float = 0.05
+    label_smoothing: float = 0.1
+    val_fraction: float = 0.1
+    augment: Augment = field(default_factory=Augment)
+
+    def __post_init__(self):
+        if self.arch not in ARCHITECTURES:
+            raise ValueError(f"unknown --arch {self.arch!r}; expected one of {', '.join(ARCHITECTURES)}.")
+        if self.task not in TASKS:
+            raise ValueError(f"unknown --task {self.task!r}; expected one of {', '.join(TASKS)}.")
+        if self.pool not in POOLS:
+            raise ValueError(f"unknown --pool {self.pool!r}; expected one of {', '.join(POOLS)}.")
+        if int(self.epochs) < 1 or (self.n_chars is not None and int(self.n_chars) < 2) or int(self.batch_size) < 2:
+            raise ValueError(f"--epochs must be >= 1, --chars >= 2 (or all) and --batch-size >= 2. Got "
+                             f"{self.epochs}, {self.n_chars} and {self.batch_size} instead.")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1). Got {self.val_fraction!r} instead.")
+        lr = ARCHITECTURES[self.arch][2] if self.lr is None else float(self.lr)
+        if not (math.isfinite(lr) and lr > 0):
+            raise ValueError(f"--lr must be a positive number. Got {self.lr!r} instead.")
+        augment = self.augment
+        if not isinstance(augment, Augment):
+            augment = Augment(strength=augment)
+        for name, value in (("epochs", int(self.epochs)), ("seed", int(self.seed)), ("lr", lr),
+                            ("batch_size", int(self.batch_size)), ("augment", augment),
+                            ("n_chars", None if self.n_chars is None else int(self.n_chars))):
+            object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict:
+        """The recipe as plain JSON values (``augment`` nested)."""
+        return {**dataclasses.asdict(self), "augment": self.augment.to_dict()}
+
+    def command(self, out: str | Path) -> str:
+        """The command line that runs this recipe (augmentation maxima other than the default
+        ones are API-only and recorded in the card)."""
+        return (f"python -m lab pretrain --arch {self.arch} --out {Path(out).as_posix()} --task {self.task} "
+                f"--epochs {self.epochs} --seed {self.seed} --chars {self.n_chars or 'all'} --pool {self.pool} "
+                f"--batch-size {self.batch_size} --lr {self.lr:g} --augment {self.augment.strength:g}")
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -66,7 +159,7 @@ def _targets(data: SourceData, task: str) -> tuple[np.ndarray, int]:
     return np.stack([data.font, data.char + n_fonts], 1), n_fonts + n_chars
 
 
-def _loss_and_hits(logits, y, task: str, n_fonts: int):
+def _loss_and_hits(logits, y, task: str, n_fonts: int, smoothing: float = 0.1):
     """Cross-entropy (summed over the task's parts) and correct predictions per part."""
     import torch.nn.functional as F
 
@@ -74,7 +167,7 @@ def _loss_and_hits(logits, y, task: str, n_fonts: int):
         parts = [(logits[:, :n_fonts], y[:, 0]), (logits[:, n_fonts:], y[:, 1] - n_fonts)]
     else:
         parts = [(logits, y[:, 0])]
-    loss = sum(F.cross_entropy(z, t, label_smoothing=0.1) for z, t in parts)
+    loss = sum(F.cross_entropy(z, t, label_smoothing=smoothing) for z, t in parts)
     hits = [(z.argmax(1) == t).sum().item() for z, t in parts]
     return loss, hits
 
@@ -84,233 +177,286 @@ def _normalize(x):
     return (x.float() / 255 - MEAN[0]) / STD[0]
 
 
-def _evaluate(model, x, y, task: str, n_fonts: int, batch: int = 256) -> list[float]:
+def _evaluate(model, x, y, task: str, n_fonts: int, batch: int = 256) -> dict[str, float]:
+    """Accuracy of each part of the task (``font``, ``char``) on clean images."""
     import torch
 
     model.eval()
-    hits = None
+    hits = [0] * len(source_parts(task))
     with torch.no_grad():
         for i in range(0, len(x), batch):
             _, h = _loss_and_hits(model(_normalize(x[i:i + batch])), y[i:i + batch], task, n_fonts)
-            hits = h if hits is None else [a + b for a, b in zip(hits, h)]
-    return [h / max(len(x), 1) for h in hits]
+            hits = [a + b for a, b in zip(hits, h)]
+    return {p: h / max(len(x), 1) for p, h in zip(source_parts(task), hits)}
 
 
-def _recipe_command(arch, out, task, epochs, seed, n_chars, batch_size, lr) -> str:
-    return (f"python -m lab pretrain --arch {arch} --out {out} --task {task} --epochs {epochs} "
-            f"--seed {seed} --chars {n_chars} --batch-size {batch_size} --lr {lr:g}")
+def _epoch_generator(seed: int, epoch: int):
+    """The generator of one epoch's batch order and augmentation: a function of (seed, epoch) only,
+    so a run resumed at an epoch boundary draws what the uninterrupted run draws."""
+    import torch
+
+    state = np.random.SeedSequence([int(seed), int(epoch)]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)
 
 
-def pretrain(arch: str, out: str | Path, *, task: str = "font", epochs: int = 8, seed: int = 0,
-             n_chars: int = 200, batch_size: int = 64, lr: float | None = None, weight_decay: float = 0.05,
-             threads: int = 2, faces=SOURCE_FACES, data: SourceData | None = None, log=print) -> dict:
-    """Render the source data, train ``arch`` on it from ``seed`` and write the zoo files.
+def _train_epoch(model, opt, sched, x, y, recipe: Recipe, epoch: int, n_fonts: int) -> float:
+    """One pass over the training images in a seeded order, each batch augmented; the mean loss."""
+    import torch
+
+    gen = _epoch_generator(recipe.seed, epoch)
+    model.train()
+    order = torch.randperm(len(x), generator=gen)
+    loss_sum = 0.0
+    for i in range(0, len(order), recipe.batch_size):
+        idx = order[i:i + recipe.batch_size]
+        batch = _augment.augment(x[idx], gen, recipe.augment)                # (B, 1, 64, 64) uint8
+        loss, _ = _loss_and_hits(model(_normalize(batch)), y[idx], recipe.task, n_fonts, recipe.label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss_sum += loss.item() * len(idx)
+    return loss_sum / len(x)
+
+
+def _setup(recipe: Recipe, num_classes: int, steps_per_epoch: int):
+    """The model (initialized from the seed), AdamW and its warm-up + cosine schedule."""
+    import timm
+    import torch
+
+    model_name, kwargs, _ = ARCHITECTURES[recipe.arch]
+    torch.manual_seed(recipe.seed)
+    model = timm.create_model(model_name, num_classes=num_classes, **kwargs)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    total = steps_per_epoch * recipe.epochs
+    warm = max(1, total // 20)
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
+
+    return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def _check_out(out) -> Path:
+    out = Path(out)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", out.name) or out.name.endswith((".json", ".md", ".safetensors",
+                                                                           ".partial")):
+        raise ValueError(f"--out must be DIR/NAME with a plain NAME (letters, digits, _ . -, no suffix). "
+                         f"Got {str(out)!r} instead.")
+    return out
+
+
+def _refuse_other_recipe(ckpt: dict, fingerprint: dict, partial: Path) -> None:
+    saved = {k: v for k, v in ckpt["recipe"].items() if k in fingerprint}
+    diffs = _checkpoint.recipe_differences(saved, fingerprint)
+    if diffs:
+        raise ValueError(f"{partial} holds a checkpoint (epoch {ckpt['epoch']}) of another recipe: "
+                         f"{'; '.join(diffs)}. Resume it with its own command (`{ckpt['info']['command']}`), "
+                         f"or start over with --restart (deletes {partial}).")
+
+
+def _interrupted(out: Path, recipe: Recipe, saved: int, partial: Path) -> str:
+    command = recipe.command(out)
+    if saved == 0:
+        return (f"interrupted before the first epoch ended: nothing to resume. Running `{command}` again "
+                f"starts over (the rendered images stay cached).")
+    return (f"interrupted after epoch {saved}/{recipe.epochs}, checkpointed in {partial}. Resume with the same "
+            f"command: `{command}` (add --restart to start over instead).")
+
+
+def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int = 2, faces=SOURCE_FACES,
+             data: SourceData | None = None, log=print, **options) -> dict:
+    """Render (or reuse) the source data, train ``arch`` on it from a seed and write the zoo files.
 
     Parameters
     ----------
     arch : str
         A key of :data:`ARCHITECTURES`.
     out : str or Path
-        ``DIR/NAME``: writes ``NAME.safetensors``, ``NAME.json`` and ``NAME.md`` in ``DIR``.
-    task : str
-        One of :data:`TASKS`.
-    epochs, seed, n_chars, batch_size, lr, weight_decay
-        ``lr`` None takes the architecture's default. AdamW with a linear warm-up
-        (first 5 % of steps) and a cosine decay; label smoothing 0.1.
+        ``DIR/NAME``: writes ``NAME.safetensors``, ``NAME.json`` and ``NAME.md`` in ``DIR``;
+        checkpoints go to ``DIR/NAME.partial/`` until the files are written.
+    restart : bool
+        Delete the checkpoints of ``out`` first; otherwise a run of the same recipe resumes
+        from its last checkpoint and one of another recipe is refused (ValueError naming the
+        fields that differ).
     threads : int
         ``torch.set_num_threads``: the recipe is a CPU recipe.
     faces : sequence of lab.data.glyphs.Face
         Source fonts (default :data:`SOURCE_FACES`); checked against the targets.
     data : SourceData, optional
-        Already rendered source data (from :func:`render_source` with the same
-        ``n_chars`` and ``seed``), to train several models on one rendering.
+        Already rendered source data (from :func:`render_source` with the same ``n_chars``),
+        to train several models on one rendering; default :func:`load_source` (cached).
     log : callable
         Receives progress lines.
+    **options
+        The other fields of :class:`Recipe` (``task``, ``epochs``, ``seed``, ``n_chars``,
+        ``pool``, ``batch_size``, ``lr``, ``weight_decay``, ``label_smoothing``,
+        ``val_fraction``, ``augment``).
 
     Returns
     -------
     dict
         The card written to ``NAME.json``.
     """
-    import timm
     import torch
-    from safetensors.torch import save_file
 
-    if arch not in ARCHITECTURES:
-        raise ValueError(f"unknown --arch {arch!r}; expected one of {', '.join(ARCHITECTURES)}.")
-    if task not in TASKS:
-        raise ValueError(f"unknown --task {task!r}; expected one of {', '.join(TASKS)}.")
-    if int(epochs) < 1 or int(n_chars) < 2:
-        raise ValueError(f"--epochs must be >= 1 and --chars >= 2. Got {epochs} and {n_chars} instead.")
-    out = Path(out)
-    name = out.name
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.endswith((".json", ".md", ".safetensors")):
-        raise ValueError(f"--out must be DIR/NAME with a plain NAME (letters, digits, _ . -, no suffix). "
-                         f"Got {str(out)!r} instead.")
+    unknown = sorted(set(options) - {f.name for f in dataclasses.fields(Recipe)} - {"arch"})
+    if unknown:
+        raise ValueError(f"unknown recipe option {', '.join(unknown)}; expected fields of lab.zoo.pretrain.Recipe.")
+    recipe = Recipe(arch, **options)
+    out = _check_out(out)
+    partial = _checkpoint.partial_dir(out)
     torch.set_num_threads(int(threads))
-    torch.manual_seed(seed)
+    if restart and partial.exists():
+        _checkpoint.remove(partial)
+        log(f"--restart: deleted the checkpoints in {partial}")
+    partial.mkdir(parents=True, exist_ok=True)                   # an unwritable --out fails before any work
+    ckpt = _checkpoint.load_latest(partial)
+    fingerprint = {**recipe.to_dict(), "fonts": [f.name for f in faces] if data is None else
+                   [f["name"] for f in data.fonts]}
+    if ckpt is not None:
+        _refuse_other_recipe(ckpt, fingerprint, partial)          # before any rendering
     t0, cpu0 = time.perf_counter(), time.process_time()
-    if data is None:
-        data = render_source(faces, n_chars=n_chars, seed=seed, log=log)
-    elif len(data.chars) != n_chars:
-        raise ValueError(f"data has {len(data.chars)} characters per font but n_chars={n_chars}; "
-                         f"render it with n_chars={n_chars} or pass the matching n_chars.")
-    log(f"rendered {len(data.images)} images in {time.perf_counter() - t0:.0f} s")
+    saved = 0 if ckpt is None else int(ckpt["epoch"])
+    try:
+        if data is None:
+            data = load_source(faces, n_chars=recipe.n_chars, seed=recipe.seed, pool=recipe.pool,
+                               val_fraction=recipe.val_fraction, log=log)
+        elif recipe.n_chars is not None and len(data.chars) != recipe.n_chars:
+            raise ValueError(f"data has {len(data.chars)} characters per font but n_chars={recipe.n_chars}; "
+                             f"render it with n_chars={recipe.n_chars} or pass the matching n_chars.")
+        fingerprint["data"] = {"characters": len(data.chars), "images": len(data.images),
+                               "held_out": int(data.val.sum()),
+                               "chars_sha256": hashlib.sha256(data.chars.encode()).hexdigest()[:16]}
+        if ckpt is not None:
+            _refuse_other_recipe(ckpt, fingerprint, partial)
+        x = torch.from_numpy(data.images).unsqueeze(1)                     # (N, 1, 64, 64) uint8
+        y_np, num_classes = _targets(data, recipe.task)
+        y = torch.from_numpy(y_np).long()                                  # (N, parts)
+        train, val = torch.from_numpy(~data.val), torch.from_numpy(data.val)
+        x_tr, y_tr, x_val, y_val = x[train], y[train], x[val], y[val]
+        n_fonts = len(data.fonts)
+        model, opt, sched = _setup(recipe, num_classes, math.ceil(len(x_tr) / recipe.batch_size))
+        history, wall0, cpu_before = [], 0.0, 0.0
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optimizer"])
+            sched.load_state_dict(ckpt["scheduler"])
+            torch.set_rng_state(ckpt["torch_rng"])
+            history, wall0, cpu_before = ckpt["info"]["history"], ckpt["info"]["wall_seconds"], \
+                ckpt["info"]["cpu_seconds"]
+            log(f"resuming {out.name} after epoch {saved}/{recipe.epochs} from {partial}")
+        else:
+            log(f"training {recipe.arch} on {len(x_tr)} images ({n_fonts} fonts x {len(data.chars)} characters, "
+                f"{len(x_val)} held out); checkpoints in {partial}")
+        for epoch in range(saved + 1, recipe.epochs + 1):
+            t = time.perf_counter()
+            loss = _train_epoch(model, opt, sched, x_tr, y_tr, recipe, epoch, n_fonts)
+            acc = _evaluate(model, x_val, y_val, recipe.task, n_fonts)
+            history.append({"epoch": epoch, "train_loss": loss, "val_accuracy": acc,
+                            "seconds": time.perf_counter() - t})
+            info = {"history": history, "command": recipe.command(out),
+                    "wall_seconds": wall0 + time.perf_counter() - t0,
+                    "cpu_seconds": cpu_before + time.process_time() - cpu0}
+            _checkpoint.save(partial, epoch, recipe=fingerprint, model=model, optimizer=opt, scheduler=sched,
+                             info=info)
+            saved = epoch
+            log(f"epoch {epoch}/{recipe.epochs}: train loss {loss:.3f}, held-out accuracy "
+                f"{', '.join(f'{k} {v:.3f}' for k, v in acc.items())} ({time.perf_counter() - t:.0f} s)")
+    except BaseException as exc:
+        if not any(partial.iterdir()):
+            partial.rmdir()
+        if isinstance(exc, KeyboardInterrupt):
+            log(_interrupted(out, recipe, saved, partial))
+        raise
 
-    x = torch.from_numpy(data.images).unsqueeze(1)                     # (N, 1, 64, 64) uint8
-    y_np, num_classes = _targets(data, task)
-    y = torch.from_numpy(y_np).long()                                  # (N, parts)
-    train, val = torch.from_numpy(~data.val), torch.from_numpy(data.val)
-    x_tr, y_tr, x_val, y_val = x[train], y[train], x[val], y[val]
-    n_fonts = len(data.fonts)
-
-    model_name, kwargs, default_lr = ARCHITECTURES[arch]
-    lr = default_lr if lr is None else float(lr)
-    model = timm.create_model(model_name, num_classes=num_classes, **kwargs)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    steps_per_epoch = math.ceil(len(x_tr) / batch_size)
-    total = steps_per_epoch * int(epochs)
-    warm = max(1, total // 20)
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    gen = torch.Generator().manual_seed(seed)
-    history = []
-    for epoch in range(1, int(epochs) + 1):
-        t = time.perf_counter()
-        model.train()
-        order = torch.randperm(len(x_tr), generator=gen)
-        loss_sum = 0.0
-        for i in range(0, len(order), batch_size):
-            idx = order[i:i + batch_size]
-            loss, _ = _loss_and_hits(model(_normalize(x_tr[idx])), y_tr[idx], task, n_fonts)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            loss_sum += loss.item() * len(idx)
-        acc = _evaluate(model, x_val, y_val, task, n_fonts)
-        history.append({"epoch": epoch, "train_loss": loss_sum / len(x_tr), "val_accuracy": acc})
-        log(f"epoch {epoch}/{epochs}: train loss {loss_sum / len(x_tr):.3f}, source val accuracy "
-            f"{' / '.join(f'{a:.3f}' for a in acc)} ({time.perf_counter() - t:.0f} s)")
-
-    model.eval()
-    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in model.state_dict().items()}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    weights = out.parent / f"{name}.safetensors"
-    save_file(state, str(weights), metadata={"format": "pt", "name": name})
-    parts = {"font": "font accuracy", "char": "character accuracy",
-             "both": "mean of font and character accuracy"}[task]
-    final = history[-1]["val_accuracy"]
-    card = {
-        "name": name,
-        "architecture": model_name,
-        "model_kwargs": dict(kwargs),
-        "num_classes": int(num_classes),
-        "weights": weights.name,
-        "input_size": [1, glyphs.IMAGE_SIZE, glyphs.IMAGE_SIZE],
-        "mean": list(MEAN),
-        "std": list(STD),
-        "source": (f"{_TASK_TEXT[task]} on {len(data.images)} rendered 64 px glyphs: {n_fonts} Debian CJK "
-                   f"fonts disjoint from the glyphs typefaces x {len(data.chars)} characters not in glyphs "
-                   f"(held-out {int(data.val.sum())} font-character pairs; source_accuracy = {parts})"),
-        "recipe": _recipe_command(arch, out.as_posix(), task, epochs, seed, n_chars, batch_size, lr),
-        "epochs": int(epochs),
-        "source_accuracy": round(float(np.mean(final)), 4),
-        "seed": int(seed),
-    }
-    out.parent.joinpath(f"{name}.json").write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n",
-                                                   encoding="utf-8")
-    out.parent.joinpath(f"{name}.md").write_text(
-        _model_card_md(card, data, history, task, time.perf_counter() - t0, time.process_time() - cpu0,
-                       threads, batch_size, lr),
-        encoding="utf-8")
-    log(f"wrote {weights} ({weights.stat().st_size / 1e6:.1f} MB) and its card; "
-        f"source accuracy {card['source_accuracy']:.3f} in {time.perf_counter() - t0:.0f} s")
+    card = _write_files(out, model, recipe, data, history, num_classes, threads=int(threads),
+                        wall_seconds=wall0 + time.perf_counter() - t0,
+                        cpu_seconds=cpu_before + time.process_time() - cpu0)
+    _checkpoint.remove(partial)
+    log(f"wrote {out}.safetensors and its card; held-out accuracy "
+        f"{', '.join(f'{k} {v:.3f}' for k, v in card['source_accuracies'].items())}; "
+        f"{card['wall_seconds'] / 60:.1f} min in all")
     return card
 
 
-_TASK_TEXT = {"font": "font recognition", "char": "character recognition",
-              "both": "font and character recognition"}
+def _write_files(out: Path, model, recipe: Recipe, data: SourceData, history: list, num_classes: int, *,
+                 threads: int, wall_seconds: float, cpu_seconds: float) -> dict:
+    """``NAME.safetensors`` (fp16, source head included), ``NAME.json`` and ``NAME.md``; the card."""
+    from safetensors.torch import save_file
 
-
-def _model_card_md(card: dict, data: SourceData, history: list, task: str, seconds: float, cpu: float,
-                   threads: int, batch_size: int, lr: float) -> str:
-    import platform
-
-    import timm
-    import torch
-
-    fonts = "\n".join(f"| {f['name']} | {f['family']} | {f['package']} | {f['package_version'] or '?'} |"
-                      for f in data.fonts)
-    epochs = "\n".join(f"| {h['epoch']} | {h['train_loss']:.3f} | "
-                       f"{' / '.join(f'{a:.3f}' for a in h['val_accuracy'])} |" for h in history)
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in card["model_kwargs"].items())
-    return f"""# {card['name']}
-
-`{card['architecture']}` ({kwargs}) pretrained offline on **{_TASK_TEXT[task]}** over CJK
-glyphs rendered from Debian fonts that are disjoint from the 20 typefaces of the `glyphs`
-dataset, with characters that are not among its characters (the shipped `glyphs.json` lists both). Load it by name
-(`{card['name']}`); the full timm model with its {card['num_classes']}-way source classifier is
-stored in `{card['weights']}` (fp16 safetensors).
-
-- **Source data**: {card['source']}.
-- **Recipe**: `{card['recipe']}` (CPU, {threads} torch threads: {seconds / 60:.0f} min wall,
-  {cpu / 60:.0f} CPU-min on {platform.machine()} with torch {torch.__version__}, timm {timm.__version__}).
-  Rendering the source images is part of the recipe and of these times.
-- **Training**: {card['epochs']} epochs, AdamW (weight decay 0.05), linear warm-up and cosine decay,
-  label smoothing 0.1, batch {batch_size}, learning rate {lr:g}; the images' variation is the
-  `glyphs` renderer's (stroke width, rotation, scale, position).
-- **Source accuracy** (held-out font-character pairs): {card['source_accuracy']:.3f}.
-- **Input and normalization**: {card['input_size'][0]} channel,
-  {card['input_size'][1]}x{card['input_size'][2]} px, dark ink on white, `(x / 255 - mean) / std`
-  with mean {card['mean']} and std {card['std']}.
-- **Seed**: {card['seed']}.
-
-| epoch | train loss | source val accuracy |
-|---|---|---|
-{epochs}
-
-Source fonts (one class each for the font task):
-
-| name | family | Debian package | version |
-|---|---|---|---|
-{fonts}
-
-Characters ({len(data.chars)}): {data.chars}
-"""
+    model.eval()
+    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in model.state_dict().items()}
+    weights = out.parent / f"{out.name}.safetensors"
+    save_file(state, str(weights), metadata={"format": "pt", "name": out.name})
+    model_name, kwargs, _ = ARCHITECTURES[recipe.arch]
+    card = make_card(name=out.name, recipe=recipe, command=recipe.command(out), model_name=model_name,
+                     model_kwargs=kwargs, num_classes=num_classes, weights=weights.name, mean=MEAN, std=STD,
+                     data=data, history=history, wall_seconds=wall_seconds, cpu_seconds=cpu_seconds,
+                     threads=threads)
+    out.parent.joinpath(f"{out.name}.json").write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n",
+                                                       encoding="utf-8")
+    out.parent.joinpath(f"{out.name}.md").write_text(model_card_md(card, data), encoding="utf-8")
+    return card
 
 
 # ----------------------------------------------------------------------------------------------- command line
 
 
+def _chars(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of characters or 'all'. Got {text!r} instead.") \
+            from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The recipe's flags (shared by ``python -m lab pretrain`` and ``python -m lab.zoo.pretrain``)."""
+    """The recipe's flags (shared by ``python -m lab pretrain`` and ``python -m lab.zoo.pretrain``);
+    their defaults are :class:`Recipe`'s."""
+    d = {f.name: f.default for f in dataclasses.fields(Recipe)}
     parser.add_argument("--arch", required=True, choices=sorted(ARCHITECTURES),
                         help="backbone recipe: " + "; ".join(f"{k} = {v[0]} {v[1]} (lr {v[2]:g})"
                                                             for k, v in ARCHITECTURES.items()))
     parser.add_argument("--out", required=True, metavar="DIR/NAME",
-                        help="writes DIR/NAME.safetensors, DIR/NAME.json and DIR/NAME.md")
-    parser.add_argument("--task", default="font", choices=TASKS, help="source task (default: font)")
-    parser.add_argument("--epochs", type=int, default=8, help="training epochs (default: 8)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of characters, rendering and training")
-    parser.add_argument("--chars", type=int, default=200, help="characters per source font (default: 200)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default: the --arch's)")
+                        help="writes DIR/NAME.safetensors, DIR/NAME.json and DIR/NAME.md; checkpoints go to "
+                             "DIR/NAME.partial/ meanwhile, and the same command resumes from them")
+    parser.add_argument("--task", default=d["task"], choices=TASKS,
+                        help=f"source task; both = font and character heads together (default: {d['task']})")
+    parser.add_argument("--epochs", type=int, default=d["epochs"], help=f"training epochs (default: {d['epochs']})")
+    parser.add_argument("--seed", type=int, default=d["seed"],
+                        help="seed of characters, rendering, initial weights, batches and augmentation")
+    parser.add_argument("--chars", type=_chars, default=d["n_chars"], metavar="N|all",
+                        help="characters per source font, drawn from those of --pool that every font draws "
+                             "(default: all)")
+    parser.add_argument("--pool", default=d["pool"], choices=POOLS,
+                        help=f"character pool: common = the 1583 candidates of glyphs, wide = JIS X 0208, Big5 "
+                             f"common and GB 2312 (default: {d['pool']})")
+    parser.add_argument("--batch-size", type=int, default=d["batch_size"],
+                        help=f"(default: {d['batch_size']})")
+    parser.add_argument("--lr", type=float, default=d["lr"], help="peak learning rate (default: the --arch's)")
+    parser.add_argument("--augment", type=float, default=Augment().strength, metavar="STRENGTH",
+                        help="strength of the pen and scan augmentation, 0 = none (default: "
+                             f"{Augment().strength:g})")
+    parser.add_argument("--restart", action="store_true",
+                        help="delete the checkpoints of --out and start over instead of resuming")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default: 2)")
 
 
 def run_from_args(args) -> dict:
     """Run :func:`pretrain` from parsed :func:`add_arguments` flags."""
     return pretrain(args.arch, args.out, task=args.task, epochs=args.epochs, seed=args.seed,
-                    n_chars=args.chars, batch_size=args.batch_size, lr=args.lr, threads=args.threads)
+                    n_chars=args.chars, pool=args.pool, batch_size=args.batch_size, lr=args.lr,
+                    augment=Augment(strength=args.augment), restart=args.restart, threads=args.threads)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.zoo.pretrain --arch ... --out ...``; exit 2 with one line on bad input."""
+    """``python -m lab.zoo.pretrain --arch ... --out ...``; exit 2 with one line on bad input, 130 when
+    interrupted (the log says how to resume)."""
     parser = argparse.ArgumentParser(prog="python -m lab.zoo.pretrain", description=__doc__.split("\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -319,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
