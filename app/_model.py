@@ -363,8 +363,8 @@ def verdict_html(v: dict, *, running: bool = False) -> str:
     n, total = v.get("n_seeds", 1), v.get("seeds_total", 1)
     seeds = f"{n} seed{'s' if n != 1 else ''}" if n >= total else f"{n} of {total} seeds so far"
     text = (f"<b>Best layer for unseen classes: <span class='ls-best-layer'>{html.escape(str(v['layer']))}"
-            f"</span></b>{_confidence_text(v)} (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, "
-            f"{seeds})")
+            f"</span></b> (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, "
+            f"{seeds}{_confidence_text(v)})")
     if v.get("heldout_accuracy") is not None and math.isfinite(v["heldout_accuracy"]):
         text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
                  f" (epoch {v['accuracy_epoch']})")
@@ -375,11 +375,11 @@ def verdict_html(v: dict, *, running: bool = False) -> str:
 
 
 def _confidence_text(v: dict) -> str:
-    """" (best in 81 % of resamples; 0.78-0.83)" from the bootstrap, or "" for runs without one."""
+    """"; best in 81 % of resamples; 0.78-0.83" from the bootstrap, or "" for runs without one."""
     share, low, high = v.get("best_share"), v.get("g_low"), v.get("g_high")
     if share is None or low is None or high is None or not all(map(math.isfinite, (share, low, high))):
         return ""
-    return f" ({analysis.confidence_text(low, high, share)})"
+    return f"; {analysis.confidence_text(low, high, share)}"
 
 
 def _as_float(value) -> float:

@@ -406,7 +406,9 @@ def test_verdict_quotes_the_bootstrap_share_and_interval_of_the_best_layer():
     v = model.verdict()
     assert v["layer"] == "block2" and v["best_share"] == pytest.approx(0.81)
     low = 0.1 * list(LAYERS).index("block2")
-    assert f"block2</span></b> (best in 81 % of resamples; {low:.2f}-{low + 0.05:.2f})" in verdict_html(v)
+    text = verdict_html(v)        # one parenthesis: g, epoch, seeds, then how sure
+    assert text.startswith(f"<b>Best layer for unseen classes: <span class='ls-best-layer'>block2</span></b> (g = ")
+    assert f"seed; best in 81 % of resamples; {low:.2f}-{low + 0.05:.2f})" in text and ") (" not in text
 
 
 def test_verdict_while_seeds_are_still_running():
