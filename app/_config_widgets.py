@@ -91,7 +91,7 @@ def gallery_html(ds, unseen: set) -> str:
             f"<div title='{html.escape(name)}' style='{style};border-radius:4px;padding:2px;width:58px;"
             f"text-align:center;font-size:9px;overflow:hidden'>"
             f"<img src='{uri}' width='40' height='40' style='image-rendering:pixelated'><br>"
-            f"{html.escape(name[:14])}</div>")
+            f"{html.escape(name if len(name) <= 14 else name[:13].rstrip() + '…')}</div>")   # full name in the tooltip
     more = (f"<div style='font-size:10px'>… {len(ds.classes) - _GALLERY_LIMIT} more</div>"
             if len(ds.classes) > _GALLERY_LIMIT else "")
     n_unseen = len(unseen)

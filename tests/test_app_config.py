@@ -130,3 +130,12 @@ def test_two_config_panels_do_not_share_state():
     a.param.update(backbone="vit_tiny_patch16_224", split_mode="by hand", unseen_classes=[])
     assert b.backbone == "glyph_resnet18" and b.split_mode == "paper default"
     assert a._layout is not b._layout
+
+
+def test_gallery_names_every_glyph_style_and_marks_a_cut_name():
+    from app.config_panel import ConfigPanel
+
+    panel = ConfigPanel()            # the default preset: the 20 glyph styles
+    html = panel._gallery.object
+    assert "title='Kanji Stroke Orders'" in html and ">Kanji Stroke…</div>" in html   # cut, with a mark
+    assert ">Smiley Sans</div>" in html                                                 # short names whole
