@@ -139,23 +139,11 @@ def shoot_jupyterlab(browser, tmp: Path, out: Path) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "browser"))
     import test_jupyterlab as jl                 # the test's helpers: cells, dialogs, Run, scrolling
 
-    work, settings = tmp / "notebooks", tmp / "settings"
+    work = tmp / "notebooks"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / jl.NOTEBOOK, work / jl.NOTEBOOK)
-    for plugin, values in {"apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-                           "notebook-extension/tracker": {"windowingMode": "none"}}.items():
-        path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
     port, token = free_port(), secrets.token_hex(24)
-    env = dict(os.environ, LAB_FAST="1", LAB_RUNS_DIR=str(tmp / "runs"), PYTHONPATH=str(ROOT),
-               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               IPYTHONDIR=str(tmp / "ipython"), MPLBACKEND="Agg")
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
-    cmd += ["--allow-root"] if os.geteuid() == 0 else []       # containers run as root
+    cmd, env = jl.lab_command(tmp, work, port, token)
     with serve(cmd, env, work, f"http://127.0.0.1:{port}/api/status?token={token}", tmp / "jupyterlab.log"):
         context = browser.new_context(viewport={"width": 1600, "height": 1300})
         context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(("data:", "blob:"))

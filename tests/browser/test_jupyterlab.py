@@ -40,13 +40,10 @@ def chromium(chromium) -> str:
     return chromium
 
 
-@pytest.fixture(scope="module")
-def lab_server(chromium, free_port, tmp_path_factory):
-    """`jupyter lab` on 127.0.0.1 with a copy of the quickstart; nothing of the user's Jupyter set-up is read."""
-    tmp = tmp_path_factory.mktemp("jupyterlab")
-    work = tmp / "notebooks"
-    work.mkdir()
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)    # JupyterLab autosaves: never the repo's copy
+def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str], dict]:
+    """The `jupyter lab` command line and environment on 127.0.0.1:``port``, rooted at ``work``, with its
+    settings, config and runtime under ``tmp`` (nothing of the user's Jupyter set-up is read); also used by
+    docs/screenshots.py."""
     settings = tmp / "settings"
     for plugin, values in {
         "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
@@ -55,7 +52,6 @@ def lab_server(chromium, free_port, tmp_path_factory):
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
-    port, token = free_port(), secrets.token_hex(24)
     env = dict(os.environ, LAB_FAST="1", LAB_RUNS_DIR=str(tmp / "runs"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
@@ -66,6 +62,18 @@ def lab_server(chromium, free_port, tmp_path_factory):
            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")          # CI containers run as root
+    return cmd, env
+
+
+@pytest.fixture(scope="module")
+def lab_server(chromium, free_port, tmp_path_factory):
+    """`jupyter lab` on 127.0.0.1 with a copy of the quickstart; nothing of the user's Jupyter set-up is read."""
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    work = tmp / "notebooks"
+    work.mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)    # JupyterLab autosaves: never the repo's copy
+    port, token = free_port(), secrets.token_hex(24)
+    cmd, env = lab_command(tmp, work, port, token)
     log = open(tmp / "jupyterlab.log", "w+")
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 240
