@@ -22,10 +22,11 @@ CARD_KEYS = ("name", "architecture", "model_kwargs", "num_classes", "weights", "
              "source", "recipe", "epochs", "source_accuracy", "seed")
 """Fields of every ``NAME.json`` card, first and in this order."""
 
-RECIPE_KEYS = ("source_accuracies", "data", "augment", "wall_seconds", "training", "history")
+RECIPE_KEYS = ("source_accuracies", "data", "disjoint_from_targets", "augment", "wall_seconds", "training", "history")
 """Fields that cards written by the current recipe add after :data:`CARD_KEYS`: the held-out accuracy
 of each part of the source task (``font``, ``char``), the data (fonts, characters, pool, images, held-out
-pairs, render time and cache key), the augmentation maxima, the wall time, the training settings and
+pairs, render time and cache key), what it shares with the ``glyphs`` targets (packages, families,
+characters: nothing), the augmentation maxima, the wall time, the training settings and
 the per-epoch history."""
 
 

@@ -11,7 +11,7 @@ import platform
 
 from lab.data import glyphs
 
-__all__ = ["TASK_TEXT", "source_parts", "make_card", "model_card_md"]
+__all__ = ["TASK_TEXT", "source_parts", "disjointness", "make_card", "model_card_md"]
 
 TASK_TEXT = {"font": "font recognition", "char": "character recognition",
              "both": "font and character recognition (one head, a cross-entropy over each part)"}
@@ -21,6 +21,32 @@ _PARTS = {"font": ("font",), "char": ("char",), "both": ("font", "char")}
 def source_parts(task: str) -> tuple[str, ...]:
     """The accuracies a task reports: ``("font",)``, ``("char",)`` or ``("font", "char")``."""
     return _PARTS[task]
+
+
+def disjointness(data) -> dict:
+    """What the source data shares with the ``glyphs`` targets (the shipped ``glyphs.json``): font
+    packages, typeface families and characters; every list and count is empty or zero for a zoo
+    whose transfer to glyphs is a transfer to unseen styles and characters."""
+    import json
+    from pathlib import Path
+
+    meta = json.loads(Path(glyphs.__file__).with_name("glyphs.json").read_text(encoding="utf-8"))
+    packages = {f["package"] for f in meta["fonts"]}
+    families = {f["family"].lower() for f in meta["fonts"]}
+    return {"dataset": "glyphs", "target_styles": [f["name"] for f in meta["fonts"]],
+            "target_characters": len(meta["characters"]),
+            "shared_packages": sorted({f["package"] for f in data.fonts} & packages),
+            "shared_families": sorted({f["family"].lower() for f in data.fonts} & families),
+            "shared_characters": len(set(data.chars) & set(meta["characters"]))}
+
+
+def _shared(card: dict) -> str:
+    d = card.get("disjoint_from_targets")
+    if d is None:
+        return "not recorded"
+    return (f"{len(d['shared_packages'])} font packages, {len(d['shared_families'])} typeface families and "
+            f"{d['shared_characters']} characters in common with the {len(d['target_styles'])} styles and "
+            f"{d['target_characters']} characters of `glyphs`")
 
 
 def make_card(*, name: str, recipe, command: str, model_name: str, model_kwargs: dict, num_classes: int,
@@ -59,6 +85,7 @@ def make_card(*, name: str, recipe, command: str, model_name: str, model_kwargs:
         "data": {"fonts": n_fonts, "characters": n_chars, "pool": data.pool, "images": len(data.images),
                  "held_out": held_out, "render_seconds": round(float(data.render_seconds), 1),
                  "render_key": data.key, "font_names": [f["name"] for f in data.fonts]},
+        "disjoint_from_targets": disjointness(data),
         "augment": recipe.augment.to_dict(),
         "wall_seconds": round(float(wall_seconds), 1),
         "training": {"task": recipe.task, "batch_size": recipe.batch_size, "lr": recipe.lr,
@@ -87,16 +114,19 @@ def model_card_md(card: dict, data) -> str:
                f"elastic {aug['elastic']:g} px, blur sigma {aug['blur']:g} px, ink/paper contrast "
                f"{aug['contrast']:g}, paper shading {aug['texture']:g}, noise {aug['noise']:g})")
     task = card["source"].split(" on ")[0]
+    classifier = ("font classifier (the character rows of the training head are dropped: only the backbone "
+                  "transfers)" if card["training"]["task"] == "both" else "source classifier")
     return f"""# {card['name']}
 
 `{card['architecture']}` ({kwargs}) pretrained offline on **{task}** over CJK
 glyphs rendered from Debian fonts that are disjoint from the 20 typefaces of the `glyphs`
 dataset, with characters that are not among its characters (the shipped `glyphs.json` lists both). Load it by name
-(`{card['name']}`); the full timm model with its {card['num_classes']}-way source classifier is
+(`{card['name']}`); the full timm model with its {card['num_classes']}-way {classifier} is
 stored in `{card['weights']}` (fp16 safetensors).
 
 - **Source data**: {card['source']}; rendered in {_duration(d['render_seconds'])} (cached under
   `$LAB_CACHE_DIR/zoo-source`, key `{d['render_key'] or '-'}`).
+- **Disjoint from the targets**: {_shared(card)}.
 - **Recipe**: `{card['recipe']}` (CPU, {t['threads']} torch threads: {_duration(card['wall_seconds'])} wall,
   {_duration(t['cpu_seconds'])} CPU on {t['machine']} with torch {t['torch']}, timm {t['timm']}: the epochs kept,
   over every session of a resumed run, and the rendering when this run did it).

@@ -382,13 +382,27 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
     return card
 
 
+def _font_head_only(model, task: str, n_fonts: int, num_classes: int) -> tuple[dict, int]:
+    """The state dict with the classifier cut to its font rows when the task is ``both``: the character
+    rows (thousands of them) only served training, and dropping them keeps the shipped zoo small."""
+    state = model.state_dict()
+    if task != "both":
+        return state, num_classes
+    head = model.get_classifier()
+    names = {id(p): n for n, p in model.named_parameters()}
+    for param in (head.weight, head.bias):
+        state[names[id(param)]] = param.detach()[:n_fonts]
+    return state, n_fonts
+
+
 def _write_files(out: Path, model, recipe: Recipe, data: SourceData, history: list, num_classes: int, *,
                  threads: int, wall_seconds: float, cpu_seconds: float) -> dict:
-    """``NAME.safetensors`` (fp16, source head included), ``NAME.json`` and ``NAME.md``; the card."""
+    """``NAME.safetensors`` (fp16, the font head kept), ``NAME.json`` and ``NAME.md``; the card."""
     from safetensors.torch import save_file
 
     model.eval()
-    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in model.state_dict().items()}
+    state, num_classes = _font_head_only(model, recipe.task, len(data.fonts), num_classes)
+    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()}
     weights = out.parent / f"{out.name}.safetensors"
     save_file(state, str(weights), metadata={"format": "pt", "name": out.name})
     model_name, kwargs, _ = ARCHITECTURES[recipe.arch]
