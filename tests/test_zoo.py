@@ -114,6 +114,20 @@ def test_zoo_card_is_complete_and_fits_its_weights(name):
     assert all(f.package in md for f in pretrain.SOURCE_FACES)
 
 
+@pytest.mark.parametrize("name", lab.zoo.names())
+def test_zoo_card_records_that_its_source_shares_nothing_with_the_targets(name):
+    card = lab.zoo.card(name)
+    record = card["disjoint_from_targets"]
+    # recorded against today's targets (the shipped glyphs.json), not an older set of styles
+    assert record["target_styles"] == [f["name"] for f in TARGET["fonts"]]
+    assert record["target_characters"] == len(TARGET["characters"])
+    assert record["shared_packages"] == record["shared_families"] == [] and record["shared_characters"] == 0
+    # and the card's source fonts, checked here again by name and package
+    sources = {f.name: f for f in pretrain.SOURCE_FACES}
+    assert set(card["data"]["font_names"]) <= set(sources) and len(card["data"]["font_names"]) == card["data"]["fonts"]
+    assert not {sources[n].package for n in card["data"]["font_names"]} & {f["package"] for f in TARGET["fonts"]}
+
+
 def test_zoo_card_typo_names_the_closest_models():
     name = lab.zoo.names()[0]
     with pytest.raises(ValueError, match=f"no zoo model '{name}x'.*Did you mean '{name}'"):
