@@ -189,9 +189,10 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
             color=ramp[-1], size=7, framewise=True,
             tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
                                        ("± std", "@std{0.000}"), ("split", "@split"), ("epoch", "@epoch")])]))
-    # short enough for the default plot width: the band is a bootstrap interval, so "CI" says it
-    title = f"{label} · seen dashed" if len(splits) > 1 else f"{label} ({splits[0]})"
-    title += f" · dotted: {_LEVEL} CI" if shown_interval else ""
+    title = f"{label} ({' & '.join(splits)})"
+    if len(splits) > 1:
+        title += " · seen dashed"
+    title += f" · dotted: {_LEVEL} bootstrap" if shown_interval else ""
     return hv.Overlay(elements).opts(
         title=title, height=height, width=width, show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),

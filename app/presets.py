@@ -21,7 +21,7 @@ RANDOM_INIT_PRESET = "Which layer generalizes, random init (baseline)"
 
 PRESETS = MappingProxyType({
     DEFAULT_PRESET: MappingProxyType({
-        "about": "Fine-tune the zoo's glyph-pretrained ResNet-18 (font recognition on 26 other CJK fonts) on "
+        "about": "Fine-tune the zoo's glyph-pretrained ResNet-18 (font and character recognition on 26 other CJK fonts) on "
                  "15 calligraphy styles and watch which layer best separates the 5 withheld styles "
                  "(Dyballa et al. 2024; Gerritz et al. 2024). About 3-4 minutes on a 2-core CPU.",
         "split_mode": "paper default",
