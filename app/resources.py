@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import functools
 import logging
 import mimetypes
@@ -35,7 +36,11 @@ _log = logging.getLogger(__name__)
 
 
 class DeviceLocks:
-    """One :class:`threading.Lock` per device name ("cpu", "cuda:0", ...)."""
+    """One :class:`threading.Lock` per physical device ("cpu", "cuda:0", ...).
+
+    Names are keyed by :func:`lab.device.device_key`: "cuda" is the current GPU ("cuda:0"), "auto"
+    what it resolves to, so two spellings of one GPU never let two runs share it.
+    """
 
     def __init__(self):
         self._guard = threading.Lock()
@@ -48,8 +53,24 @@ class DeviceLocks:
 
     def holder(self, device: str) -> str | None:
         """A label of the run holding ``device`` (None when free)."""
+        from lab.device import device_key
+
         with self._guard:
-            return self._holders.get(device)
+            return self._holders.get(device_key(device))
+
+    @contextmanager
+    def hold_all(self, devices, label: str = "a run", *, should_stop=None, on_wait=None, poll: float = 0.2):
+        """Hold every device of ``devices`` for the block (a study's local workers), taken in one
+        order so that two holders of overlapping sets cannot deadlock; yields like :meth:`hold`."""
+        from lab.device import device_key
+
+        with contextlib.ExitStack() as stack:
+            for device in sorted({device_key(d) for d in devices}):
+                if not stack.enter_context(self.hold(device, label, should_stop=should_stop, on_wait=on_wait,
+                                                     poll=poll)):
+                    yield False
+                    return
+            yield True
 
     @contextmanager
     def hold(self, device: str, label: str = "a run", *, should_stop=None, on_wait=None, poll: float = 0.2):
@@ -59,6 +80,9 @@ class DeviceLocks:
         became true while waiting (the block should then do nothing).
         ``on_wait(holder_label)`` is called once when the caller has to queue.
         """
+        from lab.device import device_key
+
+        device = device_key(device)
         lock = self._lock(device)
         acquired = lock.acquire(blocking=False)
         if not acquired:

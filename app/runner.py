@@ -19,6 +19,7 @@ import panel as pn
 import param
 
 from lab import events as ev
+from lab.device import check_device
 from lab.runs.names import check_names
 
 from ._thumbs import ThumbnailSource
@@ -85,6 +86,7 @@ class RunControl(pn.viewable.Viewer):
         try:
             cfg = self._make_config()
             check_names(cfg, store=self._store)   # a mistyped name is reported before anything loads
+            check_device(cfg.device, cfg.precision)   # a GPU or precision this machine lacks, too
         except Exception as exc:  # bad choices: say so, keep the page alive
             message = readable_error(exc)
             self.live.set_message(f"Cannot start: {message}", status="idle", alert="danger")
@@ -146,12 +148,12 @@ class RunControl(pn.viewable.Viewer):
     # ------------------------------------------------------------------ worker thread
     def _work(self, cfg, token) -> None:
         import lab.runs
-        from lab.device import resolve_device
+        from lab.device import device_key
 
         push = self.live.push
         run_id = ""
         try:
-            device = str(resolve_device(cfg.device))
+            device = device_key(cfg.device)       # "cuda" and "cuda:0" are one GPU, one lock
             label = cfg.describe()
 
             def on_wait(holder: str) -> None:

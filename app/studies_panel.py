@@ -15,13 +15,14 @@ import holoviews as hv
 import panel as pn
 import param
 
+from . import resources
 from ._dispatch import DocDispatcher
 from .study_plots import (
     accuracy_vs_g, collapse_curves, generalization_text, grid_heatmap, layer_depth_curves, rank_text, transfer_text,
     transfer_vs_g,
 )
 
-__all__ = ["StudiesPanel", "shipped_specs"]
+__all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
 
 _log = logging.getLogger(__name__)
 _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
@@ -37,6 +38,32 @@ def shipped_specs() -> dict[str, Path]:
         if folder.is_dir():
             specs.update({p.name: p for p in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])})
     return specs
+
+
+def study_device_keys(configs) -> list[str]:
+    """The devices of this machine a study's local cluster uses, to hold as the Run tab does.
+
+    Every GPU for cells on CUDA ("auto" included: the local cluster starts a worker per GPU), "cpu"
+    for cells on the CPU; none when ``$DASK_SCHEDULER_ADDRESS`` sends the study to another cluster.
+    """
+    from lab.device import device_key, resolve_device
+
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return []
+    keys = set()
+    for config in configs:
+        device = resolve_device(config.device)
+        if device.type == "cuda":
+            keys.update(f"cuda:{i}" for i in range(_cuda_count()))
+        else:
+            keys.add(device_key(device))
+    return sorted(keys)
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 class StudiesPanel(pn.viewable.Viewer):
@@ -185,8 +212,18 @@ class StudiesPanel(pn.viewable.Viewer):
                                  "figs": figures(study, self.store)})
             dispatcher.push(msg, urgent=msg.get("kind") != "progress")
 
+        def on_wait(holder: str) -> None:
+            dispatcher.push({"kind": "queued", "text": f"Queued: a device is busy with another run ({holder}); "
+                                                       "the study starts as soon as it is free."}, urgent=True)
+
         try:
-            result = study.run(store=self.store, workers=self.workers, cancel=cancel, on_event=on_event)
+            devices = study_device_keys(cell.config for cell in study.cells())
+            with resources.shared().devices.hold_all(devices, f"study {getattr(study, 'name', '')}".strip(),
+                                                     should_stop=cancel.is_set, on_wait=on_wait) as acquired:
+                if not acquired:
+                    dispatcher.push({"kind": "done", "text": "Stopped while waiting for the device."}, urgent=True)
+                    return
+                result = study.run(store=self.store, workers=self.workers, cancel=cancel, on_event=on_event)
             text = ("Stopped." if result.cancelled else
                     f"Finished: {len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs "
                     f"({len(result.skipped)} from before), {len(result.failed)} failed, {result.seconds:.0f} s.")
@@ -201,7 +238,9 @@ class StudiesPanel(pn.viewable.Viewer):
             kind, cell = msg.get("kind"), msg.get("cell")
             if kind == "figures" and i != newest:
                 continue                  # only the newest figures of a batch are worth drawing
-            if kind == "study_started":
+            if kind == "queued":
+                self.message.object = msg["text"]
+            elif kind == "study_started":
                 self.progress.value = msg.get("skipped", 0)
                 self.message.object = (f"Running {msg.get('todo', 0)} run(s) on {msg.get('workers', '?')} local "
                                        f"worker(s); {msg.get('skipped', 0)} finished before.")

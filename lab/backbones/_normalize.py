@@ -8,7 +8,7 @@ the optional fixed input size (zoo models) enforced by resizing, then
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.nn import functional as F
@@ -38,6 +38,8 @@ class Normalization:
     channels: int
     source: str
     size: tuple | None = None
+    # (device, dtype) -> (mean, std) tensors (1, C, 1, 1): built once, not per batch on the device
+    _tensors: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def as_dict(self) -> dict:
         """JSON-friendly record of what was used (for a run's meta)."""
@@ -64,9 +66,19 @@ class Normalization:
                                  f"Convert the images to 1 or {self.channels} channels.")
         if self.size is not None and tuple(x.shape[-2:]) != tuple(self.size):
             x = F.interpolate(x, size=tuple(self.size), mode="bilinear", align_corners=False, antialias=True)
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        mean, std = self._statistics(x.device, x.dtype)                                # (1, channels, 1, 1)
         return (x - mean) / std                                                         # (B, channels, H', W')
+
+    def _statistics(self, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and std (1, channels, 1, 1) on ``device``: made once per device and dtype (a new
+        tensor per batch is a host-to-device copy per batch)."""
+        key = (device, dtype)
+        pair = self._tensors.get(key)
+        if pair is None:
+            pair = (torch.tensor(self.mean, dtype=dtype, device=device).view(1, -1, 1, 1),
+                    torch.tensor(self.std, dtype=dtype, device=device).view(1, -1, 1, 1))
+            self._tensors[key] = pair        # a race builds the same pair twice, harmlessly
+        return pair
 
 
 def from_stats(mean, std, channels: int, source: str, size=None) -> Normalization:

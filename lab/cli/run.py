@@ -111,6 +111,9 @@ def _cmd_run(args) -> int:
         from lab.runs.names import check_names
 
         check_names(config, store=store)   # a typo in a name is reported before anything is built
+        from lab.device import check_device
+
+        check_device(config.device, config.precision)   # a GPU or precision this machine lacks, too
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:

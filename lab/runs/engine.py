@@ -11,6 +11,7 @@ ends (finished, failed, cancelled, closed by the consumer) is handled in
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -20,6 +21,7 @@ import numpy as np
 
 from lab._cancel import Cancelled
 from lab.config import RunConfig
+from lab.device import exact_float32
 from lab.events import (
     EpochFinished, Event, RunCancelled, RunFailed, RunFinished, RunStarted,
 )
@@ -85,35 +87,51 @@ class _Engine:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def events(self) -> Generator[Event, None, None]:
+        ending: Event | None = None
         try:
             recorder = open_recorder(self.store_arg, self.cfg)
             self.ctx = RunContext(self.cfg, recorder, self.cancel, Worker(self.cancel, recorder.run_id),
                                   Results(recorder.run_id))
             self.projections = Projections(self.ctx)
             yield from self._run()
-        except GeneratorExit:
+        except GeneratorExit as exc:
+            _forget_frames(exc)
             self._close("cancelled", "closed by the consumer before the run finished")
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            _forget_frames(exc)
             self._close("cancelled", "interrupted (KeyboardInterrupt)")
             raise
-        except Cancelled:
+        except Cancelled as exc:
+            _forget_frames(exc)
             message = "cancelled by the user"
             self._close("cancelled", message)
-            yield RunCancelled(self.run_id, seconds=time.perf_counter() - self.t0, message=message)
-            return
+            ending = RunCancelled(self.run_id, seconds=time.perf_counter() - self.t0, message=message)
         except BaseException as exc:   # noqa: BLE001 - every failure becomes one event
             message = _failure_message(exc, folder=self.ctx.recorder.path if self.ctx is not None else None,
                                        store_root=self._store_root())
             self._close("failed", message, tb=traceback.format_exc())
-            yield RunFailed(self.run_id, message=message, seconds=time.perf_counter() - self.t0)
-            return
+            _forget_frames(exc)
+            ending = RunFailed(self.run_id, message=message, seconds=time.perf_counter() - self.t0)
         finally:
-            if self.ctx is not None:
-                self.projections.close()
-                self.ctx.worker.close()
+            self._release()
+        if ending is not None:         # after the release: a consumer that starts the next run has the memory
+            yield ending
+            return
         self._close("finished", None)
         yield RunFinished(self.run_id, seconds=time.perf_counter() - self.t0, summary=self.summary)
+
+    def _release(self) -> None:
+        """Stop the run's threads and give its device memory back. The model, optimizer and features
+        are referenced only from the finished (or cleared) frames of the run by now."""
+        import lab.device
+
+        if self.ctx is None:
+            return
+        self.projections.close()
+        self.ctx.worker.close()
+        if self.ctx.device is not None:
+            lab.device.release_device_memory(self.ctx.device)
 
     def _store_root(self):
         if self.ctx is not None and self.ctx.recorder.root is not None:
@@ -145,31 +163,35 @@ class _Engine:
 
     # -- the run -----------------------------------------------------------------------------------
     def _run(self) -> Generator[Event, None, None]:
-        from lab.device import resolve_device
+        import lab.device
 
         cfg, ctx = self.cfg, self.ctx
         t = time.perf_counter()
-        ctx.device = resolve_device(cfg.device)
+        ctx.device = lab.device.check_device(cfg.device, cfg.precision)
+        ctx.worker.device = ctx.device
         self._load_data()
         ctx.check()
         checkpoint = self._checkpoint()
         evaluator, trainer = Evaluator(ctx, self.projections), Trainer(ctx, between=self.projections.poll)
-        for si, seed in enumerate(cfg.seeds):
-            state = self._setup_seed(seed, checkpoint)
-            ctx.recorder.clock.add("load", time.perf_counter() - t)
-            if si == 0:
-                yield self._run_started(state)
-            last_seed = si == len(cfg.seeds) - 1
-            for epoch in range(cfg.n_epochs + 1):
-                yield from self._epoch(state, epoch, evaluator, trainer, last_seed=last_seed)
-            with ctx.recorder.timed("projection"):          # the last epoch's layouts, after its row
-                yield from self.projections.finish()
-            if cfg.save_weights and state.ft.strategy.trains:
-                ctx.recorder.weights(seed, state.bb.model.state_dict())
-            if cfg.contribution:
-                yield from Contribution(ctx).run(state)
-            state.ft.close()
-            t = time.perf_counter()
+        with lab.device.device_scope(ctx.device):      # a cuda:1 run must not open a context on GPU 0
+            for si, seed in enumerate(cfg.seeds):
+                state = self._setup_seed(seed, checkpoint)
+                ctx.recorder.clock.add("load", time.perf_counter() - t)
+                if si == 0:
+                    yield self._run_started(state)
+                last_seed = si == len(cfg.seeds) - 1
+                for epoch in range(cfg.n_epochs + 1):
+                    yield from self._epoch(state, epoch, evaluator, trainer, last_seed=last_seed)
+                with ctx.recorder.timed("projection"), self._out_of_memory("the last epoch's layouts"):
+                    yield from self.projections.finish()
+                if cfg.save_weights and state.ft.strategy.trains:
+                    ctx.recorder.weights(seed, state.bb.model.state_dict())
+                if cfg.contribution:
+                    with self._out_of_memory("the contribution analysis"):
+                        yield from Contribution(ctx).run(state)
+                state.ft.close()
+                state = None               # this seed's model and optimizer go before the next seed loads
+                t = time.perf_counter()
 
     def _load_data(self) -> None:
         """Resolve the datasets, keeping what the run needs, not the whole dataset's images (nor the
@@ -274,6 +296,17 @@ class _Engine:
             n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
         )
 
+    @contextlib.contextmanager
+    def _out_of_memory(self, stage: str):
+        """The device running out of memory in ``stage`` (metrics, PCA, held-out loss, layouts: past
+        extraction and training, which name their batch size) as one line with what to lower."""
+        from lab.device import DeviceOutOfMemoryError, OutOfMemoryError
+
+        try:
+            yield
+        except OutOfMemoryError as exc:
+            raise DeviceOutOfMemoryError(_out_of_memory_advice(self.cfg, self.ctx.device, stage)) from exc
+
     # -- one epoch -----------------------------------------------------------------------------------
     def _epoch(self, state: SeedState, epoch: int, evaluator: Evaluator, trainer: Trainer, *,
                last_seed: bool) -> Generator[Event, None, None]:
@@ -284,7 +317,7 @@ class _Engine:
         train_loss = train_acc = None
         if epoch > 0:
             train_loss, train_acc = yield from trainer.epoch(state, epoch)
-        with rec.timed("evaluate"):
+        with rec.timed("evaluate"), self._out_of_memory(f"evaluation at epoch {epoch}"), exact_float32():
             ev = yield from evaluator.evaluate(state, epoch)
         seconds = time.perf_counter() - t_epoch
         if ev.aliases is not None:
@@ -307,6 +340,28 @@ class _Engine:
             yield gen
         if last_seed and len(self.cfg.seeds) > 1:
             yield from ctx.results.across_seeds(epoch)
+
+
+def _out_of_memory_advice(cfg: RunConfig, device, stage: str) -> str:
+    """One line: the stage that ran out of memory and the options that shrink what it holds."""
+    fixes = [f"evaluate fewer images: lower unseen_per_class (now {cfg.unseen_per_class}) and seen_per_class "
+             f"(now {cfg.seen_per_class})"]
+    if cfg.pooling == "flatten":
+        fixes.append("use pooling='mean' instead of 'flatten'")
+    fixes += ["use a smaller img_size", "or free the device from other processes"]
+    return (f"the {device.type} device ran out of memory in {stage} (metrics, layouts or the held-out loss, "
+            f"after feature extraction); {', '.join(fixes)}.")
+
+
+def _forget_frames(exc: BaseException) -> None:
+    """Clear the local variables of the frames in ``exc``'s traceback (and its causes'): they hold the
+    failed step's model, activations and features, which must go before the device memory is released
+    and not when the exception object happens to be collected."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
 
 
 def _failure_message(exc: BaseException, folder=None, store_root=None) -> str:

@@ -8,6 +8,7 @@ generator's thread. Closing the generator stops the call within one batch.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from concurrent.futures import wait as _wait
 from typing import Any, Callable, Generator, Iterable
 
 from lab._cancel import Cancelled
+from lab.device import device_scope
 from lab.events import Event, Progress
 
 __all__ = ["CancelToken", "Worker"]
@@ -58,9 +60,10 @@ class Worker:
     fresh malloc arenas and grow the process's peak memory.
     """
 
-    def __init__(self, cancel: CancelToken, run_id: str = ""):
+    def __init__(self, cancel: CancelToken, run_id: str = "", device=None):
         self.cancel = cancel
         self.run_id = run_id
+        self.device = device               # the run's device: its GPU is made current in the thread
         self._pool: ThreadPoolExecutor | None = None
 
     def stream(self, fn: Task, *, stage: str, seed: int | None, epoch: int | None, coalesce: bool = True,
@@ -76,6 +79,10 @@ class Worker:
         between : called after every Progress; the events it returns are yielded too
 
         Returns (as the generator's value) what ``fn`` returned; re-raises what it raised.
+
+        The error is handed over without a reference cycle (``box`` is emptied before it is raised):
+        its traceback holds ``fn``'s frames, and so the model, the optimizer and the activations,
+        which would otherwise wait for the cycle collector after the run ends.
         """
         q: queue.SimpleQueue = queue.SimpleQueue()
         stop = threading.Event()
@@ -89,7 +96,8 @@ class Worker:
 
         def target() -> None:
             try:
-                box["value"] = fn(progress, should_stop)
+                with device_scope(self.device) if self.device is not None else contextlib.nullcontext():
+                    box["value"] = fn(progress, should_stop)
             except BaseException as exc:       # noqa: BLE001 - re-raised in the generator's thread
                 box["error"] = exc
             finally:
@@ -120,11 +128,16 @@ class Worker:
         except BaseException:
             stop.set()
             _wait([job])
+            box.clear()
             raise
         _wait([job])
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        error, value = box.pop("error", None), box.pop("value", None)
+        if error is None:
+            return value
+        try:
+            raise error
+        finally:
+            del error              # this frame is in the traceback: no frame -> error -> frame cycle
 
     def close(self) -> None:
         if self._pool is not None:
