@@ -1,6 +1,7 @@
 """``python -m lab study run|show``: a grid of runs on Dask, and its cells and figures as tables."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -18,9 +19,12 @@ def add_study_parser(sub, common, parser_class) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a local cluster)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="local cluster: worker processes (default: cores / threads-per-worker)")
+                   help="local cluster: worker processes (default: one per GPU for cells on cuda/auto on a machine "
+                        "with GPUs, else cores / threads-per-worker)")
     p.add_argument("--threads-per-worker", type=int, default=None, metavar="T",
-                   help="torch threads of each run (default 1)")
+                   help="torch threads of each run (default 1; on GPUs the cores shared out among the runs)")
+    p.add_argument("--cells-per-gpu", type=int, default=1, metavar="K",
+                   help="local cluster on GPUs: runs that share one GPU at a time (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_study_run)
     p = study_sub.add_parser("show", parents=[common], help="every cell of a study with its status, and its figures")
@@ -50,6 +54,7 @@ class _StudyConsole:
                 where = f", dashboard {msg['dashboard']}" if msg.get("dashboard") else ""
                 self._write(f"{msg.get('todo', 0)} run(s) to do, {msg.get('skipped', 0)} already finished"
                             + (f"; {msg['workers']} worker(s) x {msg['threads']} thread(s)" if "workers" in msg else "")
+                            + (f" on {', '.join(msg['devices'])}" if msg.get("devices") else "")
                             + where)
             elif kind == "progress" and cell is not None:
                 bar = self.bars.get(cell)
@@ -90,6 +95,10 @@ def _cmd_study_run(args) -> int:
     study = Study.from_file(args.spec)             # ValueError/FileNotFoundError: exit 2, one line
     store = store_of(args)
     study.check_names(store)                       # a typo in any cell: exit 2, nothing started
+    if not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+        study.check_devices()                      # "cuda" on a machine without: exit 2, nothing started
+    if args.cells_per_gpu < 1:
+        raise ValueError(f"--cells-per-gpu must be a positive integer. Got {args.cells_per_gpu} instead.")
     store.root.mkdir(parents=True, exist_ok=True)
     save_spec(store, study)
     cells = study.cells()
@@ -98,7 +107,8 @@ def _cmd_study_run(args) -> int:
     print(f"study {study.name!r}: {len(cells)} run(s) into {store.root}")
     try:
         result = study.run(args.scheduler, store=store, workers=args.workers,
-                           threads_per_worker=args.threads_per_worker, on_event=console.handle)
+                           threads_per_worker=args.threads_per_worker, on_event=console.handle,
+                           cells_per_gpu=args.cells_per_gpu)
     except KeyboardInterrupt:
         console.close()
         print("cancelled: the runs already imported stay in the store; run the study again to resume",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import multiprocessing
 import os
 import warnings
 import zlib
@@ -356,10 +357,16 @@ class ImageDataset(torch.utils.data.Dataset):
         (:data:`LOADER_WORKERS`) only for CUDA and a memory-mapped folder: each worker re-opens the
         cache file by its path (``__getstate__``), so no pixels are pickled, while an in-memory
         dataset would be copied into every worker. On CPU there are none, so CPU runs keep
-        their batches (augmentation draws depend on the number of workers).
+        their batches (augmentation draws depend on the number of workers). Nor are there any in
+        a daemonic process (a Dask worker of a study), which may not start processes.
         """
         cuda = device is not None and torch.device(device).type == "cuda"
         workers = LOADER_WORKERS if (cuda and self._mapped is not None) else 0
+        # Dask's nanny starts its workers as daemons, and multiprocessing refuses children to a
+        # daemon ("daemonic processes are not allowed to have children"): every batch of the run
+        # would fail. Loading on the run's own thread is slower but works.
+        if multiprocessing.current_process().daemon:
+            workers = 0
         return {"num_workers": workers, "pin_memory": cuda}
 
     def train_loader(self, batch_size: int, augment: bool = True, seed: int = 0,

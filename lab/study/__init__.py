@@ -22,12 +22,12 @@ from lab.study.saved import find_study, save_spec
 from lab.study.spec import Cell, Study, load_study
 
 __all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status", "figures", "group_label",
-           "REPEAT_AXES", "find_study", "save_spec", "local_cluster", "run_study"]
+           "REPEAT_AXES", "find_study", "save_spec", "local_cluster", "run_study", "gpu_count"]
 
 
 def __getattr__(name: str):
     # the runner imports Dask: only when asked for
-    if name in ("local_cluster", "run_study", "machine_cores"):
+    if name in ("local_cluster", "run_study", "machine_cores", "gpu_count"):
         from lab.study import runner
 
         return getattr(runner, name)

@@ -1,6 +1,11 @@
 """Running a :class:`lab.study.Study` on Dask distributed (the client side and the worker task).
 
 Kept apart from :mod:`lab.study` so that reading specs and stored results never imports Dask.
+
+On a machine with GPUs, a study whose cells run on "cuda" or "auto" gets one worker per GPU: each
+worker sees only its own GPU (``CUDA_VISIBLE_DEVICES``), so inside it "cuda" is that GPU, and
+declares the resource ``{"GPU": cells_per_gpu}``; every such cell asks for ``{"GPU": 1}``. A study
+on CPU gets one worker per core, as before.
 """
 from __future__ import annotations
 
@@ -12,16 +17,17 @@ import secrets
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence
 
 from lab.archive import pack_bytes, unpack_bytes
 from lab.study.records import StudyResult, runs_by_cell, tag_run
 
-__all__ = ["run_study", "run_cell", "machine_cores", "local_cluster"]
+__all__ = ["run_study", "run_cell", "machine_cores", "gpu_count", "local_cluster"]
 
 _TERMINAL = ("run_finished", "run_failed", "run_cancelled")
 _PROGRESS_EVERY = 0.5        # seconds between progress messages of one run (keeps the topic light)
 _CANCEL_CHECK = 0.25         # seconds between checks of the cancel flag while cells run
+_STOP_POLL = 0.5             # seconds a running cell waits on the study's stop event per check
 
 
 def machine_cores() -> int:
@@ -30,6 +36,33 @@ def machine_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:           # pragma: no cover - macOS, Windows
         return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    """CUDA devices this process sees (``torch.cuda.device_count()``, 0 without CUDA).
+
+    torch asks NVML where it can, so counting does not initialise CUDA in the client.
+    """
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def _machine_gpus(n: int) -> list[str]:
+    """The first ``n`` GPUs as ``CUDA_VISIBLE_DEVICES`` names them for the workers.
+
+    This process's own ``CUDA_VISIBLE_DEVICES`` when set (its GPU 0 is the first entry), else 0 to n-1.
+    """
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return (visible or [str(i) for i in range(n)])[:n]
+
+
+def _device(config: dict) -> str:
+    return str(config.get("device", "auto")).strip().lower()
+
+
+def _may_use_gpu(device: str) -> bool:
+    return device == "auto" or device.startswith("cuda")
 
 
 # ---------------------------------------------------------------------------------------------- worker
@@ -61,8 +94,44 @@ def _message(ev) -> dict | None:
     return None
 
 
-def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, topic: str | None = None) -> dict:
+@contextlib.contextmanager
+def _stop_signal(name: str | None, token) -> Iterator[None]:
+    """Cancel ``token`` once the study's Dask Event ``name`` is set (watched by a thread of this worker).
+
+    Cancelling a future does not stop its task once it runs (Dask cannot interrupt a thread): on a
+    remote scheduler a cancelled study would keep training. The client sets this event first, and
+    the run ends at its next batch as "cancelled".
+    """
+    if name is None:
+        yield
+        return
+    from distributed import Event, get_client
+
+    # the worker's client is found from the task's thread only, so fetch it here for the watcher
+    event = Event(name, client=get_client())
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            try:
+                if event.wait(timeout=_STOP_POLL):
+                    token.cancel()
+                    return
+            except Exception:             # noqa: BLE001 - the scheduler is gone: the worker is closing too
+                return
+
+    threading.Thread(target=watch, name="lab-study-stop", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, topic: str | None = None,
+             stop: str | None = None) -> dict:
     """Run one cell on this process (a Dask worker) and return its run as an archive.
+
+    ``stop`` names the study's Dask Event whose setting cancels the run (see :func:`_stop_signal`).
 
     Returns
     -------
@@ -73,16 +142,19 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
 
     import lab
     from lab.config import RunConfig
+    from lab.runs import CancelToken
     from lab.store import RunStore
 
     # Dask's nanny pins OpenMP/BLAS to one thread; torch keeps its own count, so set it here.
     torch.set_num_threads(max(1, int(threads)))
     emit = _emitter(topic, index)
     last = 0.0
-    with tempfile.TemporaryDirectory(prefix="lab-study-") as tmp, threadpool_limits(limits=max(1, int(threads))):
+    token = CancelToken()
+    with tempfile.TemporaryDirectory(prefix="lab-study-") as tmp, threadpool_limits(limits=max(1, int(threads))), \
+            _stop_signal(stop, token):
         store = RunStore(tmp)
         final = None
-        for ev in lab.run(RunConfig.from_dict(config), store=store):
+        for ev in lab.run(RunConfig.from_dict(config), store=store, cancel=token):
             msg = _message(ev)
             now = time.monotonic()
             if msg is not None and (msg["kind"] != "progress" or now - last >= _PROGRESS_EVERY):
@@ -104,6 +176,54 @@ def _has_gpu_workers(client) -> bool:
     return any((w.get("resources") or {}).get("GPU", 0) > 0 for w in workers.values())
 
 
+def _visible_devices() -> str | None:
+    # a function of this module: `os.environ.get` would travel with the client's environ, pickled
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def _worker_devices(client) -> list[str]:
+    """What each worker's cells run on: "GPU <id>" (the first of its ``CUDA_VISIBLE_DEVICES``, its
+    cuda:0) for a worker with a GPU resource, else "cpu"."""
+    workers = client.scheduler_info().get("workers", {})
+    try:
+        visible = client.run(_visible_devices)
+    except Exception:                     # noqa: BLE001 - a worker left meanwhile: the names only lose their id
+        visible = {}
+    out = []
+    for address in sorted(workers):
+        if (workers[address].get("resources") or {}).get("GPU", 0) > 0:
+            first = (visible.get(address) or "").split(",")[0].strip()
+            out.append(f"GPU {first}" if first else "GPU")
+        else:
+            out.append("cpu")
+    return out
+
+
+def _check_cuda(study, cells, gpus: int | None, scheduler: str | None = None) -> None:
+    """ValueError naming the first cell that asks for a CUDA device the cluster cannot give.
+
+    ``gpus``: this machine's GPU count (no ``scheduler``); for a ``scheduler``, None when it has GPU
+    workers (their device indices are their own) and 0 when it has none.
+    """
+    for cell in cells:
+        device = _device(cell.config.to_dict())
+        if not device.startswith("cuda"):
+            continue
+        index = int(device.partition(":")[2] or 0)
+        if gpus is None or index < gpus:
+            continue
+        if scheduler is not None:
+            has = f"no worker of the scheduler at {scheduler} has a GPU resource (start them with --resources GPU=1)"
+        elif gpus:
+            has = (f"this machine has {gpus} CUDA device{'s' if gpus > 1 else ''} "
+                   + ("(cuda:0)" if gpus == 1 else f"(cuda:0 to cuda:{gpus - 1})"))
+        else:
+            has = "this machine has no CUDA device"
+        who = f"cell {cell.index + 1} ({cell.label()})" if cell.values else "its config"
+        raise ValueError(f"study {study.name!r}: {who} asks for device {device!r}, but {has}; use device 'auto' "
+                         f"(a GPU where there is one) or 'cpu', or a scheduler whose workers have GPUs")
+
+
 # Dask workers sample their task threads' stacks every 10 ms for the dashboard's profile plot; on a
 # 2-core machine that sampling costs a run several percent, and a study's runs do not need it.
 # Dask also starts workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands freed memory back to the
@@ -114,10 +234,25 @@ _WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int = 2, dashboard: bool = True):
+def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int = 2, dashboard: bool = True,
+                  gpus: Sequence[str] | None = None, cells_per_gpu: int = 1):
     """A ``LocalCluster`` of worker processes on 127.0.0.1 (closed on exit), as ``study run`` starts it.
 
-    ``retries`` bounds how often a cell whose worker died is rescheduled (Dask's allowed-failures).
+    Parameters
+    ----------
+    n_workers, threads_per_worker : int
+        Worker processes and the cells each runs at a time (without ``gpus``).
+    retries : int
+        How often a cell whose worker died is rescheduled (Dask's allowed-failures).
+    dashboard : bool
+        Serve the scheduler's dashboard on a free port.
+    gpus : list of str, optional
+        GPUs as ``CUDA_VISIBLE_DEVICES`` names them: worker ``i`` (of the first ``n_workers``) sees only
+        ``gpus[i]``, declares the resource ``{"GPU": cells_per_gpu}`` and runs that many cells at a time.
+        dask-cuda's ``LocalCUDACluster`` starts them when it is installed (it also binds each worker to
+        the CPU cores near its GPU).
+    cells_per_gpu : int
+        Cells that share one GPU (with ``gpus``).
     """
     import dask
     from distributed import LocalCluster
@@ -128,41 +263,82 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int =
         # A nanny keeps a shallow copy of the global config and hands it to every worker it (re)starts:
         # without a deep copy of our own, a worker restarted after this block would sample again.
         worker_config = copy.deepcopy(dask.config.config)
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                               host="127.0.0.1", dashboard_address="127.0.0.1:0" if dashboard else None,
-                               silence_logs=logging.CRITICAL, config=worker_config)
+        if gpus:
+            cluster = _gpu_cluster(list(gpus)[:max(1, int(n_workers))], cells_per_gpu, worker_config, dashboard)
+        else:
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0" if dashboard else None,
+                                   silence_logs=logging.CRITICAL, config=worker_config)
     try:
         yield cluster
     finally:
         cluster.close()
 
 
+def _gpu_cluster(gpus: list[str], cells_per_gpu: int, config: dict, dashboard: bool):
+    """One worker process per GPU, each pinned to its own (see :func:`local_cluster`)."""
+    resources = {"GPU": int(cells_per_gpu)}
+    address = "127.0.0.1:0" if dashboard else None
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        LocalCUDACluster = None
+    if LocalCUDACluster is not None:
+        # dask-cuda sets a worker config of its own (so no `config=` here); its nannies copy the
+        # global config when they start, which is ours while local_cluster's block lasts
+        return LocalCUDACluster(n_workers=len(gpus), CUDA_VISIBLE_DEVICES=",".join(gpus),
+                                threads_per_worker=int(cells_per_gpu), resources=resources, host="127.0.0.1",
+                                dashboard_address=address, silence_logs=logging.CRITICAL)
+    from distributed import Nanny, Scheduler, SpecCluster, system
+
+    # A nanny sets `env` in its worker process before torch is imported there, so the worker's
+    # "cuda" (cuda:0) is its own GPU; the memory is shared out as LocalCluster does by worker count.
+    options = {"host": "127.0.0.1", "nthreads": int(cells_per_gpu), "resources": resources, "config": config,
+               "silence_logs": logging.CRITICAL, "memory_limit": system.MEMORY_LIMIT // len(gpus)}
+    workers = {f"gpu-{gpu}": {"cls": Nanny, "options": {**options, "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
+               for gpu in gpus}
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": dashboard,
+                                               "dashboard_address": address}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.CRITICAL)
+
+
 @contextlib.contextmanager
-def _client(scheduler: str | None, n_workers: int, retries: int):
+def _client(scheduler: str | None, n_workers: int, retries: int, gpus: list[str], cells_per_gpu: int):
     from distributed import Client
 
     if scheduler:
         with Client(scheduler) as client:
             yield client, None
         return
-    with local_cluster(n_workers, retries=retries) as cluster, Client(cluster) as client:
+    with local_cluster(n_workers, retries=retries, gpus=gpus, cells_per_gpu=cells_per_gpu) as cluster, \
+            Client(cluster) as client:
         yield client, cluster
 
 
 def run_study(study, *, scheduler: str | None, store, workers: int | None, threads_per_worker: int | None,
               on_event: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
-              on_dashboard: Callable[[str], None] | None = None) -> StudyResult:
+              on_dashboard: Callable[[str], None] | None = None, cells_per_gpu: int = 1) -> StudyResult:
     """Run the study's unfinished cells; import each finished run into ``store`` as it lands.
 
+    Without ``scheduler`` a local cluster runs them: on a machine with GPUs (:func:`gpu_count`),
+    when a cell runs on "cuda" or "auto", one worker per GPU (at most ``workers``), each pinned to
+    its GPU and running ``cells_per_gpu`` cells at a time; otherwise one worker per core (or
+    ``workers``). On any cluster with GPU workers those cells ask for ``{"GPU": 1}`` and run on the
+    worker's own GPU ("cuda:N" becomes "cuda": which GPU runs a cell is the scheduler's choice).
+    A cell asking for "cuda" where there is no GPU is refused (ValueError) before any cell starts.
+
     ``on_event`` receives dicts: the workers' run messages (with ``cell``), and the client's own
-    ``{"kind": "cell_done" | "cell_failed" | "study_started", ...}``. Setting ``cancel`` (or
-    Ctrl-C) stops the study: the local cluster's workers are shut down, running cells are lost,
-    and every run already imported stays whole.
+    ``{"kind": "cell_done" | "cell_failed" | "study_started", ...}``; "study_started" names each
+    worker's device ("GPU 0", "cpu") under ``devices``. Setting ``cancel`` (or Ctrl-C) stops the
+    study: running cells are told to stop (a remote worker's run ends as "cancelled"), the local
+    cluster's workers are shut down, running cells are lost, and every run already imported stays whole.
     """
-    from distributed import wait
+    from distributed import Event, wait
 
     t0 = time.monotonic()
     emit = on_event or (lambda msg: None)
+    if isinstance(cells_per_gpu, bool) or not isinstance(cells_per_gpu, int) or cells_per_gpu < 1:
+        raise ValueError(f"cells_per_gpu must be a positive integer. Got {cells_per_gpu!r} instead.")
     cells = study.cells()
     stored = runs_by_cell(store, study.name)
     todo = [c for c in cells if not (c.key in stored and stored[c.key].status == "finished")]
@@ -173,25 +349,46 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
         emit({"kind": "study_started", "total": len(cells), "todo": 0, "skipped": len(skipped)})
         return result
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
-    threads = max(1, int(threads_per_worker or 1))
-    n_workers = max(1, int(workers or max(1, machine_cores() // threads)))
-    n_workers = min(n_workers, len(todo))
+    gpus: list[str] = []
+    if scheduler is None:
+        n_gpus = gpu_count()
+        _check_cuda(study, todo, n_gpus)                          # before any cluster starts
+        if n_gpus and any(_may_use_gpu(_device(c.config.to_dict())) for c in todo):
+            gpus = _machine_gpus(n_gpus)
+    if gpus:
+        n_workers = min(len(gpus), max(1, int(workers or len(gpus))), -(-len(todo) // cells_per_gpu))
+        # the workers share the cores: each run's torch threads (its CPU-side work) get their share
+        threads = max(1, int(threads_per_worker or machine_cores() // (n_workers * cells_per_gpu)))
+    else:
+        threads = max(1, int(threads_per_worker or 1))
+        n_workers = max(1, int(workers or max(1, machine_cores() // threads)))
+        n_workers = min(n_workers, len(todo))
     topic = f"lab-study-{study.name}"
-    with _client(scheduler, n_workers, study.retries) as (client, cluster):
+    with _client(scheduler, n_workers, study.retries, gpus[:n_workers], cells_per_gpu) as (client, cluster):
+        gpu_workers = _has_gpu_workers(client)
+        if scheduler is not None:
+            _check_cuda(study, todo, None if gpu_workers else 0, scheduler)
+        devices = _worker_devices(client)
         link = client.dashboard_link
         if on_dashboard is not None and link:
             on_dashboard(link)
         client.subscribe_topic(topic, lambda event: emit(event[1]))
-        resources = {"GPU": 1} if _has_gpu_workers(client) else None
         token = secrets.token_hex(3)
+        stop = Event(f"lab-study-{study.name}-{token}-stop", client=client)
         futures = {}
         for cell in todo:
-            fut = client.submit(run_cell, cell.config.to_dict(), study.name, cell.values, cell.index, threads,
-                                topic, pure=False, resources=resources,
+            config = cell.config.to_dict()
+            resources = None
+            if gpu_workers and _may_use_gpu(_device(config)):
+                resources = {"GPU": 1}
+                # a GPU worker's own GPU is its cuda:0 (CUDA_VISIBLE_DEVICES): "cuda:1" would be another's
+                config["device"] = "cuda" if _device(config).startswith("cuda") else config["device"]
+            fut = client.submit(run_cell, config, study.name, cell.values, cell.index, threads, topic, stop.name,
+                                pure=False, resources=resources,
                                 key=f"lab-study-{study.name}-cell{cell.index + 1}-{token}")
             futures[fut] = cell
         emit({"kind": "study_started", "total": len(cells), "todo": len(todo), "skipped": len(skipped),
-              "workers": n_workers, "threads": threads, "dashboard": link})
+              "workers": len(devices), "threads": threads, "devices": devices, "dashboard": link})
         remaining = set(futures)
         try:
             while remaining:
@@ -209,6 +406,9 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
                     _collect(fut, futures[fut], store, result, emit)
         except KeyboardInterrupt:
             result.cancelled = True
+            # running cells stop at their next batch; the futures are cancelled whatever happens here
+            with contextlib.suppress(Exception):
+                stop.set()
             client.cancel(list(futures), force=True)
             emit({"kind": "study_cancelled"})
     result.seconds = time.monotonic() - t0

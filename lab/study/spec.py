@@ -19,6 +19,10 @@ nothing half-written in the store; Dask reschedules its cell (bounded by ``retri
 Re-running a study skips the cells whose run finished.
 
 Progress travels from the workers as Dask events on the topic ``lab-study-<name>``.
+
+On a machine with GPUs, cells on "cuda" or "auto" run one per GPU (``cells_per_gpu`` to share one),
+each worker pinned to its own GPU; a cell asking for "cuda" where there is none is refused before
+anything starts (see :func:`lab.study.runner.run_study`).
 """
 from __future__ import annotations
 
@@ -195,6 +199,16 @@ class Study:
             more = f" ({len(bad) - 1} more cell(s) fail the same way or another)" if len(bad) > 1 else ""
             raise ValueError(f"study {self.name!r}: cell {cell.index + 1} ({cell.label()}): {message}{more}")
 
+    def check_devices(self) -> None:
+        """Refuse (ValueError naming the cell, the device and the machine's GPUs) a cell asking for a
+        CUDA device this machine does not have, as a local cluster would run it.
+
+        A remote scheduler's workers are checked when :meth:`run` connects to it.
+        """
+        from lab.study.runner import _check_cuda, gpu_count
+
+        _check_cuda(self, self.cells(), gpu_count())
+
     # -- the store ----------------------------------------------------------------------------------
     def status(self, store=None) -> pd.DataFrame:
         """One row per cell: index, its axis values, status ("pending" when never run), run_id, and
@@ -215,8 +229,8 @@ class Study:
     # -- running ------------------------------------------------------------------------------------
     def run(self, scheduler: str | None = None, *, store=None, workers: int | None = None,
             threads_per_worker: int | None = None, on_event: Callable[[dict], None] | None = None,
-            cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None
-            ) -> StudyResult:
+            cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None,
+            cells_per_gpu: int = 1) -> StudyResult:
         """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""
         from lab.study.runner import run_study
 
@@ -224,7 +238,7 @@ class Study:
         self.check_names(store)                    # before any cluster starts
         return run_study(self, scheduler=scheduler, store=store, workers=workers,
                          threads_per_worker=threads_per_worker, on_event=on_event, cancel=cancel,
-                         on_dashboard=on_dashboard)
+                         on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu)
 
     def __repr__(self) -> str:
         shape = " x ".join(f"{k}[{len(v)}]" for k, v in self.axes.items()) or "1 cell"
