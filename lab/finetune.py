@@ -286,8 +286,16 @@ class FineTuner:
 
         Call with the model in train mode (:meth:`train_epoch` and the run engine do).
         The forward runs under the fine-tuner's autocast (``amp_dtype``; the loss in float32).
-        Raises ValueError when the loss is not finite (training diverged).
+        Raises ValueError when the loss is not finite (training diverged), before the step.
         """
+        loss, stats = self._forward(x, y)
+        value, right = stats.tolist()             # one host sync for both numbers
+        self._check_finite(value)
+        self._update(loss)
+        return value, int(right)
+
+    def _forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss of a batch, and (2,) [loss, number correct] on the device (no host sync)."""
         if self.optimizer is None:
             raise ValueError(f"strategy {self.strategy.name!r} does not train.")
         device = self.bb.device
@@ -298,13 +306,18 @@ class FineTuner:
         with autocast(device, self.amp_dtype):
             logits = self.model(x)                                                      # (B, K)
         loss = F.cross_entropy(logits.float(), y)
-        # One host sync per step for both numbers (each float()/int() would wait for the device).
-        value, right = torch.stack([loss.detach(), (logits.detach().argmax(1) == y).sum().to(loss.dtype)]).tolist()
+        stats = torch.stack([loss.detach(), (logits.detach().argmax(1) == y).sum().to(loss.dtype)])   # (2,)
+        return loss, stats
+
+    def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
             raise ValueError(
                 f"training diverged: the loss became {value}. Lower lr "
                 f"(now {self.optimizer.param_groups[0]['lr']:g}) or check the data."
             )
+
+    def _update(self, loss: torch.Tensor) -> None:
+        """Backward, optimizer (and loss-scaler, scheduler) step."""
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is None:
             loss.backward()
@@ -315,7 +328,6 @@ class FineTuner:
             self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
-        return value, int(right)
 
     def train_epoch(self, batches: Iterable, *, should_stop: Callable[[], bool] | None = None,
                     progress: Callable[[int, int | None], None] | None = None) -> dict:
@@ -324,14 +336,20 @@ class FineTuner:
         The whole backbone is in train mode (batch-norm statistics update on this
         data even in frozen blocks).
 
+        Each batch's loss is read one step late: after the next batch's step is launched, from a
+        copy started as soon as the loss was computed. On a GPU that read then never waits for the
+        device to drain (reading it at once would leave the GPU idle while the host prepares the next
+        batch); the sums are the same, in the same order, as :meth:`train_step`'s. A diverging loss
+        therefore fails one step after it appears (the model is unusable by then either way).
+
         Parameters
         ----------
         batches : iterable of (x (B, C, H, W), y (B,))
         should_stop : callable, optional
             Checked before every batch; when it returns True, :class:`lab.Cancelled` is raised.
         progress : callable, optional
-            ``progress(done, total)`` after every batch, in batches (``total`` is None when
-            ``batches`` has no length). A batch whose step fails is not reported, so the last
+            ``progress(done, total)`` once a batch's loss is read, in batches (``total`` is None when
+            ``batches`` has no length). A batch whose loss is not finite is not reported, so the last
             ``done`` is the index of the failing batch.
         """
         if self.optimizer is None:
@@ -339,16 +357,37 @@ class FineTuner:
         total = len(batches) if hasattr(batches, "__len__") else None
         self.model.train()
         total_loss, correct, n = 0.0, 0, 0
+        pending = None                 # (batch index, batch size, host copy of its stats, copy done event)
+
+        def settle() -> None:
+            nonlocal total_loss, correct, n, pending
+            i, size, host, copied = pending
+            pending = None
+            if copied is not None:
+                copied.synchronize()           # this batch's copy only, not the steps queued after it
+            value, right = host.tolist()
+            self._check_finite(value)
+            total_loss += value * size
+            correct += int(right)
+            n += size
+            if progress is not None:
+                progress(i + 1, total)
+
         try:
             for i, (x, y) in enumerate(batches):
                 if should_stop is not None and should_stop():
+                    if pending is not None:
+                        settle()
                     raise Cancelled(f"training cancelled after {i} of {total if total is not None else '?'} batches")
-                loss, right = self.train_step(x, y)
-                total_loss += loss * len(y)
-                correct += right
-                n += len(y)
-                if progress is not None:
-                    progress(i + 1, total)
+                loss, stats = self._forward(x, y)
+                host, copied = _to_host(stats)
+                self._update(loss)
+                del loss
+                if pending is not None:
+                    settle()
+                pending = (i, len(y), host, copied)
+            if pending is not None:
+                settle()
         finally:
             self.model.eval()
         if n == 0:
@@ -375,6 +414,17 @@ class FineTuner:
     def close(self) -> None:
         """Release references (hooks are only registered during forward, so nothing else to undo)."""
         self.model._skip = []
+
+
+def _to_host(values: torch.Tensor) -> tuple[torch.Tensor, "torch.cuda.Event | None"]:
+    """A host copy of ``values`` and, on CUDA, the event that marks it done (the copy runs in the
+    background into pinned memory); on other devices the copy is immediate and the event None."""
+    if not values.is_cuda:
+        return values.to("cpu"), None
+    host = values.to("cpu", non_blocking=True)
+    copied = torch.cuda.Event()
+    copied.record()
+    return host, copied
 
 
 def prepare(bb, n_classes: int, strategy: str = "full", *, block=None, lr: float | None = None,

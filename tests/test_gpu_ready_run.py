@@ -401,3 +401,35 @@ def test_the_engine_runs_under_the_device_scope_of_its_device(monkeypatch):
     monkeypatch.setattr(lab.device, "device_scope", spy)
     events = list(lab.run(_cfg(epochs=0, strategy="none", lr=None), store=False))
     assert events[-1].kind == "run_finished" and "cpu" in scopes
+
+
+# -- 15. training reads each batch's loss one step late, so the device always has work queued ----------------
+
+def test_train_epoch_reads_a_batchs_loss_after_launching_the_next_and_keeps_the_numbers(monkeypatch):
+    from lab import finetune
+
+    def setup():
+        torch.manual_seed(0)
+        bb = lab.backbones.load("mlp:depth=2,width=16", in_chans=1, img_size=8, device="cpu")
+        g = torch.Generator().manual_seed(0)
+        batches = [(torch.rand(8, 1, 8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(3)]
+        return finetune.prepare(bb, 3, "full", lr=1e-2, seed=0), batches
+
+    ft, batches = setup()
+    expected_loss, expected_right = 0.0, 0
+    ft.model.train()
+    for x, y in batches:                              # one synchronous step at a time, as before
+        loss, right = ft.train_step(x, y)
+        expected_loss += loss * len(y)
+        expected_right += right
+
+    ft, batches = setup()
+    order = []
+    forward = ft.model.forward
+    monkeypatch.setattr(ft.model, "forward", lambda x: order.append("forward") or forward(x))
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: order.append("read") or tolist(t))
+    stats = ft.train_epoch(batches, progress=lambda done, total: order.append(f"progress {done}"))
+    assert order == ["forward", "forward", "read", "progress 1", "forward", "read", "progress 2",
+                     "read", "progress 3"]
+    assert stats == {"loss": expected_loss / 24, "accuracy": expected_right / 24, "n": 24}   # bit for bit
