@@ -33,9 +33,16 @@ class Layout:
 
 
 # ---------------------------------------------------------------------------------------------- checks
+def _to_numpy(values, dtype=None) -> np.ndarray:
+    """``lab.features.to_numpy``: tensors on any device (a run's labels live on its GPU) become host arrays."""
+    from lab.features import to_numpy
+
+    return to_numpy(values, dtype)
+
+
 def _check_coords(coords, name: str = "coords", n: int | None = None) -> np.ndarray:
     try:
-        xy = np.asarray(coords, dtype=np.float64)
+        xy = _to_numpy(coords, np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be an (N, 2) array of x, y numbers; got {type(coords).__name__}.") from None
     if xy.ndim != 2 or xy.shape[1] != 2:
@@ -50,7 +57,7 @@ def _check_coords(coords, name: str = "coords", n: int | None = None) -> np.ndar
 
 
 def _check_labels(labels, names, n: int) -> tuple[np.ndarray, list[str]]:
-    raw = np.asarray(labels)
+    raw = _to_numpy(labels)
     if raw.ndim != 1 or raw.shape[0] != n:
         raise ValueError(f"labels must have one entry per point ({n}); got shape {raw.shape}.")
     if raw.dtype.kind in "iub":
@@ -78,7 +85,7 @@ def _check_labels(labels, names, n: int) -> tuple[np.ndarray, list[str]]:
 
 
 def _check_images(images, n: int) -> np.ndarray:
-    arr = np.asarray(images)
+    arr = _to_numpy(images)
     if arr.dtype != np.uint8:
         raise ValueError(f"images must be uint8 (N, H, W) or (N, H, W, C); got dtype {arr.dtype} "
                          "(scale to 0..255 and use .astype(np.uint8)).")

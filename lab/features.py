@@ -20,7 +20,10 @@ features"):
 - ``pooling="mean"``: always the mean (of non-prefix tokens; spatial for maps);
 - ``pooling="flatten"``: the whole output flattened (NCHW order for maps), with a
   warning when the result exceeds :data:`FLATTEN_BUDGET_BYTES`;
-- ``"pre_logits"`` is always ``model.forward_head(model.forward_features(x), pre_logits=True)``.
+- ``"pre_logits"`` is always ``model.forward_head(model.forward_features(x), pre_logits=True)``, the head
+  run in float32 outside autocast on the float32 copy of ``forward_features``' output: like the
+  hooks' pooling, so a tap whose pooled features *are* the pre-logits (a ResNet's last block) stays
+  identical to them under bfloat16 (a bfloat16 head would round the pooled mean to 8 bits).
 
 Hooks are registered in a context manager and removed in ``finally``, also when
 the forward fails or the caller cancels. The model runs in eval mode under
@@ -39,6 +42,7 @@ import contextlib
 import warnings
 from typing import Callable, Iterable
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -46,7 +50,7 @@ from lab._cancel import Cancelled
 from lab.backbones import PRE_LOGITS, Backbone, Tap, first_tensor
 from lab.device import autocast, autocast_dtype, out_of_memory_hint, to_channels_last
 
-__all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
+__all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "to_numpy", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
 
 POOLINGS = ("auto", "mean", "flatten")
 FLATTEN_BUDGET_BYTES = 2 * 1024**3
@@ -58,6 +62,27 @@ FLATTEN_BUDGET_BYTES = 2 * 1024**3
 # faulted) afresh every batch while the previous batch's other buffers stayed resident, about
 # twice the memory of one pass.
 _CPU_PASS = 64
+
+
+def to_numpy(x, dtype=None) -> np.ndarray:
+    """``x`` as a numpy array: a tensor on any device is detached and copied to the host (bfloat16, which
+    numpy lacks, as float32); anything else goes through ``np.asarray``.
+
+    The one way features, labels and layouts leave torch for numpy in ``lab`` and ``app``: ``np.asarray``
+    of a tensor fails on a GPU (no host memory) and for a tensor that requires grad.
+
+    Parameters
+    ----------
+    x : torch.Tensor (any device, any dtype), numpy array, or array-like
+    dtype : numpy dtype, optional
+        The result's dtype (``np.asarray``'s rules).
+    """
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype == torch.bfloat16:
+            x = x.float()
+        x = x.numpy()
+    return np.asarray(x, dtype=dtype)
 
 
 class FeatureSet(dict):
@@ -186,18 +211,29 @@ def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_af
             handle.remove()
 
 
-def _forward(bb: Backbone, x: torch.Tensor, sink: _Sink, offset: int, want_pre: bool) -> None:
-    """One batch through the model (in passes of at most :data:`_CPU_PASS` images on CPU);
-    the hooks write its pooled taps into ``sink`` from row ``offset`` on."""
+def _forward(bb: Backbone, x: torch.Tensor, sink: _Sink, offset: int, want_pre: bool,
+             amp: torch.dtype | None = None) -> None:
+    """One batch through the model (in passes of at most :data:`_CPU_PASS` images on CPU), under
+    autocast to ``amp``; the hooks write its pooled taps into ``sink`` from row ``offset`` on."""
     step = _CPU_PASS if x.device.type == "cpu" else x.shape[0]
     for start in range(0, x.shape[0], step):
         sink.offset = offset + start
         try:
-            feats = bb.model.forward_features(x[start:start + step])
+            with autocast(x.device, amp):
+                feats = bb.model.forward_features(x[start:start + step])
             if want_pre:
-                sink.put(PRE_LOGITS, bb.model.forward_head(feats, pre_logits=True))
+                sink.put(PRE_LOGITS, _pre_logits(bb.model, feats, amp))
         except _StopForward:
             pass
+
+
+def _pre_logits(model: torch.nn.Module, feats: torch.Tensor, amp: torch.dtype | None) -> torch.Tensor:
+    """``forward_head(feats, pre_logits=True)``; after an autocast forward, in float32 with autocast off:
+    the pooling of a CNN's last map then equals what its tap's hook computes in float32."""
+    if amp is None:
+        return model.forward_head(feats, pre_logits=True)
+    with torch.autocast(feats.device.type, enabled=False):
+        return model.forward_head(feats.float(), pre_logits=True)
 
 
 @contextlib.contextmanager
@@ -339,8 +375,7 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
             x = bb.normalize(x) if normalize else (x if x.is_floating_point() else x.float())
             if nhwc:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with autocast(device, amp):
-                _forward(bb, x, sink, done, want_pre)
+            _forward(bb, x, sink, done, want_pre, amp)
             if y is None:
                 has_labels = False
             elif has_labels:

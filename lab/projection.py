@@ -21,6 +21,7 @@ fit, and umap's own neighbour graph dominates a fit of a few thousand points. So
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from concurrent.futures import FIRST_COMPLETED, Future
@@ -40,13 +41,14 @@ _WARM_DONE = threading.Event()
 
 
 def _as_tensor(X) -> torch.Tensor:
+    """X (N, d) as a float32 tensor on its own device, detached (a layout is a picture, not a graph)."""
     if isinstance(X, np.ndarray):
         X = torch.from_numpy(X)
     if not isinstance(X, torch.Tensor):
         raise ValueError(f"X must be a torch.Tensor or numpy array (N, d). Got {type(X).__name__} instead.")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (N, d). Got shape {tuple(X.shape)} instead.")
-    return X.float()
+    return X.detach().float()
 
 
 def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
@@ -56,6 +58,9 @@ def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
     with ``reference`` (N, 2) when given (keeps consecutive layouts from
     flipping), else so that its largest-magnitude score is positive.
     """
+    from lab.features import to_numpy
+    from lab.metrics._device import _float64_device
+
     X = _as_tensor(X)
     n = X.shape[0]
     if n < 2:
@@ -63,19 +68,23 @@ def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
     Xc = X - X.mean(0, keepdim=True)                                  # (N, d)
     # Eigen-decompose the smaller of the (d, d) scatter and the (N, N) Gram matrix. The product
     # stays in the features' precision (the costly part, a picture needs no more); the small
-    # symmetric eigenproblem runs in float64.
+    # symmetric eigenproblem runs in float64, on the CPU where the device has none (MPS).
+    where = _float64_device(X.device)
     if Xc.shape[1] <= Xc.shape[0]:
-        evals, evecs = torch.linalg.eigh((Xc.T @ Xc).double())       # (d,), (d, d) ascending
+        evals, evecs = torch.linalg.eigh((Xc.T @ Xc).to(where).double())   # (d,), (d, d) ascending
         order = torch.argsort(evals, descending=True)[:2]
-        scores = Xc.double() @ evecs[:, order]                        # (N, 2)
+        if where == X.device:
+            scores = Xc.double() @ evecs[:, order]                    # (N, 2)
+        else:                                                         # float32 projection on the device
+            scores = Xc @ evecs[:, order].to(Xc)                      # (N, 2)
     else:
-        evals, evecs = torch.linalg.eigh((Xc @ Xc.T).double())       # (N,), (N, N) ascending
+        evals, evecs = torch.linalg.eigh((Xc @ Xc.T).to(where).double())   # (N,), (N, N) ascending
         order = torch.argsort(evals, descending=True)[:2]
         scores = evecs[:, order] * evals[order].clamp_min(0).sqrt()   # (N, 2)
-    coords = scores.cpu().numpy()
+    coords = to_numpy(scores, np.float64)
     if coords.shape[1] < 2:                                           # d == 1
         coords = np.concatenate([coords, np.zeros((n, 2 - coords.shape[1]))], axis=1)
-    coords = _fix_signs(coords, reference)
+    coords = _fix_signs(coords, None if reference is None else to_numpy(reference))
     return np.ascontiguousarray(coords, dtype=np.float32)
 
 
@@ -109,9 +118,10 @@ def knn_graph(X, k: int = 15) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"k must be between 2 and the number of points ({n}). Got {k}.")
     from lab.metrics import knn_indices
 
+    from lab.features import to_numpy
+
     dists, idx = knn_indices(X, k, include_self=True)                # (N, k) each
-    return (idx.cpu().numpy().astype(np.int64, copy=False),
-            dists.cpu().numpy().astype(np.float32, copy=False))
+    return to_numpy(idx, np.int64), to_numpy(dists, np.float32)
 
 
 def umap_layout(
@@ -146,6 +156,7 @@ def umap_layout(
         the fitted model's ``transform`` (its neighbours found exactly among the fitted points).
     backend : "umap-learn" or "cuml" (:func:`lab.projection_budget.umap_backend`)
     """
+    from lab.features import to_numpy
     from lab.projection_budget import BACKENDS, fit_subset
 
     X = _as_tensor(X)
@@ -156,8 +167,9 @@ def umap_layout(
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}. Got {backend!r} instead.")
     if fit_points is not None and fit_points < 4:
         raise ValueError(f"fit_points must be at least 4 or None. Got {fit_points!r} instead.")
-    if labels is not None and np.asarray(labels).shape != (n,):
-        raise ValueError(f"labels must have shape ({n},). Got {np.asarray(labels).shape} instead.")
+    labels = None if labels is None else to_numpy(labels)          # (N,) e.g. a FeatureSet's labels on the GPU
+    if labels is not None and labels.shape != (n,):
+        raise ValueError(f"labels must have shape ({n},). Got {labels.shape} instead.")
     fit = None
     if fit_points is not None and n > fit_points:
         fit = fit_subset(np.zeros(n, np.int64) if labels is None else labels, fit_points, seed=seed)
@@ -165,7 +177,7 @@ def umap_layout(
     k = min(n_neighbors, X_fit.shape[0] - 1)
     if init is None:
         init = pca_layout(X)
-    init = np.asarray(init, dtype=np.float32)
+    init = to_numpy(init, np.float32)
     if init.shape != (n, 2):
         raise ValueError(f"init must have shape ({n}, 2). Got {init.shape} instead.")
     rest = None if fit is None else np.setdiff1d(np.arange(n), fit)
@@ -173,8 +185,8 @@ def umap_layout(
     if backend == "cuml":
         from lab.projection_budget import cuml_fit_transform
 
-        X_rest = None if rest is None else X[torch.from_numpy(rest).to(X.device)].cpu().numpy()
-        fitted, placed = cuml_fit_transform(X_fit.cpu().numpy(), X_rest, n_neighbors=k, min_dist=min_dist,
+        X_rest = None if rest is None else to_numpy(X[torch.from_numpy(rest).to(X.device)])
+        fitted, placed = cuml_fit_transform(to_numpy(X_fit), X_rest, n_neighbors=k, min_dist=min_dist,
                                             seed=seed, n_epochs=n_epochs)
     else:
         if knn is None:
@@ -268,6 +280,30 @@ def _join_warm_up() -> None:
         thread.join()
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+@contextlib.contextmanager
+def _current_cuda_device(device: torch.device | None):
+    """``device`` as the current CUDA device of this thread (torch's and, when it is loaded, CuPy's, which
+    cuML allocates on); a no-op for any other device. A new thread's current device is 0 whatever the run's."""
+    if device is None or device.type != "cuda":
+        yield
+        return
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.cuda.device(index))
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+        if cupy is not None:
+            stack.enter_context(cupy.cuda.Device(index))
+        yield
+
+
 @dataclass
 class ProjectionResult:
     """One finished layout, as the engine emits it."""
@@ -291,6 +327,11 @@ class Projector:
     nearest layer's UMAP at that epoch, else from the PCA layout, so that layouts stay
     comparable. A fit uses at most ``fit_points`` points (:func:`umap_layout`).
 
+    cuML fits run with ``device`` as the current CUDA device (the worker thread's own is device 0).
+    The first cuML failure switches this projector to umap-learn on the CPU: that fit is redone
+    there and :meth:`take_messages` says so, once; a fit that fails otherwise is skipped and
+    described in ``errors`` (and by :meth:`take_messages`).
+
     Parameters
     ----------
     layers : the projected taps, input -> output (the order "neighbours" refers to)
@@ -306,7 +347,11 @@ class Projector:
         self.n_neighbors = n_neighbors
         self.n_epochs = n_epochs
         self.fit_points = fit_points
-        self.backend = umap_backend(device)
+        self.device = None if device is None else torch.device(device)
+        if self.device is not None and self.device.type == "cuda" and self.device.index is None \
+                and torch.cuda.is_available():
+            self.device = torch.device("cuda", torch.cuda.current_device())   # the caller's, not the worker's
+        self.backend = umap_backend(self.device)
         self._order = {name: i for i, name in enumerate(layers or [])}
         self._focus: dict[int, int] = {}                         # seed -> index of the focused layer
         self._queue: list[tuple[tuple[int, int, str], Future, tuple]] = []     # not started
@@ -319,6 +364,8 @@ class Projector:
         self._lock = threading.Lock()
         self.dropped = 0
         self.errors: list[str] = []
+        self.fallback: str | None = None                         # why cuML was given up, once it was
+        self._messages: list[str] = []                           # not yet taken by take_messages()
         self.started: list[tuple[int, int, str]] = []            # (seed, epoch, layer) in the order fitted
 
     def focus(self, seed: int, layer: str) -> None:
@@ -344,7 +391,10 @@ class Projector:
                 continue
             keep.append((key, fut))
         self._pending = keep
-        X = _as_tensor(X).detach()
+        from lab.features import to_numpy
+
+        X = _as_tensor(X)
+        labels = None if labels is None else to_numpy(labels)
         n = X.shape[0]
         if self.backend == "umap-learn" and knn is None:
             fit = None
@@ -398,8 +448,20 @@ class Projector:
         if init is None:
             init = pca
         k = knn[0].shape[1] if knn is not None else self.n_neighbors
-        coords = umap_layout(X, knn=knn, init=init, seed=self.seed + seed, n_neighbors=k, n_epochs=self.n_epochs,
-                             labels=labels, fit_points=self.fit_points, backend=self.backend)
+        options = dict(knn=knn, init=init, seed=self.seed + seed, n_neighbors=k, n_epochs=self.n_epochs,
+                       labels=labels, fit_points=self.fit_points)
+        if self.backend == "cuml":
+            try:
+                with _current_cuda_device(self.device):
+                    coords = umap_layout(X, backend="cuml", **options)
+            except Exception as exc:  # noqa: BLE001 - any cuML failure: the CPU fallback draws the layout
+                self.backend = "umap-learn"
+                self.fallback = (f"cuML's UMAP failed on {self.device} ({type(exc).__name__}: {_first_line(exc)}); "
+                                 f"UMAP layouts use umap-learn on the CPU from now on")
+                self._tell(self.fallback)
+                coords = umap_layout(X, backend="umap-learn", **options)
+        else:
+            coords = umap_layout(X, backend="umap-learn", **options)
         with self._lock:
             self._latest[(seed, layer)] = coords
             self._by_epoch[(seed, epoch, layer)] = coords
@@ -428,12 +490,26 @@ class Projector:
                 if exc is not None:
                     # A layout is a picture, not a result: record the failure, keep the run going.
                     self.errors.append(f"UMAP of {key}: {type(exc).__name__}: {exc}")
+                    seed, epoch, layer = key
+                    self._tell(f"no UMAP layout of layer {layer!r} (seed {seed}, epoch {epoch}): "
+                               f"{type(exc).__name__}: {_first_line(exc)}")
                 else:
                     done.append(fut.result())
             else:
                 keep.append((key, fut))
         self._pending = keep
         return done
+
+    def _tell(self, message: str) -> None:
+        with self._lock:
+            self._messages.append(message)
+
+    def take_messages(self) -> list[str]:
+        """What the user should hear since the last call (cuML given up for umap-learn, fits that failed),
+        one line each; the engine turns them into warnings."""
+        with self._lock:
+            out, self._messages = self._messages, []
+        return out
 
     def wait(self, timeout: float | None = None) -> list[ProjectionResult]:
         """Wait up to ``timeout`` seconds for a queued fit to finish; then :meth:`poll`."""

@@ -41,7 +41,9 @@ def fit_subset(labels, n: int, *, seed: int = 0) -> np.ndarray:
     ndarray (min(n, N),) int64, ascending; ``arange(N)`` when N <= n. Every class with images gets at
     least one when ``n`` is at least the number of classes.
     """
-    labels = np.asarray(labels)
+    from lab.features import to_numpy
+
+    labels = to_numpy(labels)                                      # a tensor on any device, or an array
     total = labels.shape[0]
     if n >= total:
         return np.arange(total, dtype=np.int64)
@@ -81,7 +83,9 @@ class ExactIndex:
 
     def query(self, X, k: int, epsilon: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(indices (n, k) int64, distances (n, k) float32)`` of each row of ``X`` (n, d), nearest first."""
-        X = torch.as_tensor(np.asarray(X, dtype=np.float32))
+        from lab.features import to_numpy
+
+        X = torch.as_tensor(to_numpy(X, np.float32))
         k = min(int(k), self.points.shape[0])
         idx, dst = [], []
         for start in range(0, X.shape[0], _QUERY_ROWS):

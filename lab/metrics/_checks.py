@@ -84,7 +84,7 @@ def _as_features(X) -> torch.Tensor:
     if X.dtype in (torch.float16, torch.bfloat16):
         X = X.float()   # half precision is too coarse for distances and variances
     elif not X.is_floating_point():
-        X = X.to(torch.float64)
+        X = X.to(torch.float32 if X.device.type == "mps" else torch.float64)   # MPS has no float64
     _check_finite(X)
     return X
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._device import _exact_float32
+
 __all__ = ["kmeans_labels_torch"]
 
 _TOL = 1e-4        # KMeans defaults
@@ -44,6 +46,11 @@ def kmeans_labels_torch(X: torch.Tensor, n_clusters: int, *, n_init: int, seed: 
     -------
     torch.Tensor of int64, shape (N,), on X's device
     """
+    with _exact_float32(X.device):     # TF32 distances would move assignments on CUDA
+        return _kmeans_labels(X, n_clusters, n_init=n_init, seed=seed, max_iter=max_iter)
+
+
+def _kmeans_labels(X: torch.Tensor, n_clusters: int, *, n_init: int, seed: int, max_iter: int) -> torch.Tensor:
     X = X - X.mean(dim=0)                                         # (N, d) a copy, freed on return
     tol = float(X.var(dim=0, unbiased=False).mean()) * _TOL       # centring leaves the variance as is
     norms = torch.einsum("ij,ij->i", X, X)                        # (N,)

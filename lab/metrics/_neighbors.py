@@ -22,11 +22,14 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ._device import _cuda_block_rows, _exact_float32
+
 # Elements of one (block × N) slice: 2**24 float64 = 128 MB (a few such slices coexist:
 # Gram, ranking key, selection indices); N = 50,000 -> 335 rows per block. At most 256 rows
 # even for small N: a whole 1600 x 1600 block and its same-size temporaries added ~70 MiB to
 # a run's peak memory, and measured on CPU 256-row blocks are as fast or faster (cache-sized,
-# fewer page faults) while still long enough for an efficient GEMM.
+# fewer page faults) while still long enough for an efficient GEMM. On CUDA such blocks cost
+# 1.5-3x a bare GEMM: there blocks are sized by memory (``_device._cuda_block_rows``).
 _BLOCK_ELEMENTS = 1 << 24
 _MAX_BLOCK_ROWS = 256
 # Up to 2**20 elements (8 MB in float64; N <= 1024) the whole Gram is computed at once.
@@ -50,9 +53,14 @@ def _compute_dtype(X: torch.Tensor) -> torch.dtype:
     return torch.float64 if (X.dtype == torch.float64 or X.device.type == "cpu") else torch.float32
 
 
-def _block_rows(n: int, block_rows: int | None = None) -> int:
+def _block_rows(n: int, block_rows: int | None = None, device=None) -> int:
+    """Rows per Gram block: ``block_rows`` when given; on CUDA as many as its memory budget allows
+    (at least 4096); elsewhere cache-sized (at most :data:`_MAX_BLOCK_ROWS`). Every row's values are
+    the same whatever the block size (each row is ranked on its own)."""
     if block_rows is not None:
         return max(1, int(block_rows))
+    if device is not None and torch.device(device).type == "cuda":
+        return _cuda_block_rows(n, device)
     return max(1, min(n, _MAX_BLOCK_ROWS, _BLOCK_ELEMENTS // max(n, 1)))
 
 
@@ -88,6 +96,8 @@ def _neighbor_graphs(
         Class codes, needed by "same_class" and "weighted" requests.
     n_classes : int, optional
         Number of classes, needed by "weighted" requests.
+    block_rows : int, optional
+        Rows per Gram block (default :func:`_block_rows`: cache-sized on CPU, memory-sized on CUDA).
     compiled : bool, optional
         Serve 1-NN, "same_class" and "weighted" requests on CPU by the compiled row kernel
         (``_knn_kernel``; same results). Default: when N >= ``_COMPILED_MIN_N``.
@@ -99,6 +109,13 @@ def _neighbor_graphs(
         (descending) and int64 indices, on X's device; for "same_class" an (N,) int64
         count, for "weighted" (N,) int64 predicted class codes.
     """
+    with _exact_float32(X.device):          # a TF32 Gram would reorder near neighbours on CUDA
+        return _neighbor_graphs_exact(X, requests, include_self=include_self, block_rows=block_rows, codes=codes,
+                                      n_classes=n_classes, compiled=compiled)
+
+
+def _neighbor_graphs_exact(X, requests, *, include_self, block_rows, codes, n_classes, compiled):
+    """:func:`_neighbor_graphs` once float32 matmuls are exact."""
     n = X.shape[0]
     dtype = _compute_dtype(X)
     fast = _compiled_names(X, requests, include_self, compiled)
@@ -111,7 +128,7 @@ def _neighbor_graphs(
         norms = sq.sqrt()
         # F.normalize semantics (DINOv2): a zero vector stays zero, so its similarities are 0.
         inv = torch.where(norms > 0, 1.0 / norms, torch.zeros_like(norms))   # (N,)
-    rows = _block_rows(n, block_rows)
+    rows = _block_rows(n, block_rows, X.device)
     # A small N x N Gram at once: X Xᵀ is then a symmetric rank-k update (half the flops);
     # the work below still runs on cache-sized row blocks of it.
     whole = _matmul_t(Xc, Xc) if n * n <= _WHOLE_GRAM_ELEMENTS else None

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import pandas as pd
 import torch
 
+from ._device import _float64_device
+
 __all__ = ["utilization"]
 
 
@@ -91,13 +93,15 @@ def utilization(model: torch.nn.Module, initial_state: Mapping[str, torch.Tensor
                         f"initial_state has no entry {key!r} (layer {tap!r}); pass the model's "
                         "state_dict() captured at the start of the run."
                     )
-                w0 = initial_state[key].detach().to(device=p.device, dtype=torch.float64)
+                # float64 where the parameter is, or on the CPU where that device has none (MPS)
+                where = _float64_device(p.device)
+                w0 = initial_state[key].detach().to(where).to(torch.float64)     # moved, then widened
                 if w0.shape != p.shape:
                     raise ValueError(
                         f"initial_state[{key!r}] has shape {tuple(w0.shape)} but the parameter has "
                         f"shape {tuple(p.shape)}."
                     )
-                diff_sq += float(((p.detach().double() - w0) ** 2).sum())
+                diff_sq += float(((p.detach().to(where).to(torch.float64) - w0) ** 2).sum())
                 init_sq += float((w0 ** 2).sum())
                 count += p.numel()
         dist, init = math.sqrt(diff_sq), math.sqrt(init_sq)

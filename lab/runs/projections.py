@@ -14,6 +14,8 @@ it is stopped early, and its folder barely grows with its epochs.
 """
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Generator
 
 import numpy as np
@@ -22,7 +24,13 @@ from lab.events import Event, ProjectionReady
 from lab.runs.compute import few_threads
 from lab.runs.context import RunContext
 
-__all__ = ["Projections"]
+__all__ = ["Projections", "ProjectionWarning"]
+
+_log = logging.getLogger(__name__)
+
+
+class ProjectionWarning(UserWarning):
+    """A UMAP layout could not be drawn as asked (cuML failed and umap-learn took over, or a fit failed)."""
 
 
 class Projections:
@@ -35,7 +43,9 @@ class Projections:
         self._stored: dict[int, list[int]] = {}                 # seed -> epochs whose embeddings are on disk
 
     def _labels(self) -> tuple[np.ndarray, list[str]]:
-        return self.ctx.unseen_labels.numpy(), list(self.ctx.data.split.unseen)
+        from lab.features import to_numpy
+
+        return to_numpy(self.ctx.unseen_labels), list(self.ctx.data.split.unseen)
 
     def layer(self, seed: int, epoch: int, layer: str, X, previous_layer: str | None) -> ProjectionReady:
         """Store ``X`` (N, d) as float16 embeddings, lay it out by PCA (stored, returned as an event)
@@ -92,7 +102,16 @@ class Projections:
         """The UMAP layouts that finished since the last call (stored, as events)."""
         if self.projector is None:
             return []
-        return [self._event(res) for res in self.projector.poll()]
+        events = [self._event(res) for res in self.projector.poll()]
+        self._warn()
+        return events
+
+    def _warn(self) -> None:
+        """The projector's news for the user (cuML replaced by umap-learn, failed fits): a warning each,
+        from the engine's thread, where the command line and notebooks show them."""
+        for message in self.projector.take_messages():
+            _log.info("run %s: %s", self.ctx.run_id, message)
+            warnings.warn(f"run {self.ctx.run_id}: {message}", ProjectionWarning, stacklevel=2)
 
     def finish(self) -> Generator[Event, None, None]:
         """Wait for the queued UMAP fits (the last epoch's), emitting each as it lands."""
@@ -102,6 +121,7 @@ class Projections:
             self.ctx.check()
             for res in self.projector.wait(timeout=0.25):
                 yield self._event(res)
+            self._warn()
 
     def _event(self, res) -> ProjectionReady:
         ctx = self.ctx
