@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._results import add_save_option, recording  # noqa: E402
 from lab import backbones, features  # noqa: E402
+from lab.device import autocast, autocast_dtype, to_channels_last  # noqa: E402
 
 GOAL = 1.10
 CASES = [
@@ -52,9 +53,14 @@ def bench(name: str, kwargs: dict, *, batch: int, repeats: int, device: str) -> 
     bb = backbones.load(name, in_chans=3, device=device, **kwargs)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 3, bb.img_size, bb.img_size, generator=gen).to(bb.device)  # (B, 3, H, W)
+    # The plain forward runs as extract does (its autocast dtype and memory format: bfloat16 and
+    # channels_last for CNNs on CUDA; float32 NCHW on CPU), so the ratio measures hooks, not precision.
+    amp = autocast_dtype(bb.device)
+    if to_channels_last(bb):
+        x = x.contiguous(memory_format=torch.channels_last)
 
     def plain():
-        with torch.no_grad():
+        with torch.no_grad(), autocast(bb.device, amp):
             bb.model(x)
 
     def extract():

@@ -89,8 +89,8 @@ def _met(name: str, value: float) -> bool:
     return value >= goal if op == ">=" else value <= goal
 
 
-def bench_extraction(name: str, s: dict, device: torch.device) -> float:
-    """Print and return extract img/s / bare forward img/s for every layer of ``name``."""
+def bench_extraction(name: str, s: dict, device: torch.device) -> dict:
+    """Print and return {"lab", "bare": img/s, "ratio": lab / bare} for extracting every layer of ``name``."""
     torch.manual_seed(0)
     bb = backbones.load(name, pretrained=False, in_chans=3, num_classes=0, device=device)
     nhwc = to_channels_last(bb)                       # what extract does; the bare forward gets it too
@@ -122,11 +122,11 @@ def bench_extraction(name: str, s: dict, device: torch.device) -> float:
         t_nhwc, t_nchw, r = _pairs(bare, bare_nchw, s["pairs"], device)
         print(f"  channels_last bare forward {n / t_nhwc:9.1f} img/s vs NCHW {n / t_nchw:9.1f} img/s "
               f"(NHWC/NCHW speed {1 / r:.3f})")
-    return 1 / ratio
+    return {"lab": n / t_lab, "bare": n / t_bare, "ratio": 1 / ratio}
 
 
-def bench_training(name: str, s: dict, device: torch.device) -> float:
-    """Print and return FineTuner.train_step img/s / bare training-loop img/s."""
+def bench_training(name: str, s: dict, device: torch.device) -> dict:
+    """Print and return {"lab", "bare": img/s, "ratio": lab / bare} of FineTuner.train_step against a bare loop."""
     torch.manual_seed(0)
     bb = backbones.load(name, pretrained=False, in_chans=3, num_classes=0, device=device)
     n_classes = 10
@@ -165,7 +165,7 @@ def bench_training(name: str, s: dict, device: torch.device) -> float:
     n = s["batch"]
     print(f"fine-tuning {name:<22} full, AdamW  train_step {n / t_lab:9.1f} img/s  bare loop {n / t_bare:9.1f} img/s  "
           f"ratio {1 / ratio:.3f}  {_verdict('fine-tuning', 1 / ratio, device)}")
-    return 1 / ratio
+    return {"lab": n / t_lab, "bare": n / t_bare, "ratio": 1 / ratio}
 
 
 def _blobs(n: int, k: int, d: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,16 +176,37 @@ def _blobs(n: int, k: int, d: int, device: torch.device, seed: int = 0) -> tuple
     return X.to(device), y.to(device)
 
 
-def bench_knn(s: dict, device: torch.device) -> float:
-    """Print and return (knn_accuracy + knn_purity time) / (blocked float32 X Xᵀ time)."""
-    n, k = s["knn_n"], s["knn_classes"]
-    X, y = _blobs(n, k, _DIM, device)
-    rows = max(1, (1 << 26) // n)              # 256 MB float32 blocks of the N x N product
+def _gram(X: torch.Tensor):
+    """The reference: one float32 X @ X.T over all N x N pairs, in 256 MB blocks of rows."""
+    n = len(X)
+    rows = max(1, (1 << 26) // n)
 
     def gram():
         for start in range(0, n, rows):
             X[start:start + rows] @ X.T        # (B, N)
+    return gram
 
+
+def bench_kmeans(s: dict, device: torch.device) -> dict:
+    """Print and return the k-means NMI (the run's ``nmi``: k-means with K = the number of classes) time
+    against one blocked float32 X Xᵀ on the same data: {"lab", "bare": seconds, "ratio"}."""
+    n, k = s["knn_n"], s["knn_classes"]
+    X, y = _blobs(n, k, _DIM, device)
+
+    def kmeans():
+        lab.metrics.compute_layer(X, y, metrics=("nmi",))
+
+    t_lab, t_ref, ratio = _pairs(kmeans, _gram(X), max(1, s["pairs"] // 2), device)
+    print(f"k-means NMI N={n:,} d={_DIM} {k} classes  {t_lab:7.2f} s  blocked float32 X@X.T {t_ref:7.2f} s  "
+          f"ratio {ratio:.3f}  {_verdict('knn', ratio, device)}")
+    return {"lab": t_lab, "bare": t_ref, "ratio": ratio}
+
+
+def bench_knn(s: dict, device: torch.device) -> dict:
+    """Print and return (knn_accuracy + knn_purity time) / (blocked float32 X Xᵀ time): {"lab", "bare", "ratio"}."""
+    n, k = s["knn_n"], s["knn_classes"]
+    X, y = _blobs(n, k, _DIM, device)
+    gram = _gram(X)
     values = {}
 
     def knn():
@@ -195,7 +216,7 @@ def bench_knn(s: dict, device: torch.device) -> float:
     t_lab, t_ref, ratio = _pairs(knn, gram, pairs, device)
     print(f"kNN metrics N={n:,} d={_DIM} {k} classes (knn_accuracy k=1, knn_purity k={n // k - 1})  "
           f"{t_lab:7.2f} s  blocked float32 X@X.T {t_ref:7.2f} s  ratio {ratio:.3f}  {_verdict('knn', ratio, device)}")
-    return ratio
+    return {"lab": t_lab, "bare": t_ref, "ratio": ratio}
 
 
 def bench_evaluation(s: dict, device: torch.device) -> None:
@@ -267,10 +288,10 @@ def _measure(args: argparse.Namespace) -> int:
     print("ratio = lab images/s / bare images/s (median of back-to-back pairs); for kNN, lab time / X@X.T time")
     ok = True
     for model in MODELS:
-        ok &= _met("extraction", bench_extraction(model, s, device))
+        ok &= _met("extraction", bench_extraction(model, s, device)["ratio"])
     for model in MODELS:
-        ok &= _met("fine-tuning", bench_training(model, s, device))
-    ok &= _met("knn", bench_knn(s, device))
+        ok &= _met("fine-tuning", bench_training(model, s, device)["ratio"])
+    ok &= _met("knn", bench_knn(s, device)["ratio"])
     bench_evaluation(s, device)
     if device.type != "cuda":
         print("goals are GPU goals: on CPU they are reported, not enforced")
