@@ -1,5 +1,10 @@
 """Checkpoint files: safe reading (safetensors, or torch.load(weights_only=True)) and a strict fit check.
 
+One mismatch is fitted rather than refused: a checkpoint saved for 3-channel images loaded
+into a model for 1-channel data (or the reverse) gets its stem convolution adapted as timm
+adapts pretrained weights (``timm.models._manipulate.adapt_input_conv``: summed over RGB for
+one channel; repeated and scaled by 1/3 for three from one), with one warning saying so.
+
 ``load(checkpoint=...)`` takes a path only. A stored run's weights (``"run:ID[/seed]"``)
 are resolved to a path first by whoever holds the store (``lab.store.resolve_checkpoint``).
 """
@@ -84,9 +89,36 @@ def _few(keys, n: int = 5) -> str:
     return ", ".join(keys[:n]) + more
 
 
+def _stem_key(model: nn.Module) -> str | None:
+    """State-dict key of the first convolution's weight (the one that sees the images), if any."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Conv2d):
+            return f"{name}.weight"
+    return None
+
+
+def _adapt_stem(model: nn.Module, state: dict, own: dict, path: str) -> dict:
+    """``state`` with the stem conv adapted from 3 to 1 input channels or from 1 to 3, warning once."""
+    key = _stem_key(model)
+    if key is None or key not in state or key not in own:
+        return state
+    got, want = tuple(state[key].shape), tuple(own[key].shape)
+    if len(got) != 4 or got == want or got[:1] + got[2:] != want[:1] + want[2:] or {got[1], want[1]} != {1, 3}:
+        return state
+    from timm.models._manipulate import adapt_input_conv
+
+    how = ("summed over its RGB input channels" if want[1] == 1
+           else "its one input channel repeated to RGB and scaled by 1/3")
+    warnings.warn(f"checkpoint {path!r}: {key} {got} adapted to the model's {want[1]} input channel"
+                  f"{'s' if want[1] > 1 else ''} ({how}, as timm's adapt_input_conv does for pretrained "
+                  f"weights) -> {want}.", stacklevel=4)
+    return {**state, key: adapt_input_conv(want[1], state[key], base_chans=got[1]).to(state[key].dtype)}
+
+
 def load_checkpoint(model: nn.Module, path: str) -> None:
     state = read_state_dict(path)
     own = model.state_dict()
+    state = _adapt_stem(model, state, own, path)
     head = classifier_name(model)
     head_state = {}
     if head:
