@@ -54,7 +54,8 @@ class _StudyConsole:
                 where = f", dashboard {msg['dashboard']}" if msg.get("dashboard") else ""
                 self._write(f"{msg.get('todo', 0)} run(s) to do, {msg.get('skipped', 0)} already finished"
                             + (f"; {msg['workers']} worker(s) x {msg['threads']} thread(s)" if "workers" in msg else "")
-                            + (f" on {', '.join(msg['devices'])}" if msg.get("devices") else "")
+                            + (f" on {', '.join(msg['devices'])}"        # CPU studies: as before
+                               if any(d != "cpu" for d in msg.get("devices", ())) else "")
                             + where)
             elif kind == "progress" and cell is not None:
                 bar = self.bars.get(cell)
