@@ -2,21 +2,37 @@
 
 ``load("hf:NAME")`` where NAME is
 
-- a family, for random init from the library's default config (offline):
-  ``vit``, ``swin``, ``pvt``, ``pvt_v2``, ``cvt``, ``poolformer``, ``convnextv2``, ``resnet``;
-  keywords override config fields (``hidden_size=32``, ``depths=[1, 1]``, ...);
-- a hub id (``hf:microsoft/cvt-21``), read from the local Hugging Face cache only;
+- a model type, for random init from the library's default config (offline):
+  ``vit``, ``dinov2``, ``swin``, ``convnext``, ... (:data:`HF_FAMILIES`); keywords override
+  config fields (``hidden_size=32``, ``depths=[1, 1]``, ...; for a dual encoder such as
+  ``clip``, fields of its vision config);
+- a hub id (``hf:facebook/dinov2-small``), read from the local Hugging Face cache only;
 - a directory written by ``save_pretrained`` (``hf:/path/to/model``).
 
-The model is the family's ``*ForImageClassification`` with its classifier replaced by an
-identity, so what that model feeds its classifier (class token, token or spatial mean,
-after the final norm) is the ``pre_logits`` tap; a fresh linear head replaces the
-classifier, as for timm models. The blocks (every encoder layer, not only the stage
-outputs that ``hidden_states`` gives) come from :data:`_FAMILIES`, the one table keyed
-by ``config.model_type``; one dummy forward orders them.
+What is built (docs/hf_models.md lists every type):
 
-Normalization: ``image_mean``/``image_std`` of the model's ``preprocessor_config.json``,
-else the defaults of the family's image processor class.
+- a type with an image-classification model (``*ForImageClassification``): that model with
+  the linear layers of its head replaced by identities, so ``pre_logits`` is what its head
+  sees (class token, token or spatial mean, DINOv2's class token beside the patch mean);
+- a dual encoder (``clip``, ``siglip``, ``siglip2``, ``metaclip_2``) or its vision tower: the
+  vision tower, ``pre_logits`` its pooled output (a full checkpoint gives its vision weights);
+- any other model that takes ``pixel_values`` (``dinov3_vit``, ``dinov3_convnext``,
+  ``vit_mae`` with mask_ratio 0, ...): the model itself, ``pre_logits`` its pooled output,
+  else the class token of its last hidden state, else the mean of its patch tokens or map.
+
+A fresh linear head replaces the classifier, as for timm models. The blocks (every encoder
+layer, not only the stage outputs that ``hidden_states`` gives) come from
+:data:`lab.backbones._hf_families.FAMILIES` where a family is listed, otherwise from the
+model's structure: the outermost lists of model-defined modules (a list of stages gives the
+blocks inside each stage). One traced dummy forward orders them and picks the stem (the
+last module with weights that finishes before the first block). Token taps count their
+prefix tokens (class, distillation, register) as the tokens beyond the patch grid
+(``config.patch_size``); token 0 is then the class token, and the mean pooling skips every
+prefix token, so register tokens are never averaged with patch tokens.
+
+Normalization and input size: ``image_mean``/``image_std`` (and ``crop_size``/``size``)
+of the model's ``preprocessor_config.json``, else the defaults of the family's image
+processor class, else ImageNet's statistics.
 """
 from __future__ import annotations
 
@@ -25,76 +41,99 @@ import difflib
 import inspect
 import json
 import os
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
 
-from lab.backbones._core import STEM, Tap, dummy_forward
+from lab.backbones._core import STEM, Tap, owns_params, trace
+from lab.backbones._hf_families import ADAPTERS, EXCLUDED, FAMILIES, SUPPORTED, VISION_TOWERS, Family
 from lab.backbones._normalize import Normalization, from_stats
 
 __all__ = ["HF_FAMILIES", "HFNet", "create", "build_catalogue", "normalization", "cache_dir", "looks_like_dir",
-           "cached_snapshot"]
+           "cached_snapshot", "model_type_problem"]
 
+HF_FAMILIES = SUPPORTED
+"""Model types ``hf:TYPE`` builds with random init (and reads from the cache or a directory)."""
 
-@dataclass(frozen=True)
-class _Family:
-    """Where a family keeps its blocks and stem, and which blocks carry a class token.
+_HEAD_WIDTH = 7919
+"""``num_labels`` the classification model is built with: its head is every linear layer with
+this many outputs (a prime no backbone uses as a width), replaced by an identity."""
 
-    ``blocks`` is a module path relative to the base model; ``*`` stands for the stage
-    index (its children are the stages), and the path's end is the container of blocks.
-    ``cls(config, stage)`` is True when the blocks of ``stage`` put a class token first.
-    """
-
-    blocks: str
-    stem: str
-    cls: Callable = lambda config, stage: False
-    stem_prefix: int = 0           # prefix tokens in the stem's output (pooled over patches)
-    forward_kwargs: dict = field(default_factory=dict)
-
-
-_FAMILIES: dict[str, _Family] = {
-    "vit": _Family("layers", "embeddings", lambda c, s: True, stem_prefix=1,
-                   forward_kwargs={"interpolate_pos_encoding": True}),
-    "swin": _Family("encoder.layers.*.blocks", "embeddings"),
-    "pvt": _Family("encoder.block.*", "encoder.patch_embeddings.0",
-                   lambda c, s: s == c.num_encoder_blocks - 1),
-    "pvt_v2": _Family("encoder.layers.*.blocks", "encoder.layers.0.patch_embedding"),
-    "cvt": _Family("encoder.stages.*.layers", "encoder.stages.0.embedding", lambda c, s: bool(c.cls_token[s])),
-    "poolformer": _Family("encoder.block.*", "encoder.patch_embeddings.0"),
-    "convnextv2": _Family("encoder.stages.*.layers", "embeddings"),
-    "resnet": _Family("encoder.stages.*.layers", "embedder"),
-}
-HF_FAMILIES = tuple(_FAMILIES)
-"""Families ``hf:NAME`` builds with random init (and model types it reads from the cache or a directory)."""
+_POOLS = ("logits", "output")
 
 
 class HFNet(nn.Module):
-    """A ``*ForImageClassification`` model (``net``, classifier replaced by an identity) plus a
-    linear ``head``, speaking timm's interface (``forward_features``/``forward_head``,
-    ``get_classifier``/``reset_classifier``).
+    """A transformers vision model (``net``) plus a linear ``head``, speaking timm's interface
+    (``forward_features``/``forward_head``, ``get_classifier``/``reset_classifier``).
 
-    ``forward_features`` already returns the pooled (N, D) pre-logits features (what the
-    family's classifier sees), so ``forward_head(f, pre_logits=True)`` returns them unchanged.
+    ``forward_features`` already returns the pooled (N, D) pre-logits features, so
+    ``forward_head(f, pre_logits=True)`` returns them unchanged. ``pool`` says where they come
+    from: ``"logits"`` (a classification model whose head linears are identities) or
+    ``"output"`` (the model's ``pooler_output``, else the class token of its last hidden
+    state, else the mean of its patch tokens or of its map).
     """
 
-    def __init__(self, net: nn.Module, num_features: int, num_classes: int, forward_kwargs: dict):
+    def __init__(self, net: nn.Module, num_features: int, num_classes: int, forward_kwargs: dict,
+                 pool: str = "logits", adapter: str | None = None):
         super().__init__()
+        if pool not in _POOLS:
+            raise ValueError(f"pool must be one of {_POOLS}. Got {pool!r} instead.")
         self.net = net
         self.num_features = int(num_features)
         self._forward_kwargs = dict(forward_kwargs)
+        self._pool = pool
+        self._adapter = adapter
         self.num_classes = 0
         self.head: nn.Module = nn.Identity()
         self.reset_classifier(num_classes)
+        # A classification model's base model is its encoder; a bare model is its own base unless its
+        # base_model attribute holds all of it (CLIP's vision_model), whose paths then name the taps.
+        base = net.base_model
+        whole = sum(p.numel() for p in base.parameters()) == sum(p.numel() for p in net.parameters())
+        self._base_name = next(n for n, m in net.named_modules() if m is (base if pool == "logits" or whole
+                                                                          else net))
 
     @property
     def base(self) -> nn.Module:
-        return getattr(self.net, self.net.base_model_prefix)
+        """The model's base (encoder) module, whose module paths name the taps."""
+        return self.net.get_submodule(self._base_name)
+
+    def _inputs(self, x: torch.Tensor) -> dict:
+        """Model keyword inputs for images ``x`` (N, C, H, W)."""
+        config = self.net.config
+        if self._adapter == "naflex":   # SigLIP 2: (N, h*w, p*p*C) patches in row order, as its processor makes
+            p = int(config.patch_size)
+            n, c, h, w = x.shape
+            gh, gw = h // p, w // p
+            patches = x[:, :, :gh * p, :gw * p].reshape(n, c, gh, p, gw, p).permute(0, 2, 4, 3, 5, 1)
+            patches = patches.reshape(n, gh * gw, p * p * c)                                   # (N, L, p*p*C)
+            shapes = torch.tensor([[gh, gw]], device=x.device).expand(n, 2)
+            mask = torch.ones(n, gh * gw, dtype=torch.long, device=x.device)
+            return {"pixel_values": patches, "spatial_shapes": shapes, "pixel_attention_mask": mask}
+        if self._adapter == "mae_no_mask":  # argsort of an increasing noise keeps every patch in place
+            p = config.patch_size
+            ph, pw = (p, p) if isinstance(p, int) else p
+            n_patches = (x.shape[-2] // ph) * (x.shape[-1] // pw)
+            noise = torch.arange(n_patches, device=x.device, dtype=x.dtype).expand(x.shape[0], -1)  # (N, L)
+            return {"pixel_values": x, "noise": noise, **self._forward_kwargs}
+        return {"pixel_values": x, **self._forward_kwargs}
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(pixel_values=x, **self._forward_kwargs).logits.flatten(1)   # (N, D)
+        out = self.net(**self._inputs(x))
+        if self._pool == "logits":   # (PP-LCNet returns what its identity head gives as last_hidden_state)
+            logits = getattr(out, "logits", None)
+            return (out.last_hidden_state if logits is None else logits).flatten(1)           # (N, D)
+        pooled = getattr(out, "pooler_output", None)
+        if pooled is not None:
+            return pooled.flatten(1)                                                           # (N, D)
+        last = out.last_hidden_state
+        if last.dim() == 4:
+            return last.mean(dim=(2, 3))                                                       # (N, C)
+        prefix = prefix_tokens(self.net.config, last.shape[1], x.shape[-2:])
+        return last[:, 0] if prefix else last.mean(dim=1)                                      # (N, D)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return x if pre_logits else self.head(x)
@@ -108,6 +147,18 @@ class HFNet(nn.Module):
     def reset_classifier(self, num_classes: int) -> None:
         self.num_classes = int(num_classes)
         self.head = nn.Linear(self.num_features, self.num_classes) if self.num_classes > 0 else nn.Identity()
+
+
+def prefix_tokens(config, n_tokens: int, hw) -> int:
+    """Tokens before the patch tokens (class, distillation, registers): ``n_tokens`` minus the
+    patch grid of an (H, W) input by ``config.patch_size``; 0 when the config has no patch
+    size or the tokens are not one per patch plus a few (hierarchical stages)."""
+    p = getattr(config, "patch_size", None)
+    if p is None:
+        return 0
+    ph, pw = (p, p) if isinstance(p, int) else tuple(p)[-2:]
+    extra = int(n_tokens) - (int(hw[0]) // int(ph)) * (int(hw[1]) // int(pw))
+    return extra if 0 < extra <= 16 else 0
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -145,7 +196,7 @@ def _families_line() -> str:
 
 def _resolve_dir(spec: str) -> tuple[str | None, str]:
     """(directory or None for a family, what to call it in messages)."""
-    if spec in _FAMILIES:
+    if spec in HF_FAMILIES:
         return None, f"hf:{spec}"
     if looks_like_dir(spec):
         path = os.path.expanduser(spec)
@@ -159,7 +210,7 @@ def _resolve_dir(spec: str) -> tuple[str | None, str]:
     if "/" not in spec:
         close = difflib.get_close_matches(spec, HF_FAMILIES, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(f'hf:{c}' for c in close)}?" if close else ""
-        raise ValueError(f"unknown Hugging Face family 'hf:{spec}'; families: {_families_line()} "
+        raise ValueError(f"unknown Hugging Face family 'hf:{spec}'; families (model types): {_families_line()} "
                          f"(or a hub id 'org/name' in the cache, or a save_pretrained directory).{hint}")
     path = cached_snapshot(spec)
     if path is None:
@@ -171,26 +222,104 @@ def _resolve_dir(spec: str) -> tuple[str | None, str]:
 
 @contextlib.contextmanager
 def _quiet_transformers():
-    """Silence 'weights not initialized' notices (the classifier is replaced anyway) and load progress bars."""
+    """Silence 'weights not initialized' notices (the head is replaced anyway) and load progress bars."""
     from transformers.utils import logging
 
     level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*(initializ|newly|not used).*")
+            yield
     finally:
         logging.set_verbosity(level)
         if bars:
             logging.enable_progress_bar()
 
 
-def _family_of(config, where: str) -> _Family:
-    family = _FAMILIES.get(config.model_type)
-    if family is None:
-        raise ValueError(f"{where}: model type {config.model_type!r} is not supported; supported: "
-                         f"{', '.join(HF_FAMILIES)}.")
-    return family
+@dataclass(frozen=True)
+class _Plan:
+    """How one model type is built: the model class, the config it takes, how it pools."""
+
+    model_type: str                # config.model_type as saved (``clip`` for a full CLIP checkpoint)
+    cls: type
+    config: object                 # the config the model is built from (a dual encoder's vision config)
+    pool: str                      # "logits" or "output" (see HFNet)
+    family: Family | None          # table entry, None for the general rule
+    adapter: str | None
+
+
+def _takes_pixels(cls) -> bool:
+    try:
+        return "pixel_values" in inspect.signature(cls.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def model_type_problem(model_type: str, config=None) -> str | None:
+    """Why ``hf:`` cannot read a model of ``model_type`` (one clause), or None when it can.
+
+    Reads the type lists only (no weights); with ``config`` also a dual encoder's vision config.
+    """
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+                                                        MODEL_MAPPING_NAMES)
+
+    if model_type in EXCLUDED:
+        return EXCLUDED[model_type]
+    if model_type in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES or model_type in VISION_TOWERS:
+        return None
+    name = MODEL_MAPPING_NAMES.get(model_type)
+    if name is None:
+        return (f"transformers {_version()} has no model for type {model_type!r}; a newer transformers may, "
+                f"or use a type it has")
+    import transformers
+
+    cls = getattr(transformers, name if isinstance(name, str) else name[0], None)
+    if cls is None or not _takes_pixels(cls):
+        return (f"model type {model_type!r} ({name}) has no image encoder: its model takes no pixel_values; "
+                f"give a vision model (hf:vit, hf:dinov2, hf:clip, ...)")
+    return None
+
+
+def _version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def _types_line() -> str:
+    return f"{len(HF_FAMILIES)} model types, listed in docs/hf_models.md ({', '.join(HF_FAMILIES[:8])}, ...)"
+
+
+def _plan(config, where: str) -> _Plan:
+    """The :class:`_Plan` for ``config``, or a ValueError naming the type and what would work."""
+    import transformers
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+                                                        MODEL_MAPPING_NAMES)
+
+    model_type = config.model_type
+    problem = model_type_problem(model_type, config)
+    if problem is not None:
+        raise ValueError(f"{where}: cannot read model type {model_type!r}: {problem}.")
+    adapter = ADAPTERS.get(model_type)
+    if model_type in VISION_TOWERS:
+        vision = getattr(config, "vision_config", None) or config
+        # The vision model class: by its type, else by the config class's name (MetaCLIP 2's tower is not mapped).
+        name = MODEL_MAPPING_NAMES.get(vision.model_type) or type(vision).__name__.replace("Config", "Model")
+        cls = getattr(transformers, name, None)
+        if cls is None:
+            raise ValueError(f"{where}: transformers {_version()} has no vision model for {vision.model_type!r}.")
+        return _Plan(model_type, cls, vision, "output", FAMILIES.get(vision.model_type), adapter)
+    names = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES.get(model_type)
+    if names:
+        name = names if isinstance(names, str) else names[0]
+        return _Plan(model_type, getattr(transformers, name), config, "logits", FAMILIES.get(model_type), adapter)
+    name = MODEL_MAPPING_NAMES[model_type]
+    name = name if isinstance(name, str) else name[0]
+    if model_type == "vit_mae":
+        config.mask_ratio = 0.0   # evaluation sees every patch
+    return _Plan(model_type, getattr(transformers, name), config, "output", FAMILIES.get(model_type), adapter)
 
 
 def _random_config(family: str, *, in_chans: int, img_size, kwargs: dict):
@@ -199,58 +328,210 @@ def _random_config(family: str, *, in_chans: int, img_size, kwargs: dict):
     from huggingface_hub.errors import StrictDataclassError
 
     cls = CONFIG_MAPPING[family]
-    fields = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
+    composite = family in VISION_TOWERS and "vision_config" in inspect.signature(cls.__init__).parameters
+    target = cls().vision_config.__class__ if composite else cls
+    fields = [p for p in inspect.signature(target.__init__).parameters if p not in ("self", "kwargs")]
     bad = sorted(set(kwargs) - set(fields))
     if bad:
-        raise ValueError(f"hf:{family} does not take {', '.join(bad)}; its config fields are {', '.join(fields)}.")
-    args = dict(kwargs, num_channels=int(in_chans))
+        raise ValueError(f"hf:{family} does not take {', '.join(bad)}; its "
+                         f"{'vision ' if composite else ''}config fields are {', '.join(fields)}.")
+    args = dict(kwargs)
+    if "num_channels" in fields:
+        args["num_channels"] = int(in_chans)
+    elif int(in_chans) != 3:
+        raise ValueError(f"hf:{family} has no num_channels in its config; it reads 3-channel images. "
+                         f"Got in_chans={in_chans} instead; use in_chans=3 (gray images are repeated).")
     if img_size is not None and "image_size" in fields:
-        args["image_size"] = int(img_size)
+        default = inspect.signature(target.__init__).parameters["image_size"].default
+        args["image_size"] = [int(img_size)] * 2 if isinstance(default, (list, tuple)) else int(img_size)
     try:
+        if composite:
+            return cls(vision_config=target(**args).to_dict())
         return cls(**args)
-    except (TypeError, ValueError, StrictDataclassError) as exc:
+    except (TypeError, ValueError, KeyError, StrictDataclassError) as exc:
         first = str(exc).strip().splitlines()
         raise ValueError(f"hf:{family}: the config rejects these options ({' '.join(first[:2])}); "
                          f"check the field types (floats as 2.0, lists of per-stage values).") from exc
 
 
+def _drop_head(net: nn.Module, where: str) -> int:
+    """Replace every linear layer with :data:`_HEAD_WIDTH` outputs by an identity; its input width."""
+    heads = [(name, m) for name, m in net.named_modules() if isinstance(m, nn.Linear)
+             and m.out_features == _HEAD_WIDTH]
+    if not heads:
+        raise ValueError(f"{where}: {type(net).__name__} has no linear classifier to read the feature width from.")
+    for name, _ in heads:
+        parent, _, leaf = name.rpartition(".")
+        setattr(net.get_submodule(parent) if parent else net, leaf, nn.Identity())
+    return heads[0][1].in_features
+
+
+def _output_width(net: nn.Module, config) -> int:
+    for key in ("hidden_size", "embed_dim"):
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            return value
+    for key in ("hidden_sizes", "embed_dim", "neck_hidden_sizes"):
+        value = getattr(config, key, None)
+        if isinstance(value, (list, tuple)) and value:
+            return int(value[-1])
+    return 0   # read from the dummy forward
+
+
+@dataclass
+class Loaded:
+    """What :func:`create` built, for :func:`input_size`, :func:`build_catalogue` and :func:`normalization`."""
+
+    config: object                 # the transformers config the model was built from
+    plan: _Plan
+    processor: dict                # the directory's preprocessor_config.json (empty without one)
+    img_size: int | None = None    # the caller's image side, which overrides the processor's size
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model_type
+
+
+def _processor(path: str | None) -> dict:
+    if path is None:
+        return {}
+    proc = Path(path) / "preprocessor_config.json"
+    if not proc.is_file():
+        return {}
+    try:
+        stats = json.loads(proc.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
 def create(spec: str, *, pretrained: bool, num_classes: int, in_chans: int, img_size, kwargs: dict):
-    """Build the :class:`HFNet` for ``hf:spec``. Returns (model, config, directory or None, label)."""
-    from transformers import AutoConfig, AutoModelForImageClassification
+    """Build the :class:`HFNet` for ``hf:spec``. Returns (model, :class:`Loaded`, directory or None, label).
+
+    Everything that can be refused (type, options, weights that do not cover the model) is
+    refused before the model is returned: nothing half-loaded.
+    """
+    from transformers import AutoConfig
 
     path, label = _resolve_dir(spec)
     if path is None:
         if pretrained:
             raise ValueError(f"hf:{spec} builds a randomly initialised model; for pretrained weights give a hub id "
-                             f"in the cache (e.g. hf:microsoft/cvt-21) or a save_pretrained directory.")
+                             f"in the cache (e.g. hf:facebook/dinov2-small) or a save_pretrained directory.")
         config = _random_config(spec, in_chans=in_chans, img_size=img_size, kwargs=kwargs)
+        plan = _plan(config, f"hf:{spec}")
+        if plan.pool == "logits":
+            plan.config.num_labels = _HEAD_WIDTH
         with _quiet_transformers():
-            net = AutoModelForImageClassification.from_config(config)
+            net = plan.cls._from_config(plan.config)
     else:
         if kwargs:
             raise ValueError(f"hf:{spec} loads a saved model whose config is fixed; options "
-                             f"{sorted(kwargs)} apply only to families ({_families_line()}).")
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
-        _family_of(config, f"hf:{spec}")
+                             f"{sorted(kwargs)} apply only to model types built with random init (hf:vit, ...).")
+        try:
+            config = AutoConfig.from_pretrained(path, local_files_only=True)
+        except (ValueError, KeyError, OSError) as exc:
+            raise ValueError(f"hf:{spec}: could not read {os.path.join(path, 'config.json')} "
+                             f"({str(exc).splitlines()[0][:200]}); a newer transformers may know its model "
+                             f"type ({_version()} is installed).") from exc
+        plan = _plan(config, f"hf:{spec}")
+        extra = {"num_labels": _HEAD_WIDTH, "ignore_mismatched_sizes": True} if plan.pool == "logits" else {}
+        if plan.config is not config:
+            extra["config"] = plan.config
+        elif config.model_type == "vit_mae":
+            extra["config"] = config
         with _quiet_transformers():
-            net = AutoModelForImageClassification.from_pretrained(path, local_files_only=True)
-    family = _family_of(config, f"hf:{spec}")
-    # What the family's classifier takes in is the pooled representation: keep its width, drop it.
-    linears = [m for m in net.classifier.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise ValueError(f"hf:{spec}: {type(net).__name__} has no linear classifier to read the feature width from.")
-    width = linears[0].in_features
-    net.classifier = nn.Identity()
-    return HFNet(net, width, num_classes, family.forward_kwargs), config, path, label
+            try:
+                net, info = plan.cls.from_pretrained(path, local_files_only=True, output_loading_info=True, **extra)
+            except (OSError, ValueError, RuntimeError, KeyError) as exc:
+                raise ValueError(f"hf:{spec}: could not load {plan.cls.__name__} from {path} "
+                                 f"({str(exc).splitlines()[0][:300]}).") from exc
+        _check_loaded(net, info, f"hf:{spec}", plan)
+    net.eval()
+    where = f"hf:{spec}"
+    if plan.pool == "logits":
+        width = _drop_head(net, where)
+    else:
+        width = _output_width(net, plan.config)
+    kwargs_ = dict(plan.family.forward_kwargs) if plan.family else {}
+    if not kwargs_ and "interpolate_pos_encoding" in inspect.signature(net.forward).parameters:
+        kwargs_["interpolate_pos_encoding"] = True   # any image size, as for timm's dynamic_img_size
+    model = HFNet(net, width, num_classes, kwargs_, pool=plan.pool, adapter=plan.adapter)
+    return model, Loaded(plan.config, plan, _processor(path), img_size), path, label
 
 
-def input_size(config, img_size) -> tuple[int, int, int]:
-    size = img_size if img_size is not None else getattr(config, "image_size", 224)
+def _check_loaded(net: nn.Module, info: dict, label: str, plan: _Plan) -> None:
+    """Refuse a model whose saved weights miss parts of its encoder (only the head may be new)."""
+    prefix = getattr(net, "base_model_prefix", "")
+    base_keys = {k for k in net.state_dict() if not prefix or k.startswith(prefix + ".")} \
+        if plan.pool == "logits" and prefix and hasattr(net, prefix) else set(net.state_dict())
+    missing = sorted(set(info.get("missing_keys") or ()) & base_keys)
+    if missing:
+        few = ", ".join(missing[:3]) + (f", ... ({len(missing) - 3} more)" if len(missing) > 3 else "")
+        raise ValueError(f"{label}: the saved weights do not cover {plan.cls.__name__} (missing {few}); "
+                         f"model type {plan.model_type!r} keeps its image encoder under other names. Save the "
+                         f"image encoder itself with save_pretrained and load that directory.")
+
+
+def input_size(loaded: Loaded, img_size) -> tuple[int, int, int]:
+    """(C, H, W): ``img_size`` if given, else the processor's crop/resize size, else ``config.image_size``."""
+    config = loaded.config
+    size = img_size if img_size is not None else (_processor_size(loaded.processor)
+                                                  or getattr(config, "image_size", 224))
     hw = (size, size) if isinstance(size, int) else tuple(size)[-2:]
-    return (int(config.num_channels), int(hw[0]), int(hw[1]))
+    return (int(getattr(config, "num_channels", 3)), int(hw[0]), int(hw[1]))
 
 
-def _blocks(base: nn.Module, pattern: str) -> list[tuple[str, int]]:
+def _processor_size(stats: dict):
+    """(H, W) the image processor hands the model, or None when it does not say."""
+    for key in ("crop_size", "size"):
+        if key == "crop_size" and stats.get("do_center_crop") is False:
+            continue
+        value = stats.get(key)
+        if isinstance(value, int):
+            return (value, value)
+        if isinstance(value, dict):
+            if "height" in value and "width" in value:
+                return (int(value["height"]), int(value["width"]))
+            if key == "size" and "shortest_edge" in value:
+                return (int(value["shortest_edge"]),) * 2
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ blocks
+
+
+def _is_block_list(module: nn.Module) -> bool:
+    """A ModuleList/Sequential of the model's own modules with weights (not torch layers)."""
+    children = list(module.children())
+    return (isinstance(module, (nn.ModuleList, nn.Sequential)) and bool(children)
+            and all(not type(c).__module__.startswith("torch.") and owns_params(c) for c in children))
+
+
+def _outermost_lists(module: nn.Module, path: str) -> list[str]:
+    found = []
+    for name, child in module.named_children():
+        sub = f"{path}.{name}" if path else name
+        found += [sub] if _is_block_list(child) else _outermost_lists(child, sub)
+    return found
+
+
+def _general_units(base: nn.Module) -> list[tuple[str, list[str]]]:
+    """(unit, its blocks) from the structure: the children of the outermost block lists; when
+    each child holds block lists itself (a list of stages), the children of those lists."""
+    units = []
+    for lst in _outermost_lists(base, ""):
+        children = [f"{lst}.{n}" for n, _ in base.get_submodule(lst).named_children()]
+        inner = {c: _outermost_lists(base.get_submodule(c), c) for c in children}
+        stages = all(inner.values())
+        for c in children:
+            blocks = [f"{il}.{n}" for il in inner[c] for n, _ in base.get_submodule(il).named_children()] \
+                if stages else []
+            units.append((c, blocks))
+    return units
+
+
+def _table_blocks(base: nn.Module, pattern: str) -> list[tuple[str, int]]:
     """(block path relative to the base model, stage index) for a table pattern."""
     head, star, tail = pattern.partition(".*")
     containers = ([(f"{head}.{s}{tail}", int(s)) for s, _ in base.get_submodule(head).named_children()]
@@ -258,53 +539,125 @@ def _blocks(base: nn.Module, pattern: str) -> list[tuple[str, int]]:
     return [(f"{c}.{b}", stage) for c, stage in containers for b, _ in base.get_submodule(c).named_children()]
 
 
-def build_catalogue(model: HFNet, config, size: tuple[int, int, int], device: torch.device) -> list[Tap]:
+def build_catalogue(model: HFNet, loaded: Loaded, size: tuple[int, int, int], device: torch.device) -> list[Tap]:
     """Taps: the stem, every block (input -> output), then ``pre_logits``."""
-    family = _family_of(config, type(model.net).__name__)
-    prefix = f"net.{model.net.base_model_prefix}."
-    blocks = _blocks(model.base, family.blocks)
-    stage_of = {prefix + path: stage for path, stage in blocks}
-    stem = prefix + family.stem
-    candidates = list(stage_of)
-    pre, _, _, _, outputs, order = dummy_forward(model, [stem] + candidates, candidates, size, device)
+    base = model.base
+    prefix = next(name for name, m in model.named_modules() if m is base)
+    prefix = prefix + "." if prefix else ""
+    family = loaded.plan.family
+    watched = [prefix + n for n, _ in base.named_modules() if n]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn((1, *size), generator=gen).to(device)                               # (1, C, H, W)
+    try:
+        pre, starts, ends, calls, outputs = trace(
+            model, watched, lambda: model.forward_head(model.forward_features(x), pre_logits=True))
+    except (RuntimeError, ValueError, AssertionError, TypeError, IndexError) as exc:
+        raise ValueError(f"{type(model.net).__name__} failed on a dummy input of shape {(1, *size)} "
+                         f"({type(exc).__name__}: {str(exc)[:300]}); check img_size, in_chans and the model "
+                         f"options (e.g. patch_size, window_size).") from exc
+
+    def ok(path: str) -> bool:
+        out = outputs.get(prefix + path)
+        return calls.get(prefix + path, 0) == 1 and out is not None and out.dim() >= 2 and out.shape[0] == 1
+
+    if family is not None:
+        table = _table_blocks(base, family.blocks)
+        stage_of = {path: stage for path, stage in table}
+        for path, _ in table:
+            if not ok(path):
+                n = calls.get(prefix + path, 0)
+                why = "never runs" if n == 0 else f"runs {n} times per forward" if n > 1 else "does not return a tensor"
+                warnings.warn(f"block {path!r} {why}; it is left out of the layer catalogue.", stacklevel=3)
+        blocks = [path for path, _ in table if ok(path)]
+        stem = family.stem
+    else:
+        stage_of = {}
+        blocks = []
+        for unit, inner in _general_units(base):
+            good = [b for b in inner if ok(b)]
+            blocks += good if good else ([unit] if ok(unit) else [])
+        stem = None
+    if not blocks:
+        raise ValueError(f"found no blocks to tap in {type(model.net).__name__}: no list of its own modules "
+                         f"runs once per forward; model type {loaded.model_type!r} needs an entry in "
+                         f"lab/backbones/_hf_families.FAMILIES.")
+    blocks.sort(key=lambda b: ends[prefix + b])
+    if stem is None:
+        stem = _general_stem(base, prefix, blocks, starts, ends, ok)
     taps = []
-    for name in [stem] + order:
-        out = outputs[name]
+    config = loaded.config
+    for path in ([stem] if stem else []) + blocks:
+        out = outputs[prefix + path]
         shape = tuple(out.shape[1:])
-        tap_name = STEM if name == stem else name[len(prefix):]
+        tap_name = STEM if path == stem else path
         if out.dim() == 4:   # transformers keeps maps channels-first
-            taps.append(Tap(tap_name, name, "map", shape[0], layout="NCHW", shape=shape))
+            taps.append(Tap(tap_name, prefix + path, "map", shape[0], layout="NCHW", shape=shape))
         elif out.dim() == 3:
-            cls = name != stem and bool(family.cls(config, stage_of[name]))
-            n_prefix = 1 if cls else (family.stem_prefix if name == stem else 0)
-            taps.append(Tap(tap_name, name, "tokens", shape[-1], prefix_tokens=n_prefix, cls_token=cls, shape=shape))
+            if family is not None:
+                cls = path != stem and bool(family.cls(config, stage_of[path]))
+                n_prefix = 1 if cls else (family.stem_prefix if path == stem else 0)
+            else:
+                n_prefix = prefix_tokens(config, shape[0], size[1:])
+                cls = n_prefix > 0 and path != stem
+            taps.append(Tap(tap_name, prefix + path, "tokens", shape[-1], prefix_tokens=n_prefix, cls_token=cls,
+                            shape=shape))
+        elif out.dim() == 2 and path != stem:
+            taps.append(Tap(tap_name, prefix + path, "vector", shape[0], shape=shape))
         else:
-            raise ValueError(f"tap {tap_name!r} ({name}) outputs shape {tuple(out.shape)}; expected 3-d or 4-d.")
+            raise ValueError(f"tap {tap_name!r} ({prefix + path}) outputs shape {tuple(out.shape)}; "
+                             f"expected 3-d or 4-d.")
+    if model.num_features == 0 or model.num_features != int(pre.shape[1]):
+        model.num_features = int(pre.shape[1])
+        model.reset_classifier(model.num_classes)
+        model.to(device)
     taps.append(Tap("pre_logits", None, "vector", int(pre.shape[1]), shape=tuple(pre.shape[1:])))
     return taps
 
 
-def normalization(config, path: str | None, label: str) -> Normalization:
-    """The model's image processor statistics (its preprocessor_config.json), else the family
-    image processor's defaults."""
-    channels = int(config.num_channels)
-    if path is not None:
-        proc = Path(path) / "preprocessor_config.json"
-        if proc.is_file():
-            try:
-                stats = json.loads(proc.read_text(encoding="utf-8"))
-                return from_stats(stats["image_mean"], stats["image_std"], channels,
-                                  f"hf image processor ({label})")
-            except (OSError, ValueError, KeyError, TypeError):
-                pass   # unreadable or incomplete: the family defaults below
+def _general_stem(base, prefix, blocks, starts, ends, ok) -> str | None:
+    """The last module with weights to finish before the first block starts (not inside a block)."""
+    first = min(starts[prefix + b] for b in blocks)
+    best, best_end = None, -1
+    for name, module in base.named_modules():
+        key = prefix + name
+        if not name or key not in ends or ends[key] >= first or not owns_params(module) or not ok(name):
+            continue
+        if ends[key] > best_end:
+            best, best_end = name, ends[key]
+    return best
+
+
+# ------------------------------------------------------------------------------------------------ input
+
+
+def normalization(loaded: Loaded, path: str | None, label: str) -> Normalization:
+    """The model's image processor statistics (its preprocessor_config.json, with its size
+    unless ``img_size`` is given), else the family image processor's defaults, else ImageNet's."""
+    config = loaded.config
+    channels = int(getattr(config, "num_channels", 3))
+    stats = loaded.processor
+    if "image_mean" in stats and "image_std" in stats:
+        try:
+            size = _processor_size(stats) if loaded.img_size is None else None
+            return from_stats(stats["image_mean"], stats["image_std"], channels,
+                              f"hf image processor ({label})", size=size)
+        except (ValueError, TypeError):
+            pass   # incomplete: the family defaults below
     from transformers.models.auto.image_processing_auto import (IMAGE_PROCESSOR_MAPPING_NAMES,
                                                                 get_image_processor_class_from_name)
 
-    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(config.model_type) or {}
-    for class_name in (names.values() if isinstance(names, dict) else names):
-        cls = get_image_processor_class_from_name(class_name) if class_name else None
-        if cls is not None:
-            defaults = cls()
-            return from_stats(defaults.image_mean, defaults.image_std, channels,
-                              f"hf {class_name} defaults ({config.model_type})")
-    raise ValueError(f"{label}: found no image processor for model type {config.model_type!r}.")
+    for model_type in (loaded.plan.model_type, config.model_type):
+        names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+        for class_name in (names.values() if isinstance(names, dict) else names):
+            cls = get_image_processor_class_from_name(class_name) if class_name else None
+            if cls is None:
+                continue
+            try:
+                defaults = cls()
+                mean, std = defaults.image_mean, defaults.image_std
+            except Exception:   # a processor that needs arguments or packages: try the next one
+                continue
+            if mean is not None and std is not None:
+                return from_stats(mean, std, channels, f"hf {class_name} defaults ({model_type})")
+    return from_stats((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), channels,
+                      f"ImageNet statistics (no image processor for model type {config.model_type!r})")
