@@ -117,7 +117,8 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
         result = study.run(cluster.scheduler_address, store=store, on_event=on_event)
         with Client(cluster) as client:     # the restarted worker too runs as configured:
             profiling = client.run(dask.config.get, "distributed.worker.profile.enabled")
-            trim = client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
+            # a lambda reads the worker's environment (os.environ.get would pickle the client's os.environ)
+            trim = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     assert profiling and not any(profiling.values()), profiling     # no stack sampler
     assert trim and not any(trim.values()), trim                    # glibc's own malloc trimming
     assert killed, "no worker was killed"
