@@ -8,6 +8,8 @@
   from the local cache, ``"hf:/path/to/model"`` saved with ``save_pretrained``);
 - a model of the offline glyph-pretrained zoo (``"zoo:NAME"``, or plain ``NAME`` when it
   is no timm name; :func:`zoo_names` lists them);
+- an ImageNet-pretrained model whose weights come with an installed package
+  (``"imagenet_efficientnet_lite0"``; :func:`imagenet_names` lists them, each with a card);
 
 optionally with a local checkpoint file on top, and describes its layers as an ordered
 list of *taps*::
@@ -39,16 +41,17 @@ by whoever holds the store (:func:`lab.store.resolve_checkpoint`; runs and the a
 """
 from __future__ import annotations
 
-from lab.backbones import _hf, _timm, _zoo
+from lab.backbones import _hf, _imagenet, _timm, _zoo
 from lab.backbones._checkpoint import checkpoint_path, load_checkpoint
 from lab.backbones._core import PRE_LOGITS, Backbone, Tap, first_tensor
 from lab.backbones._hf import HF_FAMILIES
+from lab.backbones._imagenet import imagenet_names
 from lab.backbones._names import check_checkpoint, check_name, source_of
 from lab.backbones._normalize import Normalization, from_stats, lab_default
 from lab.backbones._zoo import zoo_dir, zoo_names
 from lab.device import resolve_device
 
-__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "first_tensor",
+__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "imagenet_names", "first_tensor",
            "PRE_LOGITS", "HF_FAMILIES", "check_name", "check_checkpoint"]
 
 
@@ -62,11 +65,12 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         A timm model name (``timm.list_models()``); ``"mlp"`` / ``"mlp:depth=8,width=256"``
         for the teaching MLP; ``"hf:FAMILY"`` (random init; :data:`HF_FAMILIES`),
         ``"hf:ORG/NAME"`` (Hugging Face cache only, never a download) or ``"hf:DIR"``
-        (``save_pretrained`` directory); ``"zoo:NAME"`` or a bare zoo name (:func:`zoo_names`).
+        (``save_pretrained`` directory); ``"zoo:NAME"`` or a bare zoo name (:func:`zoo_names`);
+        an ImageNet backbone (:func:`imagenet_names`: weights from an installed package).
     pretrained : bool
         timm: load timm's pretrained weights from its cache or the hub (offline without
         cached weights: a ValueError explaining how to pass ``checkpoint``). Hugging Face
-        hub ids/directories and zoo models always carry their weights; ``hf:FAMILY``
+        hub ids/directories, zoo and ImageNet models always carry their weights; ``hf:FAMILY``
         refuses it.
     checkpoint : str or path, optional
         A ``.safetensors`` file or a PyTorch file read with ``weights_only=True`` (never
@@ -75,11 +79,13 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         classifier of a different size is ignored (with a warning). ``"run:ID"`` specs
         must be resolved first (:func:`lab.store.resolve_checkpoint`).
     num_classes : int
-        Classifier outputs; 0 (default) for no classifier.
+        Classifier outputs; 0 (default) for no classifier. An ImageNet backbone keeps its
+        ImageNet classifier when this is 1000 (as timm's ``pretrained=True`` does).
     in_chans : int
         Input channels of the images. timm models, the MLP and ``hf:FAMILY`` are built
         for them; saved Hugging Face and zoo models keep their own channels and
-        :meth:`Backbone.normalize` converts gray <-> RGB.
+        :meth:`Backbone.normalize` converts gray <-> RGB. ImageNet backbones are built for them,
+        the stem's RGB kernel summed for one channel (timm's ``adapt_input_conv``).
     img_size : int, optional
         Input side, for models that take one (ViT, Swin, the MLP, which defaults to 32,
         ``hf:`` families); also the size of the dummy input that builds the catalogue
@@ -129,6 +135,14 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         model, card = _zoo.build(spec, num_classes=num_classes)
         size = tuple(int(v) for v in card["input_size"])
         norm = from_stats(card["mean"], card["std"], size[0], f"zoo card ({spec})", size=size[1:])
+    elif source == "imagenet":
+        if kwargs:
+            raise ValueError(f"ImageNet backbone {spec!r} is built from its card; options {sorted(kwargs)} do not "
+                             f"apply (img_size and in_chans do).")
+        model, card = _imagenet.build(spec, num_classes=num_classes, in_chans=in_chans)
+        side = int(card["input_size"][1]) if img_size is None else int(img_size)   # any size: a ConvNet
+        size = (in_chans, side, side)
+        norm = from_stats(card["mean"], card["std"], in_chans, f"ImageNet card ({spec})")
     elif source == "mlp":
         from lab._mlp import MLP, parse_mlp_spec
 

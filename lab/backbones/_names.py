@@ -18,7 +18,7 @@ import difflib
 import json
 import os
 
-from lab.backbones import _hf, _timm, _zoo
+from lab.backbones import _hf, _imagenet, _timm, _zoo
 from lab.errors import UnknownNameError
 
 __all__ = ["source_of", "check_name", "check_checkpoint"]
@@ -34,7 +34,8 @@ def source_of(name: str) -> tuple[str, str]:
     Returns
     -------
     ("hf", spec) for ``hf:SPEC``; ("zoo", zoo name) for ``zoo:NAME`` or a bare zoo name that
-    is no timm name; ("mlp", name) for ``mlp`` / ``mlp:...``; ("timm", name) otherwise.
+    is no timm name; ("imagenet", name) for an ImageNet backbone with a card
+    (``imagenet_efficientnet_lite0``); ("mlp", name) for ``mlp`` / ``mlp:...``; ("timm", name) otherwise.
     """
     if name.startswith("hf:"):
         return "hf", name[3:].strip()
@@ -42,6 +43,8 @@ def source_of(name: str) -> tuple[str, str]:
         return "zoo", name[4:].strip()
     if name in _zoo.zoo_names() and not _timm.is_timm_name(name):
         return "zoo", name
+    if name in _imagenet.imagenet_names() and not _timm.is_timm_name(name):
+        return "imagenet", name
     if name == "mlp" or name.startswith("mlp:"):
         return "mlp", name
     return "timm", name
@@ -49,7 +52,8 @@ def source_of(name: str) -> tuple[str, str]:
 
 def _fix() -> str:
     zoo = ", ".join(_zoo.zoo_names()) or "none installed"
-    return (f"use a timm model name (timm.list_models()), zoo:NAME ({zoo}), hf:FAMILY "
+    return (f"use a timm model name (timm.list_models()), zoo:NAME ({zoo}), "
+            f"{' or '.join(_imagenet.imagenet_names())} (ImageNet-pretrained, offline), hf:FAMILY "
             f"({', '.join(_hf.HF_FAMILIES)}), hf:ORG/NAME from the local Hugging Face cache, hf:DIR "
             f"(a save_pretrained folder) or mlp:depth=D,width=W")
 
@@ -59,7 +63,7 @@ def _closest(name: str) -> list[str]:
     import timm
 
     zoo = _zoo.zoo_names()
-    candidates = (timm.list_models() + zoo + [f"zoo:{z}" for z in zoo]
+    candidates = (timm.list_models() + zoo + [f"zoo:{z}" for z in zoo] + _imagenet.imagenet_names()
                   + [f"hf:{f}" for f in _hf.HF_FAMILIES] + ["mlp"])
     by_lower = {c.lower(): c for c in candidates}
     return [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=5, cutoff=0.6)]
@@ -118,6 +122,14 @@ def _check_zoo(name: str, zoo_name: str) -> None:
                                reason=f"its card names timm model {card['architecture']!r}, which this timm lacks")
 
 
+def _check_imagenet(name: str) -> None:
+    """The card reads and its package carries the weight file (not read here: the loader checks its hash)."""
+    try:
+        _imagenet.weights_file(_imagenet.read_card(name))
+    except ValueError as exc:   # the name is right; the package is missing or damaged
+        raise UnknownNameError("backbone", name, [], "", reason=str(exc)) from exc
+
+
 def _check_mlp(name: str) -> None:
     from lab._mlp import parse_mlp_spec   # the loader's own parser: one syntax
 
@@ -162,7 +174,8 @@ def check_name(name: str) -> None:
     Builds no model and reads no weights: timm names are looked up in timm's registry
     (``hf-hub:`` ids in the Hugging Face cache, ``local-dir:`` folders on disk), ``hf:`` names
     against the families, a folder's or the local cache's ``config.json`` (never the network),
-    zoo names against their cards and weight files, ``mlp:...`` with the MLP's own parser.
+    zoo names against their cards and weight files, ImageNet backbones against their card and installed
+    package, ``mlp:...`` with the MLP's own parser.
 
     Parameters
     ----------
@@ -186,6 +199,8 @@ def check_name(name: str) -> None:
         _check_hf(name, spec)
     elif source == "zoo":
         _check_zoo(name, spec)
+    elif source == "imagenet":
+        _check_imagenet(name)
     elif source == "mlp":
         _check_mlp(name)
     else:
