@@ -123,9 +123,9 @@ def bf16_supported(device: str | torch.device = "cuda") -> bool:
     """Whether the GPU runs bfloat16 natively (compute capability 8.0 and later). Torch's own
     ``is_bf16_supported()`` also counts emulation (T4, V100), where bfloat16 is slow and cuDNN has no
     bfloat16 convolutions; float16 with a loss scaler is the right choice there."""
-    index = cuda_index(device)
-    if index is None or not torch.cuda.is_available():
+    if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         return False
+    index = cuda_index(device)
     native = "including_emulation" in inspect.signature(torch.cuda.is_bf16_supported).parameters
     if native and index == torch.cuda.current_device():          # torch asks the current GPU only
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
