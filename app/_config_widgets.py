@@ -12,7 +12,8 @@ import param
 
 from .presets import SEED_ARCHITECTURES
 
-__all__ = ["backbone_choices", "device_choices", "field_widget", "gallery_html", "generic_widget"]
+__all__ = ["backbone_choices", "offline_backbones", "offline_note_html", "device_choices", "field_widget",
+           "gallery_html", "generic_widget"]
 
 _GALLERY_LIMIT = 120
 """Classes shown in the gallery; the rest are counted."""
@@ -34,21 +35,49 @@ def device_choices() -> list[str]:
     return choices
 
 
-def backbone_choices() -> list[str]:
-    """Backbone names for the search box: zoo models, Hugging Face families, the seed papers', then timm's."""
+def offline_backbones() -> list:
+    """The models that load here without a network and by name alone (:func:`lab.backbones.offline_models`:
+    the zoo, the ImageNet backbones, timm and Hugging Face weights in the hub cache); a torch hub weight
+    file is left out (it needs its checkpoint path too)."""
+    try:
+        from lab.backbones import offline_models
+
+        return [m for m in offline_models() if m.loads and m.kind != "torch-hub"]
+    except Exception:   # an unreadable cache: the picker still lists the rest
+        return []
+
+
+def offline_note_html(models) -> str:
+    """One line under the backbone box naming the models of ``models`` (:func:`offline_backbones`), which
+    the search lists first; timm weights need 'pretrained' ticked."""
+    if not models:
+        return ""
+    names = ", ".join(f"<code>{html.escape(m.name)}</code>{' (tick pretrained)' if m.kind == 'timm' else ''}"
+                      for m in models)
+    return (f"<small>✓ available offline here, listed first: {names} "
+            f"(<code>python -m lab models</code>)</small>")
+
+
+def backbone_choices(offline=None) -> list[str]:
+    """Backbone names for the search box: the models available offline here (``offline``, default
+    :func:`offline_backbones`), Hugging Face families, the seed papers', then timm's."""
     try:
         import timm
 
         names = timm.list_models()
     except Exception:
         names = []
-    try:  # zoo models first, then the Hugging Face families; any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
-        from lab.backbones import HF_FAMILIES, zoo_names
+    offline = offline_backbones() if offline is None else offline
+    try:  # offline models first, then the Hugging Face families; any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
+        from lab.backbones import HF_FAMILIES, imagenet_names, zoo_names
 
-        first = list(zoo_names()) + [f"hf:{family}" for family in HF_FAMILIES]
+        first = ([m.name for m in offline] + list(zoo_names()) + list(imagenet_names())
+                 + [f"hf:{family}" for family in HF_FAMILIES])
     except Exception:
-        first = []
-    return first + list(SEED_ARCHITECTURES) + [n for n in names if n not in SEED_ARCHITECTURES and n not in first]
+        first = [m.name for m in offline]
+    first = list(dict.fromkeys(first))
+    return first + [n for n in SEED_ARCHITECTURES if n not in first] + [
+        n for n in names if n not in SEED_ARCHITECTURES and n not in first]
 
 
 def field_widget(form: param.Parameterized, cls, name: str, **kwargs):

@@ -24,7 +24,8 @@ from lab.config import RunConfig
 
 from ._config_fields import (ADVANCED_FIELDS, DATASETS, FORM_DEFAULTS, OWN_WAY, PATH_KINDS, SPLIT_MODES,
                              TRAINING_FIELDS, FormDefault, RunConfigFields, to_field, to_parameter)
-from ._config_widgets import backbone_choices, device_choices, field_widget, gallery_html, generic_widget
+from ._config_widgets import (backbone_choices, device_choices, field_widget, gallery_html, generic_widget,
+                              offline_backbones, offline_note_html)
 from .presets import DEFAULT_PRESET, PRESETS
 from .resources import shared
 
@@ -268,9 +269,12 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
                          sizing_mode="stretch_width", visible=False)
         self._gallery = pn.pane.HTML("", sizing_mode="stretch_width", max_height=350,
                                      styles={"overflow-y": "auto"})
+        offline = offline_backbones()
         backbone_w = w(pn.widgets.AutocompleteInput, "backbone", label="Backbone (type to search timm)",
-                       options=backbone_choices(), restrict=False, case_sensitive=False, search_strategy="includes",
+                       options=backbone_choices(offline), restrict=False, case_sensitive=False, search_strategy="includes",
                        min_characters=1, sizing_mode="stretch_width", css_classes=["ls-backbone"])
+        offline_note = pn.pane.HTML(offline_note_html(offline), sizing_mode="stretch_width",
+                                    css_classes=["ls-offline-models"], margin=(0, 10))
         pretrained_w = w(pn.widgets.Checkbox, "pretrained", label="pretrained weights (cached)")
         checkpoint_w = w(pn.widgets.TextInput, "checkpoint", label="Checkpoint (path or run:ID)",
                          placeholder="weights.safetensors or run:ID", sizing_mode="stretch_width")
@@ -307,7 +311,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         self._sections = pn.Accordion(
             ("Data & split", pn.Column(dataset_w, self._path_w, split_w, self._random_row, self._hand_w,
                                        self._gallery, sizing_mode="stretch_width")),
-            ("Backbone & layers", pn.Column(backbone_w, pretrained_w, checkpoint_w, self._previous,
+            ("Backbone & layers", pn.Column(backbone_w, offline_note, pretrained_w, checkpoint_w, self._previous,
                                             catalogue_button, self._catalogue_note, self._layers_w,
                                             pn.Row(pooling_w, size_w), sizing_mode="stretch_width")),
             ("Fine-tuning", pn.Column(strategy_w, self._block_w, pn.Row(epochs_w, lr_w, batch_w), noise_w,

@@ -33,6 +33,9 @@ Seed-paper families with random init on CPU: timm ResNet (``resnet18``), ViT
 (``swin_tiny_patch4_window7_224``), PVT-v2 (``pvt_v2_b0``), PoolFormer (``poolformer_s12``),
 ConvNeXt-V2 (``convnextv2_atto``); CvT (which timm lacks) and PVT v1 through ``hf:cvt``/``hf:pvt``.
 
+:func:`offline_models` lists what loads here without a network (the zoo, the ImageNet backbones, timm
+and Hugging Face weights in the caches), with sizes on disk.
+
 :func:`check_name` tells, without building anything, whether a name can load here (and
 :func:`check_checkpoint` whether a checkpoint can): a study or the app checks its names up front.
 
@@ -48,11 +51,12 @@ from lab.backbones._hf import HF_FAMILIES
 from lab.backbones._imagenet import imagenet_names
 from lab.backbones._names import check_checkpoint, check_name, source_of
 from lab.backbones._normalize import Normalization, from_stats, lab_default
+from lab.backbones._offline import OfflineModel, offline_models
 from lab.backbones._zoo import zoo_dir, zoo_names
 from lab.device import resolve_device
 
-__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "imagenet_names", "first_tensor",
-           "PRE_LOGITS", "HF_FAMILIES", "check_name", "check_checkpoint"]
+__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "imagenet_names", "offline_models",
+           "OfflineModel", "first_tensor", "PRE_LOGITS", "HF_FAMILIES", "check_name", "check_checkpoint"]
 
 
 def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: int = 0, in_chans: int = 3,

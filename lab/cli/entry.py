@@ -10,6 +10,7 @@ from typing import Sequence
 from lab.cli._common import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Parser, UsageError, message_of,
                              missing, one_line, store_of)
 from lab.cli.export import add_export_parser
+from lab.cli.models import add_models_parser
 from lab.cli.pretrain import add_pretrain_parser
 from lab.cli.run import add_run_parser
 from lab.cli.runs import add_runs_parser
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub, common)
     add_pretrain_parser(sub, common)
     add_study_parser(sub, common, Parser)
-    parser.set_defaults(func=lambda args: missing(parser, "a command: run, runs, export, study or pretrain"))
+    add_models_parser(sub, common)
+    parser.set_defaults(func=lambda args: missing(parser, "a command: run, runs, export, study, pretrain or models"))
     return parser
 
 
