@@ -20,19 +20,14 @@ _GALLERY_LIMIT = 120
 
 
 def device_choices() -> list[str]:
-    """"auto" and "cpu", then the accelerators torch can use on this machine."""
-    choices = ["auto", "cpu"]
+    """"auto" and "cpu", then the accelerators torch can use on this machine (every GPU by index
+    where there are several: :func:`lab.device.device_choices`)."""
     try:
-        import torch
+        from lab.device import device_choices as choices
 
-        if torch.cuda.is_available():
-            choices.append("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            choices.append("mps")
+        return choices()
     except Exception:  # torch broken: cpu still listed, the run reports the problem
-        pass
-    return choices
+        return ["auto", "cpu"]
 
 
 def offline_backbones() -> list:

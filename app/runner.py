@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from functools import partial
 from typing import Callable
 
@@ -30,6 +31,24 @@ from .resources import shared
 __all__ = ["RunControl", "readable_error"]
 
 _log = logging.getLogger(__name__)
+_run_thread = threading.local()          # .notice: the session's notice callback in its run thread
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None, *, _show=warnings.showwarning):
+    """Python's warning display, plus: a ProjectionWarning raised in a run's thread (the UMAP layouts
+    fell back to umap-learn, or failed) also reaches that run's session as a notification. Keyed by the
+    thread, not by ``warnings.catch_warnings`` (process-wide, so it would mix concurrent sessions)."""
+    from lab.runs.projections import ProjectionWarning
+
+    notice = getattr(_run_thread, "notice", None)
+    if notice is not None and isinstance(category, type) and issubclass(category, ProjectionWarning):
+        notice(str(message))
+    return _show(message, category, filename, lineno, file, line)
+
+
+if not getattr(warnings.showwarning, "__layerscope__", False):
+    _show_warning.__layerscope__ = True
+    warnings.showwarning = _show_warning
 
 
 def readable_error(exc: BaseException) -> str:
@@ -167,6 +186,7 @@ class RunControl(pn.viewable.Viewer):
                     push(ev.RunCancelled(run_id="", message="cancelled while waiting for the device"))
                     return
                 push(partial(self.live.set_message, "Starting… (loading data and backbone)", "starting"))
+                _run_thread.notice = lambda text: push(partial(_notify, "warning", text, duration=10000))
                 started = time.monotonic()
                 thumbnails_requested = False
                 for event in lab.run(cfg, store=self._store, cancel=token):
@@ -184,6 +204,7 @@ class RunControl(pn.viewable.Viewer):
             _log.exception("run failed outside the engine")
             push(ev.RunFailed(run_id=run_id, message=readable_error(exc)))
         finally:
+            _run_thread.notice = None
             push(partial(self._ended, run_id))
 
     def _load_thumbnails(self, cfg) -> None:

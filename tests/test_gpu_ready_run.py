@@ -433,3 +433,36 @@ def test_train_epoch_reads_a_batchs_loss_after_launching_the_next_and_keeps_the_
     assert order == ["forward", "forward", "read", "progress 1", "forward", "read", "progress 2",
                      "read", "progress 3"]
     assert stats == {"loss": expected_loss / 24, "accuracy": expected_right / 24, "n": 24}   # bit for bit
+
+
+def test_a_projection_warning_in_a_run_thread_reaches_that_session_only():
+    """The UMAP fallback's ProjectionWarning (raised in the engine's thread) is shown to the session whose
+    run raised it, and not to a session running in another thread."""
+    import threading
+    import warnings
+
+    from app import runner
+    from lab.runs.projections import ProjectionWarning
+
+    mine, other = [], []
+
+    def other_session():
+        runner._run_thread.notice = other.append
+        done.wait(5)
+        runner._run_thread.notice = None
+
+    done = threading.Event()
+    thread = threading.Thread(target=other_session)
+    thread.start()
+    try:
+        runner._run_thread.notice = mine.append
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("run r1: the UMAP layouts fell back to umap-learn", ProjectionWarning)
+            warnings.warn("an unrelated warning", UserWarning)
+    finally:
+        runner._run_thread.notice = None
+        done.set()
+        thread.join()
+    assert mine == ["run r1: the UMAP layouts fell back to umap-learn"]
+    assert other == []

@@ -33,21 +33,15 @@ def _float64_device(device) -> torch.device:
 
 @contextlib.contextmanager
 def _exact_float32(device):
-    """Run the block with TF32 off for float32 matmuls when ``device`` is a CUDA device; restore the
-    previous ``allow_tf32`` flag and float32 matmul precision on exit. Elsewhere a no-op."""
+    """Run the block with TF32 off for float32 matmuls when ``device`` is a CUDA device
+    (:func:`lab.device.exact_float32`, which restores the caller's setting); elsewhere a no-op."""
     if torch.device(device).type != "cuda":
         yield
         return
-    precision = torch.get_float32_matmul_precision()
-    allow = torch.backends.cuda.matmul.allow_tf32
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
+    from lab.device import exact_float32
+
+    with exact_float32():
         yield
-    finally:
-        # precision first: setting it also sets allow_tf32, which is then put back exactly
-        torch.set_float32_matmul_precision(precision)
-        torch.backends.cuda.matmul.allow_tf32 = allow
 
 
 def _cuda_block_rows(n: int, device, *, itemsize: int = 4) -> int:

@@ -44,13 +44,15 @@ class InitialCKA:
         rows = self._subset(X.shape[0]).to(X.device)
         X = X[rows]                                                               # (n, d)
         if epoch == 0:
-            self._initial[(seed, layer)] = X.detach().clone()
+            # kept on the host: every seed's and layer's epoch-0 features would otherwise hold device
+            # memory for the whole run (a copy back per later epoch is small: at most MAX_IMAGES rows)
+            self._initial[(seed, layer)] = X.detach().to("cpu", copy=True)
             return {CKA_INITIAL: 1.0}
         initial = self._initial.get((seed, layer))
         if initial is None:
             return {}
         try:
-            return {CKA_INITIAL: float(cka(initial, X))}
+            return {CKA_INITIAL: float(cka(initial.to(X.device), X))}
         except DegenerateFeaturesError as exc:
             warnings.warn(f"layer {layer!r}: {CKA_INITIAL} set to NaN: {exc}", DegenerateLayerWarning, stacklevel=2)
             return {CKA_INITIAL: math.nan}
