@@ -49,7 +49,7 @@ import torch  # noqa: E402
 from benchmarks import gpu as gpu_bench  # noqa: E402
 from benchmarks._results import RESULTS_DIR, git_commit, machine  # noqa: E402
 
-SECTIONS = ("tests", "throughput", "metrics", "preset", "oom", "study")
+SECTIONS = ("throughput", "metrics", "preset", "oom", "study", "tests")
 TEST_FILES = ("tests/test_device.py", "tests/test_metrics_device.py", "tests/test_gpu_ready_run.py",
               "tests/test_gpu_ready_numerics.py", "tests/test_study_gpu.py")
 CPU_ANSWER = RESULTS_DIR / "preset_answer_cpu.json"
@@ -98,7 +98,7 @@ def check_tests(table: Table, device: torch.device, quick: bool) -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not browser and not notebook",
            *files]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=420)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     tail = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     table.add("tests", f"device tests ({len(files)} files)", f"{tail} in {time.perf_counter() - t0:.0f} s",
               "all pass", done.returncode == 0)
@@ -266,6 +266,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: the CPU smoke test of every section")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
                         help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--commit", default=None, help=argparse.SUPPRESS)   # a copy of the tree without .git
     parser.add_argument("--out", default=None, help="the table's file (default benchmarks/results/gpu_check_<device>.txt)")
     args = parser.parse_args(argv)
     from lab.device import resolve_device
@@ -292,7 +293,7 @@ def main(argv=None) -> int:
     host = machine(str(device))
     head = [f"command:       python benchmarks/gpu_check.py {' '.join(argv if argv is not None else sys.argv[1:])}",
             f"date:          {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} (UTC, end)",
-            f"commit:        {git_commit()}", f"wall:          {time.perf_counter() - t0:.0f} s",
+            f"commit:        {args.commit or git_commit()}", f"wall:          {time.perf_counter() - t0:.0f} s",
             *(f"{k + ':':<15}{v}" for k, v in host.items())]
     text = "\n".join(head) + "\n" + "=" * 100 + "\n" + table.text() + "\n"
     failed = table.failed()
