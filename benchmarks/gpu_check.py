@@ -212,24 +212,25 @@ def check_oom(table: Table, device: torch.device, quick: bool) -> None:
     base = dict(dataset="glyphs", seen=tuple(split.seen), unseen=tuple(split.unseen), backbone="resnet50",
                 pretrained=False, img_size=224, strategy="full", epochs=1, unseen_per_class=20, seen_per_class=20,
                 projection="none", metrics=("nmi",), save_weights=False, device=str(device))
+    index = device.index if device.index is not None else torch.cuda.current_device()
     torch.cuda.empty_cache()
-    free, total = torch.cuda.mem_get_info(device)
+    free, total = torch.cuda.mem_get_info(index)
     cap = 4 << 30                                            # 4 GiB: resnet50 at batch 512 needs far more
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), device)
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), index)
     try:
-        before = torch.cuda.memory_allocated(device)
+        before = torch.cuda.memory_allocated(index)
         end, _, _ = _run(lab.RunConfig(**base, batch_size=512), False)
         message = getattr(end, "message", "") or ""
         advised = end.kind == "run_failed" and "ran out of memory" in message and "batch_size" in message
         table.add("oom", "a run too large for a 4 GiB cap fails with advice", f"{end.kind}: {message[:110]}",
                   "run_failed naming batch_size", advised)
-        held = (torch.cuda.memory_allocated(device) - before) / 2**20          # no gc.collect() before this
+        held = (torch.cuda.memory_allocated(index) - before) / 2**20           # no gc.collect() before this
         table.add("oom", "memory still held after the failed run", f"{held:.0f} MiB", "<= 64 MiB", held <= 64)
         end, _, wall = _run(lab.RunConfig(**base, batch_size=16), False)
         table.add("oom", "then a normal run (batch 16) in the same process", f"{end.kind} in {wall:.0f} s",
                   "run_finished", end.kind == "run_finished")
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
 
 
 def check_study(table: Table, device: torch.device, quick: bool) -> None:

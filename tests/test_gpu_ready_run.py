@@ -441,6 +441,7 @@ def test_a_projection_warning_in_a_run_thread_reaches_that_session_only():
     import threading
     import warnings
 
+    pytest.importorskip("panel")
     from app import runner
     from lab.runs.projections import ProjectionWarning
 
