@@ -82,9 +82,12 @@ def _check_config(name: str, folder: str) -> None:
     except (OSError, ValueError, AttributeError) as exc:
         raise UnknownNameError("backbone", name, [], "save the model again with model.save_pretrained(...)",
                                reason=f"{path} is not a readable JSON config ({exc})") from exc
-    if model_type not in _hf.HF_FAMILIES:
-        raise UnknownNameError("backbone", name, [], f"supported model types: {', '.join(_hf.HF_FAMILIES)}",
-                               reason=f"its config.json has model_type {model_type!r}, which hf: does not read")
+    # the same rule as the loader (a type outside the family table loads by the general rule)
+    problem = (_hf.model_type_problem(model_type) if isinstance(model_type, str)
+               else "config.json names no model_type")
+    if problem is not None:
+        raise UnknownNameError("backbone", name, [], "see docs/hf_models.md for the model types hf: reads",
+                               reason=f"its config.json has model_type {model_type!r}: {problem}")
 
 
 def _check_hf(name: str, spec: str) -> None:
