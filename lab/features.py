@@ -154,19 +154,32 @@ class _Sink:
         self._warned = False
 
     def put(self, name: str, pooled: torch.Tensor) -> None:
-        batch = pooled.shape[0]
         if self.total is None:
             self.chunks[name].append(pooled.detach().to(torch.float32).clone())
             return
+        self._rows(name, pooled.shape[0], pooled.shape[1]).copy_(pooled)
+
+    def pool(self, tap: Tap, out: torch.Tensor) -> None:
+        """Pool one tap's output into its rows: a feature map's mean is written straight into the buffer
+        (one kernel, no temporary and no copy: a GPU forward of a small batch waits on the host, which
+        pays for every extra call per tap); everything else through :func:`pool_tap_output`."""
+        if self.total is None or tap.kind != "map" or self.pooling == "flatten" or out.dim() != 4:
+            self.put(tap.name, pool_tap_output(out, tap, self.pooling))
+            return
+        nhwc = tap.layout == "NHWC"
+        rows = self._rows(tap.name, out.shape[0], out.shape[3] if nhwc else out.shape[1])
+        torch.mean(out, dim=(1, 2) if nhwc else (2, 3), dtype=torch.float32, out=rows)   # (B, C)
+
+    def _rows(self, name: str, batch: int, dim: int) -> torch.Tensor:
+        """The (batch, dim) rows of ``name``'s buffer for the current batch (the buffer made on first use)."""
         buf = self.buffers.get(name)
         if buf is None:
-            buf = self.buffers[name] = torch.empty((self.total, pooled.shape[1]), dtype=torch.float32,
-                                                   device=self.device)
+            buf = self.buffers[name] = torch.empty((self.total, dim), dtype=torch.float32, device=self.device)
             self._check_budget()
         if self.offset + batch > self.total:
             raise ValueError(f"the data yielded more than the {self.total} images its length announced; "
                              f"pass a DataLoader with a sized dataset and drop_last=False.")
-        buf[self.offset:self.offset + batch].copy_(pooled)
+        return buf[self.offset:self.offset + batch]
 
     def _check_budget(self) -> None:
         if self.pooling != "flatten" or self._warned:
@@ -197,7 +210,7 @@ def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_af
 
     def make(tap: Tap):
         def hook(module, args, output):
-            sink.put(tap.name, pool_tap_output(first_tensor(output), tap, pooling))
+            sink.pool(tap, first_tensor(output))
             if tap.name == stop_after:
                 raise _StopForward
         return hook

@@ -34,6 +34,7 @@ def two_gpus(monkeypatch):
     # Dask's NVML monitor (NVMLError_InvalidArgument, seen on a 1-GPU machine): that monitor is Dask's,
     # not what is tested here.
     import dask
+    import distributed  # noqa: F401 - its defaults must be in the config before set() (which restores by deleting)
 
     with dask.config.set({"distributed.diagnostics.nvml": False}):
         yield
