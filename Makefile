@@ -1,6 +1,6 @@
 # Entry points: `make app` serves the app on the embedded defaults, `make lab` opens
-# JupyterLab on the notebooks, `make test` runs the whole suite. Each builds a
-# project-local .venv first (pinned by constraints.txt).
+# JupyterLab on the notebooks, `make test` runs the whole suite, `make docs` builds the
+# docs site. Each builds a project-local .venv first (pinned by constraints.txt).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip --no-cache-dir --disable-pip-version-check
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
 
-.PHONY: app lab test test-fast system-deps bench clean
+.PHONY: app lab test test-fast docs system-deps bench clean
 
 # The test extra includes the lab and sinks extras (their tests run in the suite).
 $(STAMP): pyproject.toml constraints.txt
@@ -47,8 +47,13 @@ test: $(STAMP) system-deps
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not browser and not notebook"
 
+# The docs site into site/ (offline; --strict: a broken link or API reference fails). The test
+# extra brings the docs extra. Preview with `.venv/bin/mkdocs serve`.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -17,6 +17,10 @@ def load(spec: str, image_size: int | None = None, *, progress=None, mode: str =
          max_image_pixels: int | None = -1, workers: int | None = None) -> ImageDataset:
     """Load a dataset from disk or from the package; never downloads.
 
+    The other parameters apply to ``folder:`` specs, which are decoded once (in parallel) into a
+    cache (``$LAB_CACHE_DIR``, default the user cache folder + ``/layerscope``) and memory-mapped
+    afterwards.
+
     Parameters
     ----------
     spec : str
@@ -33,9 +37,6 @@ def load(spec: str, image_size: int | None = None, *, progress=None, mode: str =
 
     Other Parameters
     ----------------
-    These apply to ``folder:`` specs, which are decoded once (in parallel) into a cache
-    (``$LAB_CACHE_DIR``, default the user cache folder + ``/layerscope``) and memory-mapped
-    afterwards.
     progress : None, bool or callable
         Progress of the first decode: ``callable(done, total)`` is called after every chunk
         of images (raise from it to cancel); True shows a tqdm bar; False nothing; None

@@ -89,14 +89,14 @@ def logme(X, y) -> float:
     (iterated from α = β = 1 to a relative change of α/β below 1e-10, on one SVD of F). The score is
     (1/C) Σ_c L_c / n.
 
+    With d >= n the evidence has no interior maximum (it rises towards a boundary: α → ∞ for
+    uninformative features, β → ∞ for an exact fit); the score is that supremum, to about 1e-6.
+
     Parameters
     ----------
     X : torch.Tensor or numpy.ndarray, shape (n, d)
         Features of the labelled target task (layerscope: the seen classes, before fine-tuning).
     y : array-like of int, shape (n,)
-
-    With d >= n the evidence has no interior maximum (it rises towards a boundary: α → ∞ for
-    uninformative features, β → ∞ for an exact fit); the score is that supremum, to about 1e-6.
 
     Returns
     -------

@@ -13,20 +13,22 @@ def figures(study, store=None) -> dict:
 
     Returns
     -------
-    dict of
-      - ``layers``: g curve per layer against relative depth, one group per condition, seed spread,
-        bootstrap interval over the unseen images (low, high; NaN for runs recorded without it), best
-        layer marked (Dyballa et al.) — :func:`lab.analysis.group_curves`
-      - ``generalization``: per condition g with its bootstrap interval (g_low, g_high) and best-layer
-        share, its layer, seen accuracy (Gerritz et al.)
-      - ``ranks``: Spearman / Kendall between seen accuracy and g across conditions, bootstrap CIs
-      - ``grid``: per condition, layer and quantity the mean/std over repeats of utilization,
-        contribution, generalization gap and resilience (Wang & Yang) — long, pivot to heatmaps
-      - ``nc1``: NC1 per layer per condition on the seen held-out images (Li, Liu et al. fig. 10)
-      - ``transfer``: per condition and layer, the transferability scores measured before fine-tuning
-        against the unseen NMI reached after it, and their Spearman correlations with intervals
-        (:func:`lab.analysis.transfer_vs_g`; ``scores`` empty when the runs measured none)
-      - ``axes``: the condition axes (non-repeat axes)
+    dict
+        One entry per figure:
+
+        - ``layers``: g curve per layer against relative depth, one group per condition, seed spread,
+          bootstrap interval over the unseen images (low, high; NaN for runs recorded without it), best
+          layer marked (Dyballa et al.) — :func:`lab.analysis.group_curves`
+        - ``generalization``: per condition g with its bootstrap interval (g_low, g_high) and best-layer
+          share, its layer, seen accuracy (Gerritz et al.)
+        - ``ranks``: Spearman / Kendall between seen accuracy and g across conditions, bootstrap CIs
+        - ``grid``: per condition, layer and quantity the mean/std over repeats of utilization,
+          contribution, generalization gap and resilience (Wang & Yang) — long, pivot to heatmaps
+        - ``nc1``: NC1 per layer per condition on the seen held-out images (Li, Liu et al. fig. 10)
+        - ``transfer``: per condition and layer, the transferability scores measured before fine-tuning
+          against the unseen NMI reached after it, and their Spearman correlations with intervals
+          (:func:`lab.analysis.transfer_vs_g`; ``scores`` empty when the runs measured none)
+        - ``axes``: the condition axes (non-repeat axes)
     """
     from lab import analysis
 
