@@ -166,3 +166,18 @@ def test_the_imagenet_preset_uses_the_paper_split_next_to_the_glyph_zoo_one():
     assert cfg["n_unseen"] == zoo["config"]["n_unseen"] == 5
     assert f"{cfg['img_size']} px" in preset["about"]
     check_name(cfg["backbone"])
+
+
+def test_the_choose_form_builds_the_imagenet_presets_config():
+    from app.config_panel import ConfigPanel
+    from app.presets import IMAGENET_PRESET, PRESETS
+
+    import lab
+
+    panel = ConfigPanel()
+    panel.apply_preset(IMAGENET_PRESET)
+    cfg = panel.to_config()
+    preset = PRESETS[IMAGENET_PRESET]["config"]
+    assert (cfg.backbone, cfg.img_size, cfg.n_epochs) == (NAME, preset["img_size"], preset["epochs"])
+    assert sorted(cfg.unseen) == sorted(lab.data.Split.paper_default("glyphs").unseen)
+    assert len(cfg.seen) == 15
