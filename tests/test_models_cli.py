@@ -42,7 +42,8 @@ def filled_caches(empty_caches):
     hub = empty_caches / "hub"
     _repo(hub, "timm", "resnet18.a1_in1k", {"architecture": "resnet18", "num_classes": 1000},
           {"model.safetensors": TIMM_BYTES})
-    old = _repo(hub, "microsoft", "cvt-13", {"model_type": "cvt"}, {"model.safetensors": 99}, revision="old", main=False)
+    old = _repo(hub, "microsoft", "cvt-13", {"model_type": "cvt"}, {"model.safetensors": 99}, revision="old",
+                main=False)
     _repo(hub, "microsoft", "cvt-13", {"model_type": "cvt"}, {"model.safetensors": CVT_BYTES}, main=False)
     old.parent.parent.joinpath("refs").mkdir()
     old.parent.parent.joinpath("refs", "main").write_text("0123abcd")     # main is the new one, not "old"
@@ -107,8 +108,8 @@ def test_hf_home_is_read_when_hf_hub_cache_is_unset(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    _repo(tmp_path / "hfhome" / "hub", "timm", "vit_tiny_patch16_224.augreg_in21k", {"architecture": "vit_tiny_patch16_224"},
-          {"model.safetensors": 8})
+    _repo(tmp_path / "hfhome" / "hub", "timm", "vit_tiny_patch16_224.augreg_in21k",
+          {"architecture": "vit_tiny_patch16_224"}, {"model.safetensors": 8})
     assert "vit_tiny_patch16_224.augreg_in21k" in [m.name for m in offline_models()]
 
 

@@ -241,7 +241,8 @@ def _torch_hub() -> list[OfflineModel]:
         tagged = known.get(path.name)
         if tagged is None:
             out.append(OfflineModel(path.name, "torch-hub", _size([path]), str(path), "a weight file timm does not "
-                                    "name", loads=False, note="give it as checkpoint=PATH to the model it was saved from"))
+                                    "name", loads=False,
+                                    note="give it as checkpoint=PATH to the model it was saved from"))
             continue
         arch = tagged.split(".", 1)[0]
         out.append(OfflineModel(arch, "torch-hub", _size([path]), str(path), f"timm {tagged} weights",
