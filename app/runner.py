@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from functools import partial
 from typing import Callable
 
@@ -22,6 +21,7 @@ import param
 from lab import events as ev
 from lab.device import check_device
 from lab.runs.names import check_names
+from lab.runs.projections import notices_to
 
 from ._thumbs import ThumbnailSource
 from .live import LiveView
@@ -31,24 +31,6 @@ from .resources import shared
 __all__ = ["RunControl", "readable_error"]
 
 _log = logging.getLogger(__name__)
-_run_thread = threading.local()          # .notice: the session's notice callback in its run thread
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None, *, _show=warnings.showwarning):
-    """Python's warning display, plus: a ProjectionWarning raised in a run's thread (the UMAP layouts
-    fell back to umap-learn, or failed) also reaches that run's session as a notification. Keyed by the
-    thread, not by ``warnings.catch_warnings`` (process-wide, so it would mix concurrent sessions)."""
-    from lab.runs.projections import ProjectionWarning
-
-    notice = getattr(_run_thread, "notice", None)
-    if notice is not None and isinstance(category, type) and issubclass(category, ProjectionWarning):
-        notice(str(message))
-    return _show(message, category, filename, lineno, file, line)
-
-
-if not getattr(warnings.showwarning, "__layerscope__", False):
-    _show_warning.__layerscope__ = True
-    warnings.showwarning = _show_warning
 
 
 def readable_error(exc: BaseException) -> str:
@@ -186,25 +168,28 @@ class RunControl(pn.viewable.Viewer):
                     push(ev.RunCancelled(run_id="", message="cancelled while waiting for the device"))
                     return
                 push(partial(self.live.set_message, "Starting… (loading data and backbone)", "starting"))
-                _run_thread.notice = lambda text: push(partial(_notify, "warning", text, duration=10000))
                 started = time.monotonic()
                 thumbnails_requested = False
-                for event in lab.run(cfg, store=self._store, cancel=token):
-                    if event.kind == ev.RunStarted.kind:
-                        run_id = event.run_id
-                    elif event.kind == ev.ProjectionReady.kind and not thumbnails_requested:
-                        # after the first metrics, so that it does not compete with the run's start
-                        thumbnails_requested = True
-                        self._load_thumbnails(cfg)
-                    elif event.kind == ev.ProjectionReady.kind and self.live.thumbnails is not None:
-                        self.live.thumbnails.get(event.indices)   # render thumbnails here, not on the page thread
-                    push(event)
+                # the layouts' notices (cuML fell back to umap-learn) reach this session as a toast
+                def toast(text: str) -> None:
+                    push(partial(_notify, "warning", text, duration=10000))
+
+                with notices_to(toast):
+                    for event in lab.run(cfg, store=self._store, cancel=token):
+                        if event.kind == ev.RunStarted.kind:
+                            run_id = event.run_id
+                        elif event.kind == ev.ProjectionReady.kind and not thumbnails_requested:
+                            # after the first metrics, so that it does not compete with the run's start
+                            thumbnails_requested = True
+                            self._load_thumbnails(cfg)
+                        elif event.kind == ev.ProjectionReady.kind and self.live.thumbnails is not None:
+                            self.live.thumbnails.get(event.indices)   # render thumbnails here, not on the page thread
+                        push(event)
                 _log.info("run %s ended after %.1f s", run_id, time.monotonic() - started)
         except Exception as exc:  # the engine reports its own failures as RunFailed; this is the rest
             _log.exception("run failed outside the engine")
             push(ev.RunFailed(run_id=run_id, message=readable_error(exc)))
         finally:
-            _run_thread.notice = None
             push(partial(self._ended, run_id))
 
     def _load_thumbnails(self, cfg) -> None:

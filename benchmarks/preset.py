@@ -71,8 +71,11 @@ def _one_seed(seed: int, epochs: int | None, runs_dir: str) -> dict:
             end = event
     if not isinstance(end, RunFinished):
         raise SystemExit(f"seed {seed}: the run did not finish: {end}")
-    return {"seed": seed, "epochs": epochs_seen, "wall": time.perf_counter() - t0, "run_id": run_id,
-            "backbone": cfg.backbone, "n_epochs": cfg.n_epochs}
+    wall = time.perf_counter() - t0
+    summary = RunStore(runs_dir).load(run_id).summary()        # the verdict, as the app shows it
+    answer = {k: summary.get(k) for k in ("best_layer", "g", "g_low", "g_high", "best_share")}
+    return {"seed": seed, "epochs": epochs_seen, "wall": wall, "run_id": run_id,
+            "backbone": cfg.backbone, "n_epochs": cfg.n_epochs, "answer": answer}
 
 
 def main(argv=None) -> int:
@@ -123,8 +126,11 @@ def _measure(args: argparse.Namespace) -> int:
             reach = next((e["epoch"] for e in res["epochs"] if e["epoch"] > 0 and e["heldout_accuracy"] >= GOAL_MEAN),
                          None)
             reached = f"reaches {GOAL_MEAN} at epoch {reach}" if reach else f"never reaches {GOAL_MEAN}"
+            a = res["answer"]
             print(f"seed {seed}: seen held-out accuracy by epoch {curve} ({reached}); final {final:.3f}; "
-                  f"wall {res['wall']:.0f} s for {res['n_epochs']} epochs; run {res['run_id']}", flush=True)
+                  f"wall {res['wall']:.0f} s for {res['n_epochs']} epochs; answer: best layer {a['best_layer']}, "
+                  f"g {a['g']:.3f} [{a['g_low']:.3f}, {a['g_high']:.3f}], best in {100 * a['best_share']:.1f} % "
+                  f"of resamples; run {res['run_id']}", flush=True)
     mean = sum(finals) / len(finals)
     ok_acc = mean >= GOAL_MEAN and min(finals) >= GOAL_EACH
     ok_time = max(walls) <= GOAL_SECONDS

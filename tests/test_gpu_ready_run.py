@@ -24,7 +24,7 @@ from lab.device import (DeviceOutOfMemoryError, autocast_dtype, check_device, cu
 from lab.runs import CancelToken
 from lab.runs.worker import Worker
 
-from conftest import TINY
+from tests.conftest import TINY
 
 
 def _cfg(**changes):
@@ -435,35 +435,38 @@ def test_train_epoch_reads_a_batchs_loss_after_launching_the_next_and_keeps_the_
     assert stats == {"loss": expected_loss / 24, "accuracy": expected_right / 24, "n": 24}   # bit for bit
 
 
-def test_a_projection_warning_in_a_run_thread_reaches_that_session_only():
-    """The UMAP fallback's ProjectionWarning (raised in the engine's thread) is shown to the session whose
-    run raised it, and not to a session running in another thread."""
+def test_projection_notices_reach_the_listener_of_the_run_s_thread_only():
+    """The UMAP fallback's notice goes to the listener of the thread that drives the run (the app's session
+    shows it), not to another session's thread, and stays a ProjectionWarning for the command line."""
     import threading
+    import types
     import warnings
 
-    pytest.importorskip("panel")
-    from app import runner
-    from lab.runs.projections import ProjectionWarning
+    from lab.runs.projections import Projections, ProjectionWarning, notices_to
 
-    mine, other = [], []
+    class Projector:
+        def take_messages(self):
+            return ["the UMAP layouts fell back to umap-learn"]
+
+    projections = Projections.__new__(Projections)
+    projections.ctx, projections.projector = types.SimpleNamespace(run_id="r1"), Projector()
+    mine, other, ready, done = [], [], threading.Event(), threading.Event()
 
     def other_session():
-        runner._run_thread.notice = other.append
-        done.wait(5)
-        runner._run_thread.notice = None
+        with notices_to(other.append):
+            ready.set()
+            done.wait(5)
 
-    done = threading.Event()
     thread = threading.Thread(target=other_session)
     thread.start()
+    ready.wait(5)
     try:
-        runner._run_thread.notice = mine.append
-        with warnings.catch_warnings():
+        with notices_to(mine.append), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            warnings.warn("run r1: the UMAP layouts fell back to umap-learn", ProjectionWarning)
-            warnings.warn("an unrelated warning", UserWarning)
+            projections._warn()
     finally:
-        runner._run_thread.notice = None
         done.set()
         thread.join()
     assert mine == ["run r1: the UMAP layouts fell back to umap-learn"]
     assert other == []
+    assert [(w.category, str(w.message)) for w in caught] == [(ProjectionWarning, mine[0])]

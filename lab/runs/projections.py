@@ -14,9 +14,11 @@ it is stopped early, and its folder barely grows with its epochs.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import warnings
-from typing import Generator
+from typing import Callable, Generator
 
 import numpy as np
 
@@ -24,9 +26,23 @@ from lab.events import Event, ProjectionReady
 from lab.runs.compute import few_threads
 from lab.runs.context import RunContext
 
-__all__ = ["Projections", "ProjectionWarning"]
+__all__ = ["Projections", "ProjectionWarning", "notices_to"]
 
 _log = logging.getLogger(__name__)
+_listener = threading.local()        # .callback: where this thread's runs also send their notices
+
+
+@contextlib.contextmanager
+def notices_to(callback: Callable[[str], None]):
+    """Inside the block, the layouts' notices (:class:`ProjectionWarning` texts) of runs driven from this
+    thread also go to ``callback`` (the app shows them to the session whose run it is). Per thread, not
+    through ``warnings``' process-wide display, which would mix concurrent sessions' runs."""
+    previous = getattr(_listener, "callback", None)
+    _listener.callback = callback
+    try:
+        yield
+    finally:
+        _listener.callback = previous
 
 
 class ProjectionWarning(UserWarning):
@@ -111,7 +127,11 @@ class Projections:
         from the engine's thread, where the command line and notebooks show them."""
         for message in self.projector.take_messages():
             _log.info("run %s: %s", self.ctx.run_id, message)
-            warnings.warn(f"run {self.ctx.run_id}: {message}", ProjectionWarning, stacklevel=2)
+            text = f"run {self.ctx.run_id}: {message}"
+            callback = getattr(_listener, "callback", None)
+            if callback is not None:
+                callback(text)
+            warnings.warn(text, ProjectionWarning, stacklevel=2)
 
     def finish(self) -> Generator[Event, None, None]:
         """Wait for the queued UMAP fits (the last epoch's), emitting each as it lands."""
