@@ -73,6 +73,9 @@ def _with_siblings(model: nn.Module, name: str) -> list[str]:
 
 def _expand(model: nn.Module, stages: list[str]) -> list[str]:
     names: list[str] = []
+    # Stages first take their siblings too: EfficientNet's and MobileNet's feature_info names only the
+    # stages where the resolution drops (blocks.0, 1, 2, 4, 6), but blocks.3 and blocks.5 are layers as well.
+    stages = list(dict.fromkeys(s for stage in stages for s in _with_siblings(model, stage)))
     for stage in stages:
         for block in _expand_blocks(model, stage):
             for name in _with_siblings(model, block):
