@@ -18,9 +18,9 @@ from holoviews.operation.datashader import datashade, dynspread, spread
 __all__ = ["points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
            "hovered_row", "warm_up"]
 
-PLOT_WIDTH, PLOT_HEIGHT = 520, 400
-"""Size of one plot in pixels, legend included."""
-FRAME_WIDTH, FRAME_HEIGHT = 400, 360
+PLOT_WIDTH, PLOT_HEIGHT = 520, 460
+"""Least width and height of one plot in pixels, legend included (it grows with the page's width)."""
+FRAME_WIDTH, FRAME_HEIGHT = 400, 420
 """About the size of its data frame: the raster's size until the browser reports the real one."""
 
 _TOOLS = ["lasso_select", "box_select"]
@@ -50,7 +50,8 @@ def extent(xy: np.ndarray, pad: float = 0.04) -> tuple[tuple[float, float], tupl
 
 def _common(title: str) -> dict:
     # the legend goes beside the frame: inside it would hide the points under it
-    return dict(title=title, width=PLOT_WIDTH, height=PLOT_HEIGHT, xaxis=None, yaxis=None, toolbar="above",
+    return dict(title=title, responsive=True, min_width=PLOT_WIDTH, height=PLOT_HEIGHT, xaxis=None, yaxis=None,
+                toolbar="above",
                 legend_position="right",
                 default_tools=_DEFAULT_TOOLS, active_tools=["pan", "wheel_zoom"], fontsize={"title": 11},
                 framewise=True)

@@ -5,6 +5,10 @@ verdict line (``RunModel.verdict()["layer"]``, from :func:`lab.analysis.latest_g
 layout and the verdict always name the same layer. Before the first complete epoch there is no best layer
 yet; it shows the deepest layer with a layout so far. A layer picked on the player (or set from Python)
 stops the following; ticking "follow best layer" resumes it. The epoch follows the newest layout likewise.
+
+The player offers only the layers with a layout (``RunModel.projection_layers()``: a run projects the layers of
+its ``projection_layers``, every measured layer by default); picking another kept the previous layout on show.
+Its options grow as the first epoch's layouts arrive.
 """
 from __future__ import annotations
 
@@ -39,8 +43,9 @@ class LayoutPicker(pn.viewable.Viewer):
         changes are returned to its caller instead.
     """
 
-    layer = param.Selector(default=None, objects=[], allow_None=True,
-                           doc="Layer whose layout is shown. Setting it is a pick by hand: follow_best turns off.")
+    layer = param.Selector(default=None, objects=[], allow_None=True, check_on_set=True,
+                           doc="Layer whose layout is shown, one of the layers with a layout. Setting it is a pick "
+                               "by hand: follow_best turns off.")
     epoch = param.Integer(default=None, allow_None=True,
                           doc="Epoch of the layout shown. Setting it turns follow_latest off unless it is the newest.")
     follow_best = param.Boolean(default=True, doc="Show the best layer of the verdict line as epochs arrive; off "
@@ -75,7 +80,7 @@ class LayoutPicker(pn.viewable.Viewer):
             self._auto = False
 
     def _make_player(self, layers: list[str]) -> pn.widgets.DiscretePlayer:
-        """A layer player for one run (its options never change afterwards)."""
+        """A layer player for one run (its options grow with the layers laid out, see :meth:`offer`)."""
         player = pn.widgets.DiscretePlayer(label=_player_title(layers[-1]), options=list(layers), value=layers[-1],
                                            show_value=False, interval=1200, loop_policy="loop",
                                            show_loop_controls=False, width=300, margin=(5, 10),
@@ -84,22 +89,34 @@ class LayoutPicker(pn.viewable.Viewer):
         return player
 
     # ------------------------------------------------------------------ driven by the live view
-    def start(self, layers) -> None:
-        """A new run: its layers, nothing shown yet, and both boxes ticked (a pick named the last run's layers)."""
+    def start(self) -> None:
+        """A new run: no layer laid out nor shown yet, and both boxes ticked (a pick named the last run's layers)."""
         with self._picking():
-            self.param.layer.objects = list(layers)
+            self.param.layer.objects = []
             self.param.update(layer=None, epoch=None, follow_best=True, follow_latest=True)
 
     def build_player(self) -> None:
-        """The player of the run's layers (the live view builds it in a redraw turn, like the plots)."""
+        """The player of the run's layers with a layout (the live view builds it in a redraw turn, like the plots)."""
+        self.param.layer.objects = self._model().projection_layers()
         self.player = self._make_player(list(self.param.layer.objects) or ["—"])
         self._player_slot.objects = [self.player]
         self.sync_widgets()
 
+    def offer(self) -> list[str]:
+        """Offer the layers with a layout now (the player's options and :attr:`layer`'s choices); returns them."""
+        available = self._model().projection_layers()
+        if available != list(self.param.layer.objects):
+            with self._picking():
+                self.param.layer.objects = available
+                # options and value in one update: the browser gets the new list and the index in it together
+                value = self.layer if self.layer in available else (available[-1] if available else "—")
+                self.player.param.update(options=available or ["—"], value=value)
+        return available
+
     def follow(self) -> bool:
         """Move to the best layer and the newest epoch where following; True when the layer or epoch changed."""
         before = (self.layer, self.epoch)
-        available = self._model().projection_layers()
+        available = self.offer()
         with self._picking():
             if self.follow_best or self.layer is None:
                 best = self._best()

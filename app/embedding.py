@@ -37,6 +37,7 @@ from ._embedding_data import ArrayLayouts, LiveLayouts, StoredLayouts, check_sel
 __all__ = ["EmbeddingView"]
 
 _HOVER_PX = 8          # plain points: the hovered point is the nearest one within this many pixels
+_GROW = dict(sizing_mode="stretch_width", styles={"flex": "1 1 0"})    # a plot's column: an equal share of the row
 
 
 class _Selection(param.List):
@@ -59,7 +60,10 @@ class _Panel:
         self.frame: pd.DataFrame | None = None
         self.raster = None                          # the last base image (raster mode): hover reads its pixels
         self.lasso = self.box = self.pointer = None  # hv.streams.Lasso, BoundsXY, PointerXY of the plot
-        self.pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=(0, 5), css_classes=["ls-embedding-plot"])
+        # as wide as the page lets it (two share the width side by side); its axes are its own (linked_axes: Panel
+        # would link the x and y of every layout on the page)
+        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH, margin=(0, 5),
+                                      linked_axes=False, css_classes=["ls-embedding-plot"])
 
 
 class EmbeddingView(pn.viewable.Viewer):
@@ -130,11 +134,12 @@ class EmbeddingView(pn.viewable.Viewer):
         self._controls_a = pn.Row(self._layer_w, self._epoch_w, visible=self.controls, margin=0)
         self.param.watch(lambda e: setattr(self._controls_a, "visible", e.new), "controls")
         self._right = pn.Column(pn.Row(self._layer_b_w, self._epoch_b_w, margin=0), self._panels[1].pane,
-                                visible=self.side_by_side, margin=0)
+                                visible=self.side_by_side, margin=0, **_GROW)
         self.param.watch(lambda e: setattr(self._right, "visible", e.new), "side_by_side")
         self._layout = pn.Column(
             pn.Row(self._side_w, self._clear_w, self._info, sizing_mode="stretch_width"),
-            pn.Row(pn.Column(self._controls_a, self._panels[0].pane, margin=0), self._right, self._hover_card),
+            pn.FlexBox(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
+                       self._hover_card, sizing_mode="stretch_width"),
             self._selection_pane,
             sizing_mode="stretch_width", css_classes=["ls-embedding"],
         )

@@ -39,6 +39,32 @@ from ._thumbs import ThumbnailSource
 
 __all__ = ["LiveView", "CURVE_SPECS"]
 
+CURVE_WIDTH = 380
+"""Least width in pixels of a metric-vs-layer plot (it grows with the page; its title's two lines fit at this)."""
+
+
+def _grow(basis: int, grow: int = 1) -> dict:
+    """Options of a component that grows with the page: at least ``basis`` pixels wide, sharing a row's spare
+    width with its neighbours in the ratio of ``grow``."""
+    return dict(sizing_mode="stretch_width", min_width=basis, styles={"flex": f"{grow} 1 {basis}px"})
+
+
+def _plot_pane(obj, basis: int, **params) -> pn.pane.HoloViews:
+    """A plot that grows with the page (:func:`_grow`) and keeps its own axes: Panel links the axes of panes whose
+    plots share a dimension name across the whole page, and the NMI curves' y axis took the range of the Compare
+    tab's empty NMI plot (0-1)."""
+    return pn.pane.HoloViews(obj, linked_axes=False, **_grow(basis), **params)
+
+
+_WHOLE_ROW = {"flex": "1 1 100%"}      # text among the curves takes a row of its own
+
+
+def _fillers(n: int = 3) -> list[pn.Spacer]:
+    """Empty cells after the curves, as wide as one and of no height: the last row's plots keep the width of the
+    rows above (alone in its row, a plot would stretch to the page's width)."""
+    return [pn.Spacer(height=0, margin=(0, 4), min_width=CURVE_WIDTH, sizing_mode="stretch_width",
+                      styles={"flex": f"1 1 {CURVE_WIDTH}px"}) for _ in range(n)]
+
 
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.
@@ -82,17 +108,18 @@ class LiveView(pn.viewable.Viewer):
                                     css_classes=["ls-alert"])
         self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER), sizing_mode="stretch_width")
-        self._heatmap_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
+        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER, styles=_WHOLE_ROW), sizing_mode="stretch_width")
+        self._heatmap_pane = _plot_pane(None, plots.HEATMAP_WIDTH)
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
         self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails)
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
-        self._training_panes = pn.Row()
-        self._utilization_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
-        self._cka_pane = pn.pane.HoloViews(None, sizing_mode="fixed")        # which layers fine-tuning moved
-        self._cka_caption = pn.pane.HTML("", width=420, margin=(0, 10), styles={"color": "#555", "font-size": "12px"})
+        self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
+        self._utilization_pane = _plot_pane(None, 360)
+        self._cka_pane = _plot_pane(None, 360)        # which layers fine-tuning moved
+        self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
+                                         styles={"color": "#555", "font-size": "12px"})
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
                                                               width=190)
         self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
@@ -122,7 +149,7 @@ class LiveView(pn.viewable.Viewer):
         self._n_events = 0
         self._projection_points = 0
         self._message = message
-        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"])
+        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=_WHOLE_ROW)
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
         for pane in (self._heatmap_pane, self._utilization_pane, self._cka_pane, self._cka_caption):
@@ -210,7 +237,7 @@ class LiveView(pn.viewable.Viewer):
             if self.heatmap_metric not in metrics_in_run:
                 self.heatmap_metric = metrics_in_run[0]
         self._verdict_data = {}
-        self.picker.start(m.layers)
+        self.picker.start()
         streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
         streams["projection"] = hv.streams.Pipe(data=self._projection_data())
         streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
@@ -223,7 +250,8 @@ class LiveView(pn.viewable.Viewer):
         if self._placeholder is not None:
             self._placeholder.object = placeholder_html("Drawing the plots…")
         if not specs:
-            self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>")]
+            self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>",
+                                                     styles=_WHOLE_ROW)]
         for i, (metric, splits) in enumerate(specs):
             self._redraws.schedule(f"build:curves:{metric}",
                                    partial(self._build_curve_pane, metric, splits, first=i == 0))
@@ -243,11 +271,9 @@ class LiveView(pn.viewable.Viewer):
         self._redraws.discard(f"send:curves:{metric}")
         pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
         dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
-        pane = pn.pane.HoloViews(dmap, sizing_mode="fixed", margin=4)
-        if first:
-            self._curves_box.objects = [pane]
-        else:
-            self._curves_box.append(pane)
+        pane = _plot_pane(dmap, CURVE_WIDTH, margin=4, css_classes=["ls-curves"])
+        drawn = [] if first else [o for o in self._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
+        self._curves_box.objects = [*drawn, pane, *_fillers()]
 
     def _build_heatmap_pane(self) -> None:
         self._redraws.discard("send:heatmap")
@@ -261,8 +287,7 @@ class LiveView(pn.viewable.Viewer):
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render_training, which="accuracy", seeds=seeds), streams=[buffer])
-        self._training_panes.objects = [pn.pane.HoloViews(loss, sizing_mode="fixed"),
-                                        pn.pane.HoloViews(acc, sizing_mode="fixed")]
+        self._training_panes.objects = [_plot_pane(loss, 280), _plot_pane(acc, 280)]
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -291,20 +316,21 @@ class LiveView(pn.viewable.Viewer):
     def _render_curves(self, data, metric, splits):
         return plots.metric_curves(data, metric=metric, splits=splits, layers=list(self.model.layers),
                                    n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1,
-                                   interval="low" in data)
+                                   interval="low" in data, width=CURVE_WIDTH, responsive=True)
 
     def _render_heatmap(self, data):
         return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
-                             layers=list(self.model.layers))
+                             layers=list(self.model.layers), width=plots.HEATMAP_WIDTH, responsive=True)
 
     def _render_training(self, data, which, seeds):
-        return plots.training_curves(data, seeds=seeds, which=which)
+        return plots.training_curves(data, seeds=seeds, which=which, width=280, responsive=True)
 
     def _render_utilization(self, data, layers):
-        return plots.utilization_bars(data, layers=layers)
+        return plots.utilization_bars(data, layers=layers, width=360, responsive=True)
 
     def _render_cka(self, data, layers):
-        return similarity_plots.initial_curves(data, layers=layers, n_epochs=self.model.n_epochs)
+        return similarity_plots.initial_curves(data, layers=layers, n_epochs=self.model.n_epochs, width=360,
+                                               responsive=True)
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
@@ -426,10 +452,16 @@ class LiveView(pn.viewable.Viewer):
 
     # ------------------------------------------------------------------ layout
     def _build_layout(self):
-        heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane)
-        proj_col = pn.Column(self.picker, self.embedding)
-        train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)), self._training_panes,
-                              pn.Row(self._utilization_pane, pn.Column(self._cka_pane, self._cka_caption)))
+        # every plot grows with the page: the curves share a row's width (two or three a row), the heatmap and
+        # the layout share theirs 1 : 2, and the training plots theirs
+        heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
+                             **_grow(plots.HEATMAP_WIDTH))
+        proj_col = pn.Column(self.picker, self.embedding, **_grow(560, grow=2))
+        cka_col = pn.Column(self._cka_pane, self._cka_caption, **_grow(360))
+        train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
+                              pn.FlexBox(self._training_panes, self._utilization_pane, cka_col,
+                                         sizing_mode="stretch_width"),
+                              sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),

@@ -25,6 +25,7 @@ from lab.export import tables
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "plot_text", "plot_title", "epoch_keys", "metric_curves",
+    "curves_title", "value_range",
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
     "accuracy_vs_g",
@@ -45,6 +46,8 @@ _SPLIT_RAMPS = MappingProxyType({
 })
 _SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
 _MAX_LINES = 16
+HEATMAP_WIDTH = 440
+"""Width in pixels of a layer × epoch heatmap (its least width where it grows with the page)."""
 _LEVEL = f"{100 * analysis.LEVEL:.0f} %"
 _CATEGORY_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -69,6 +72,11 @@ def plot_title(text, limit: int = 70) -> str:
     text = plot_text(text)
     text = text if len(text) <= limit else text[:limit - 1] + "…"
     return text.replace("{", "{{").replace("}", "}}")
+
+
+def _width(width: int, responsive: bool) -> dict:
+    """Plot options: ``width`` pixels wide, or (``responsive``) as wide as its pane, at least ``width``."""
+    return dict(responsive=True, min_width=width) if responsive else dict(width=width)
 
 
 def _log10(values: np.ndarray, log: bool) -> np.ndarray:
@@ -118,8 +126,8 @@ def _layer_values(rows: pd.DataFrame, column: str, layer_pos: dict[str, int], n:
 
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
-                  n_epochs: int, band: bool = False, interval: bool = False, height: int = 270,
-                  width: int = 380) -> hv.Overlay:
+                  n_epochs: int, band: bool = False, interval: bool = False, height: int = 290,
+                  width: int = 380, responsive: bool = False) -> hv.Overlay:
     """Metric vs layer: one line per epoch and split, the latest epoch bold (with hover).
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
@@ -138,6 +146,11 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         Draw the across-seed std band (use when the run has several seeds).
     interval : bool
         Draw the latest epoch's bootstrap interval (columns low, high) as a dotted band where both are finite.
+    responsive : bool
+        Grow with the page (``width`` is then the least width); else ``width`` pixels wide.
+
+    The title is two lines, what is measured and the key of the lines (:func:`curves_title`); the y axis spans
+    every value drawn, bands included, with a little padding (:func:`value_range`).
     """
     log = metric in LOG_METRICS
     label = ("log10 " if log else "") + metric_label(metric)
@@ -148,7 +161,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     latest = int(frame["epoch"].max()) if len(frame) else -1
     ydim = hv.Dimension(metric, label=label)
     xdim = hv.Dimension("layer_pos", label="layer")
-    elements, shown_interval = [], False
+    elements, shown_interval, drawn_y = [], False, []
     for split in splits:
         rows = frame[frame["split"] == split] if len(frame) else frame
         groups = {int(e): g for e, g in rows.groupby("epoch")} if len(rows) else {}
@@ -170,16 +183,19 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
             lower, upper = mean - spread, mean + spread
             if log:
                 lower = np.where(lower > 0, lower, mean * 0.5)
+            drawn_y += [_log10(lower, log), _log10(upper, log)]
             elements.append(hv.Area((x, _log10(lower, log), _log10(upper, log)), xdim, [ydim, "upper"]).opts(
                 color=ramp[-2], alpha=0.2, line_alpha=0, framewise=True))
         if interval:
             low, high = (_log10(_layer_values(groups.get(latest), c, layer_pos, n), log) for c in ("low", "high"))
             drawn = np.isfinite(low) & np.isfinite(high)
             shown_interval = shown_interval or bool(drawn.any())
+            drawn_y += [low[drawn], high[drawn]]
             elements.append(hv.Area((x[drawn], low[drawn], high[drawn]), xdim, [ydim, "high"]).opts(
                 color=ramp[-1], fill_alpha=0.12, line_alpha=0.8, line_dash="dotted", framewise=True))
         elements.append(hv.Curve((old_x, old_y), xdim, ydim).opts(
             color=ramp[2], line_width=1.4, alpha=0.8, line_dash=dash, framewise=True))
+        drawn_y += [old_y, _log10(mean, log)]
         latest_frame = {"layer_pos": x, metric: _log10(mean, log), "layer": np.array(layers, dtype=object),
                         "std": std, "epoch": np.full(n, latest), "split": np.full(n, split, dtype=object)}
         elements.append(hv.Curve(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
@@ -189,24 +205,47 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
             color=ramp[-1], size=7, framewise=True,
             tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
                                        ("± std", "@std{0.000}"), ("split", "@split"), ("epoch", "@epoch")])]))
-    title = f"{label} ({' & '.join(splits)})"
-    if len(splits) > 1:
-        title += " · seen dashed"
-    title += f" · dotted: {_LEVEL} bootstrap" if shown_interval else ""
-    return hv.Overlay(elements).opts(
-        title=title, height=height, width=width, show_legend=False, xrotation=45,
+    # the y axis spans the values drawn, bands included, whatever HoloViews' defaults (a range shared with another
+    # plot once spanned 0-1: the live view's panes keep their own axes, see app.live)
+    return hv.Overlay(elements).redim.range(**{metric: value_range(*drawn_y)}).opts(
+        title=curves_title(label, splits, shown_interval), height=height, **_width(width, responsive),
+        show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
-        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
+        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
         default_tools=["pan", "wheel_zoom", "reset", "save"],
     )
 
 
+def curves_title(label: str, splits, interval: bool) -> str:
+    """The title of a metric-vs-layer plot: what is measured on the first line, the key of its lines on the
+    second, so that each fits beside the toolbar at the least width (on one line the key was cut off).
+
+    The key names the seen split's dashes and the bootstrap band where the plot has them, else the bold line;
+    the title keeps two lines either way, so the plot does not shrink when the band arrives."""
+    key = (["seen dashed"] if len(splits) > 1 else []) + ([f"dotted: {_LEVEL} bootstrap"] if interval else [])
+    return f"{label} ({' & '.join(splits)})\n{' · '.join(key) or 'bold: latest epoch'}"
+
+
+def value_range(*values, padding: float = 0.06) -> tuple[float | None, float | None]:
+    """(low, high) of the finite numbers in ``values`` (arrays), widened by ``padding`` of the span on each side
+    (of the magnitude, at least 0.01, for a single value); (None, None) when none is finite (HoloViews' default)."""
+    finite = np.concatenate([np.asarray(v, dtype=float).ravel() for v in values]) if values else np.zeros(0)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return None, None
+    low, high = float(finite.min()), float(finite.max())
+    pad = padding * (high - low) if high > low else max(0.01, padding * abs(high))
+    return low - pad, high + pad
+
+
 def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
-            height: int = 320, width: int = 440, title: str | None = None, cmap: str = "viridis") -> hv.HeatMap:
+            height: int = 320, width: int = HEATMAP_WIDTH, title: str | None = None, cmap: str = "viridis",
+            responsive: bool = False) -> hv.HeatMap:
     """Layer × epoch heatmap of one metric; cells not yet measured (NaN) stay transparent.
 
     Collapse metrics that span orders of magnitude are shown as log10. ``frame`` has columns
     epoch, layer, value (the mean over seeds); ``title`` must already be safe (:func:`plot_title`).
+    ``responsive``: grow with the page, ``width`` the least width.
     """
     label = metric_label(metric)
     data = frame[["epoch", "layer", "value"]].copy()
@@ -218,7 +257,7 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         vdims=[hv.Dimension("value", label=label)],
     ).opts(
         cmap=cmap, colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)}, framewise=True,
-        title=title or f"{label} ({split}) · layer × epoch", height=height, width=width,
+        title=title or f"{label} ({split}) · layer × epoch", height=height, **_width(width, responsive),
         xlabel="epoch", ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
@@ -262,9 +301,9 @@ def projection_points(frame: pd.DataFrame, *, classes: list[str], title: str,
 
 
 def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss",
-                    height: int = 240, width: int = 300) -> hv.NdOverlay:
+                    height: int = 240, width: int = 300, responsive: bool = False) -> hv.NdOverlay:
     """Training loss (``which="loss"``) or seen accuracy (``"accuracy"``: held-out bold, train dashed)
-    per epoch, one line per seed."""
+    per epoch, one line per seed (``responsive``: growing with the page from ``width``)."""
     seeds = list(seeds) or [0]
     curves = {}
     for seed in seeds:
@@ -283,21 +322,24 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
             curves[(seed, "train")] = hv.Curve((x, col("train_accuracy")), "epoch", "seen accuracy").opts(
                 color="#fdae6b", line_width=1.5, line_dash="dashed", framewise=True)
     title = "training loss" if which == "loss" else "seen accuracy (held-out bold)"
-    opts = dict(title=title, height=height, width=width, show_legend=False, toolbar=None,
+    opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
                 fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8})
     if which != "loss":
         opts["ylim"] = (0, 1.02)
     return hv.NdOverlay(curves, kdims=["seed", "data"]).opts(batched=False, **opts)
 
 
-def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 240, width: int = 420) -> hv.Bars:
-    """Relative utilization ‖W−W⁰‖/‖W⁰‖ per layer at the latest epoch (Wang & Yang)."""
+def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 240, width: int = 420,
+                     responsive: bool = False) -> hv.Bars:
+    """Relative utilization ‖W−W⁰‖/‖W⁰‖ per layer at the latest epoch (Wang & Yang); ``responsive``: growing
+    with the page from ``width``."""
     values = dict(zip(frame["layer"], frame["relative"])) if len(frame) else {}
     epoch = int(frame["epoch"].iloc[0]) if len(frame) else None
     data = pd.DataFrame({"layer": list(layers), "relative": [values.get(name, np.nan) for name in layers]})
     title = "layer utilization" + (f" · epoch {epoch}" if epoch is not None else " (after training starts)")
     return hv.Bars(data, "layer", ("relative", "‖W−W⁰‖ / ‖W⁰‖")).opts(
-        title=title, height=height, width=width, color="#6a51a3", xrotation=45, tools=["hover"], framewise=True,
+        title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
+        framewise=True,
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None,
     )
 

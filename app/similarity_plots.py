@@ -24,16 +24,18 @@ CKA_INITIAL_CAPTION = ("Linear CKA of each layer's unseen-image features to its 
 
 
 def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, height: int = 240,
-                   width: int = 420) -> hv.Overlay:
+                   width: int = 420, responsive: bool = False) -> hv.Overlay:
     """CKA to epoch 0 vs layer, one line per epoch (the latest bold), from ``frame`` (epoch, layer, mean,
     std, n: :func:`lab.export.tables.epoch_table` or the live run model's summary of ``cka_initial``).
 
     Cells where CKA is undefined (n = 0: no seed had a finite value) are left out: a gap, never a NaN point.
+    ``responsive``: grow with the page, ``width`` the least width.
     """
     rows = frame[frame["n"] > 0] if len(frame) else frame
     band = bool(len(rows)) and int(rows["n"].max()) > 1
     return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
-                               layers=layers, n_epochs=n_epochs, band=band, height=height, width=width)
+                               layers=layers, n_epochs=n_epochs, band=band, height=height, width=width,
+                               responsive=responsive)
 
 
 def initial_caption(frame: pd.DataFrame) -> str:

@@ -134,3 +134,34 @@ def test_the_player_label_names_the_layer_shown(live):
     assert (model.options[model.value], model.title) == ("block2", "Layer: block2")
     live.picker.player._process_events({"value": 0})      # moved in the browser
     assert model.title == "Layer: stem"
+
+
+def _projecting(events, layers):
+    """``events`` of a run that lays out only ``layers`` (a config's projection_layers)."""
+    return [e for e in events if e.kind != ev.ProjectionReady.kind or e.layer in layers]
+
+
+def test_the_player_offers_only_the_layers_the_run_laid_out(live):
+    projected = ["block1", "pre_logits"]
+    events = _projecting(_moving_best(), projected)
+    first_layout = next(i for i, e in enumerate(events) if e.kind == ev.ProjectionReady.kind)
+    live.consume(events[:first_layout + 1])
+    picker = live.picker
+    assert picker.player.options == ["block1"] and picker.param.layer.objects == ["block1"]
+    assert _player_model(picker).end == 0                  # the page's player has one frame
+    live.consume(events[first_layout + 1:])                 # the other layouts arrive: the options grow
+    assert picker.player.options == projected and picker.param.layer.objects == projected
+    assert _player_model(picker).options == projected and _player_model(picker).end == 1
+    assert (live._verdict_data["layer"], picker.layer, live.embedding.layer) == ("pre_logits",) * 3
+    picker.player._process_events({"value": 0})            # the browser moves the player to its first frame
+    assert (picker.layer, live.embedding.layer) == ("block1", "block1")
+    with pytest.raises(ValueError, match="stem"):
+        picker.layer = "stem"                              # measured, never laid out: not a choice
+    assert live.embedding.layer == "block1"
+
+
+def test_a_replayed_run_offers_its_laid_out_layers_and_a_new_run_its_own(live):
+    live.consume(_projecting(_moving_best(), ["stem", "block2"]))
+    assert live.picker.player.options == ["stem", "block2"]
+    live.consume(list(synthetic_run("r2", epochs=1)))
+    assert live.picker.player.options == list(LAYERS)

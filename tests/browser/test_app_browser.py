@@ -204,6 +204,29 @@ def test_tiny_run_streams_every_view(page):
     assert not page.errors, page.errors
 
 
+def test_the_plots_grow_with_the_page(page):
+    """On a wide screen the curves and the layout take the page's width (they kept a fixed width, a third of a
+    1920 px page empty). Runs after the Tiny run above: its plots are drawn."""
+    widths = {}
+    for viewport in (1280, 1920):
+        page.set_viewport_size({"width": viewport, "height": 2300})
+        page.wait_for_timeout(1500)
+        boxes = [page.locator(sel).first.bounding_box() for sel in (".ls-curves", ".ls-embedding-plot")]
+        widths[viewport] = [round(box["width"]) for box in boxes]
+        curves = [page.locator(".ls-curves").nth(i).bounding_box() for i in range(page.locator(".ls-curves").count())]
+        first_row = [box for box in curves if abs(box["y"] - curves[0]["y"]) < 5]
+        right = max(box["x"] + box["width"] for box in first_row)
+        page.screenshot(path=str(ARTIFACTS / f"03b-tiny-finished-{viewport}.png"), full_page=True)
+    page.set_viewport_size({"width": 1600, "height": 2300})
+    (curve_1280, layout_1280), (curve_1920, layout_1920) = widths[1280], widths[1920]
+    assert curve_1280 >= 380 and layout_1280 >= 520, widths       # never below their least widths
+    assert curve_1920 > curve_1280 + 40, widths                   # the curves share the wider page
+    # at 1920 px the first row of curves reaches the page's right side (it ended at 1560 px, 3 plots of 380 px)
+    assert len(first_row) >= 3 and right > 0.92 * 1920, (widths, first_row)
+    assert layout_1920 > 600, widths
+    assert not page.errors, page.errors
+
+
 def test_stop_cancels_a_second_run(page):
     choose_preset(page, DEFAULT)
     t0 = click_run(page)
