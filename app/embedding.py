@@ -60,10 +60,11 @@ class _Panel:
         self.frame: pd.DataFrame | None = None
         self.raster = None                          # the last base image (raster mode): hover reads its pixels
         self.lasso = self.box = self.pointer = None  # hv.streams.Lasso, BoundsXY, PointerXY of the plot
-        # as wide as the page lets it (two share the width side by side); its axes are its own (linked_axes: Panel
-        # would link the x and y of every layout on the page)
-        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH, margin=(0, 5),
-                                      linked_axes=False, css_classes=["ls-embedding-plot"])
+        # as wide as the page lets it (two share the width side by side), up to twice its height: wider, a layout
+        # would be stretched sideways. Its axes are its own (Panel would link the x and y of every layout shown)
+        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH,
+                                      max_width=2 * ep.PLOT_HEIGHT + 120, margin=(0, 5), linked_axes=False,
+                                      css_classes=["ls-embedding-plot"])
 
 
 class EmbeddingView(pn.viewable.Viewer):
