@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from benchmarks import gpu as gpu_bench  # noqa: E402
+from benchmarks._results import add_save_option, recording  # noqa: E402
 from benchmarks._results import RESULTS_DIR, git_commit, machine  # noqa: E402
 
 SECTIONS = ("throughput", "metrics", "preset", "oom", "study", "tests")
@@ -269,12 +270,19 @@ def main(argv=None) -> int:
                         help=f"run only these sections ({', '.join(SECTIONS)})")
     parser.add_argument("--commit", default=None, help=argparse.SUPPRESS)   # a copy of the tree without .git
     parser.add_argument("--out", default=None, help="the table's file (default benchmarks/results/gpu_check_<device>.txt)")
+    add_save_option(parser)
     args = parser.parse_args(argv)
     from lab.device import resolve_device
     try:
         device = resolve_device(args.device)
     except ValueError as exc:                        # cuda without CUDA: one line, exit 2
         parser.error(str(exc))
+    with recording(__file__, parser, args, argv=argv, device=args.device, ignore=("out", "commit")):
+        return _check(args, device, argv)
+
+
+def _check(args: argparse.Namespace, device: torch.device, argv) -> int:
+    """Run the chosen sections, write the table; the exit status (1: a judged check failed on CUDA)."""
     table = Table()
     t0 = time.perf_counter()
     log = io.StringIO()

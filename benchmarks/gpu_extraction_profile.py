@@ -32,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._results import add_save_option, recording  # noqa: E402
 from lab import backbones, features  # noqa: E402
 from lab.device import autocast, autocast_dtype, resolve_device, to_channels_last  # noqa: E402
 
@@ -127,13 +128,15 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--models", nargs="+", default=list(MODELS))
+    add_save_option(p)
     args = p.parse_args(argv)
     try:
         device = resolve_device(args.device)
     except ValueError as exc:
         p.error(str(exc))
-    for name in args.models:
-        profile_model(name, device, args.batch, args.repeats)
+    with recording(__file__, p, args, argv=argv, device=args.device):
+        for name in args.models:
+            profile_model(name, device, args.batch, args.repeats)
     return 0
 
 
