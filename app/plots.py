@@ -13,14 +13,14 @@ Text a user typed (run and class names) reaches a plot only through :func:`plot_
 """
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import holoviews as hv
 import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from lab import analysis, catalogue
+from app._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
+                             METRIC_LABELS, _layer_values, _log10, _positive, _width, class_colors, curves_title,
+                             epoch_keys, metric_label, plot_text, plot_title, value_range)
 from lab.export import tables
 
 __all__ = [
@@ -28,101 +28,8 @@ __all__ = [
     "curves_title", "value_range",
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
-    "accuracy_vs_g",
+    "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors",
 ]
-
-METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
-"""Short human labels of the metric names used by lab (from :mod:`lab.catalogue`)."""
-
-LOG_METRICS = frozenset(name for name, info in catalogue.METRICS.items() if info.log_scale)
-"""Metrics shown as log10 (they span orders of magnitude across layers; from :mod:`lab.catalogue`)."""
-
-metric_label = catalogue.metric_label
-
-_SPLIT_RAMPS = MappingProxyType({
-    # light -> dark per split; the latest epoch gets the darkest shade
-    "unseen": ("#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
-    "seen": ("#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"),
-})
-_SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
-_MAX_LINES = 16
-HEATMAP_WIDTH = 440
-"""Width in pixels of a layer × epoch heatmap (its least width where it grows with the page)."""
-_LEVEL = f"{100 * analysis.LEVEL:.0f} %"
-_CATEGORY_COLORS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
-    "#e6550d", "#31a354", "#756bb1", "#636363",
-)
-
-
-def plot_text(text) -> str:
-    """Text a user supplied (class folder names, run names) for plot data and labels.
-
-    In Jupyter, Panel embeds the plot's data in a <script> tag, where a name such as
-    ``</script><script>...`` would run; full-width angle brackets read the same and cannot
-    close a tag. Exported notebooks draw with this module too.
-    """
-    return str(text).replace("<", "\uff1c").replace(">", "\uff1e")
-
-
-def plot_title(text, limit: int = 70) -> str:
-    """A plot title from user text: :func:`plot_text`, shortened to ``limit`` characters, braces doubled
-    (HoloViews formats titles with ``str.format``)."""
-    text = plot_text(text)
-    text = text if len(text) <= limit else text[:limit - 1] + "…"
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def _width(width: int, responsive: bool) -> dict:
-    """Plot options: ``width`` pixels wide, or (``responsive``) as wide as its pane, at least ``width``."""
-    return dict(responsive=True, min_width=width) if responsive else dict(width=width)
-
-
-def _log10(values: np.ndarray, log: bool) -> np.ndarray:
-    """log10 of the positive values (NaN elsewhere) when ``log``; the values unchanged otherwise.
-
-    Collapse metrics are drawn as log10 on a linear axis rather than on a Bokeh
-    log axis, which cannot start from an empty (all-NaN) plot.
-    """
-    if not log:
-        return np.asarray(values, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log10(_positive(values, True))
-
-
-def epoch_keys(n_epochs: int) -> list[int]:
-    """Epochs that get a line: all when few, else an even subset that keeps 0 and the last."""
-    epochs = list(range(n_epochs + 1))
-    if len(epochs) <= _MAX_LINES:
-        return epochs
-    picks = np.unique(np.round(np.linspace(0, n_epochs, _MAX_LINES)).astype(int))
-    return [int(e) for e in picks]
-
-
-def _ramp_color(split: str, epoch: int, n_epochs: int) -> str:
-    ramp = _SPLIT_RAMPS.get(split, _SPLIT_RAMPS["unseen"])
-    if n_epochs <= 0:
-        return ramp[-1]
-    return ramp[min(len(ramp) - 1, int(round(epoch / n_epochs * (len(ramp) - 1))))]
-
-
-def _positive(values: np.ndarray, log: bool) -> np.ndarray:
-    if not log:
-        return values
-    values = np.asarray(values, dtype=float).copy()
-    values[values <= 0] = np.nan   # log axes cannot show 0 or negatives
-    return values
-
-
-def _layer_values(rows: pd.DataFrame, column: str, layer_pos: dict[str, int], n: int) -> np.ndarray:
-    values = np.full(n, np.nan)
-    if rows is not None and len(rows):
-        for name, value in zip(rows["layer"].tolist(), rows[column].tolist()):
-            i = layer_pos.get(name)
-            if i is not None:
-                values[i] = value
-    return values
 
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
@@ -214,28 +121,6 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
         default_tools=["pan", "wheel_zoom", "reset", "save"],
     )
-
-
-def curves_title(label: str, splits, interval: bool) -> str:
-    """The title of a metric-vs-layer plot: what is measured on the first line, the key of its lines on the
-    second, so that each fits beside the toolbar at the least width (on one line the key was cut off).
-
-    The key names the seen split's dashes and the bootstrap band where the plot has them, else the bold line;
-    the title keeps two lines either way, so the plot does not shrink when the band arrives."""
-    key = (["seen dashed"] if len(splits) > 1 else []) + ([f"dotted: {_LEVEL} bootstrap"] if interval else [])
-    return f"{label} ({' & '.join(splits)})\n{' · '.join(key) or 'bold: latest epoch'}"
-
-
-def value_range(*values, padding: float = 0.06) -> tuple[float | None, float | None]:
-    """(low, high) of the finite numbers in ``values`` (arrays), widened by ``padding`` of the span on each side
-    (of the magnitude, at least 0.01, for a single value); (None, None) when none is finite (HoloViews' default)."""
-    finite = np.concatenate([np.asarray(v, dtype=float).ravel() for v in values]) if values else np.zeros(0)
-    finite = finite[np.isfinite(finite)]
-    if not finite.size:
-        return None, None
-    low, high = float(finite.min()), float(finite.max())
-    pad = padding * (high - low) if high > low else max(0.01, padding * abs(high))
-    return low - pad, high + pad
 
 
 def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
@@ -532,9 +417,3 @@ def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accura
     return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
                                      legend_position="bottom", legend_cols=1, show_legend=True, title=title,
                                      fontsize=_NOTEBOOK_FONTS, padding=0.1)
-
-
-def class_colors(classes) -> dict[str, str]:
-    """{class name (:func:`plot_text`): colour}: the i-th class gets the i-th category colour, as in
-    :func:`projection_points`, so that a class has one colour in every plot of a run."""
-    return {plot_text(name): _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)] for i, name in enumerate(classes)}

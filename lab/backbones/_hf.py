@@ -39,21 +39,19 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
-import json
 import os
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
-import torch
 from torch import nn
 
-from lab.backbones._core import STEM, Tap, owns_params, trace
 from lab.backbones._hf_families import ADAPTERS, EXCLUDED, FAMILIES, SUPPORTED, VISION_TOWERS, Family
-from lab.backbones._normalize import Normalization, from_stats
+from lab.backbones._hf_input import _processor, input_size, normalization
+from lab.backbones._hf_net import HFNet, prefix_tokens
+from lab.backbones._hf_taps import build_catalogue
 
 __all__ = ["HF_FAMILIES", "HFNet", "create", "build_catalogue", "normalization", "cache_dir", "looks_like_dir",
-           "cached_snapshot", "model_type_problem"]
+           "cached_snapshot", "model_type_problem", "input_size", "prefix_tokens"]
 
 HF_FAMILIES = SUPPORTED
 """Model types ``hf:TYPE`` builds with random init (and reads from the cache or a directory)."""
@@ -61,104 +59,6 @@ HF_FAMILIES = SUPPORTED
 _HEAD_WIDTH = 7919
 """``num_labels`` the classification model is built with: its head is every linear layer with
 this many outputs (a prime no backbone uses as a width), replaced by an identity."""
-
-_POOLS = ("logits", "output")
-
-
-class HFNet(nn.Module):
-    """A transformers vision model (``net``) plus a linear ``head``, speaking timm's interface
-    (``forward_features``/``forward_head``, ``get_classifier``/``reset_classifier``).
-
-    ``forward_features`` already returns the pooled (N, D) pre-logits features, so
-    ``forward_head(f, pre_logits=True)`` returns them unchanged. ``pool`` says where they come
-    from: ``"logits"`` (a classification model whose head linears are identities) or
-    ``"output"`` (the model's ``pooler_output``, else the class token of its last hidden
-    state, else the mean of its patch tokens or of its map).
-    """
-
-    def __init__(self, net: nn.Module, num_features: int, num_classes: int, forward_kwargs: dict,
-                 pool: str = "logits", adapter: str | None = None):
-        super().__init__()
-        if pool not in _POOLS:
-            raise ValueError(f"pool must be one of {_POOLS}. Got {pool!r} instead.")
-        self.net = net
-        self.num_features = int(num_features)
-        self._forward_kwargs = dict(forward_kwargs)
-        self._pool = pool
-        self._adapter = adapter
-        self.num_classes = 0
-        self.head: nn.Module = nn.Identity()
-        self.reset_classifier(num_classes)
-        # A classification model's base model is its encoder; a bare model is its own base unless its
-        # base_model attribute holds all of it (CLIP's vision_model), whose paths then name the taps.
-        base = net.base_model
-        whole = sum(p.numel() for p in base.parameters()) == sum(p.numel() for p in net.parameters())
-        self._base_name = next(n for n, m in net.named_modules() if m is (base if pool == "logits" or whole
-                                                                          else net))
-
-    @property
-    def base(self) -> nn.Module:
-        """The model's base (encoder) module, whose module paths name the taps."""
-        return self.net.get_submodule(self._base_name)
-
-    def _inputs(self, x: torch.Tensor) -> dict:
-        """Model keyword inputs for images ``x`` (N, C, H, W)."""
-        config = self.net.config
-        if self._adapter == "naflex":   # SigLIP 2: (N, h*w, p*p*C) patches in row order, as its processor makes
-            p = int(config.patch_size)
-            n, c, h, w = x.shape
-            gh, gw = h // p, w // p
-            patches = x[:, :, :gh * p, :gw * p].reshape(n, c, gh, p, gw, p).permute(0, 2, 4, 3, 5, 1)
-            patches = patches.reshape(n, gh * gw, p * p * c)                                   # (N, L, p*p*C)
-            shapes = torch.tensor([[gh, gw]], device=x.device).expand(n, 2)
-            mask = torch.ones(n, gh * gw, dtype=torch.long, device=x.device)
-            return {"pixel_values": patches, "spatial_shapes": shapes, "pixel_attention_mask": mask}
-        if self._adapter == "mae_no_mask":  # argsort of an increasing noise keeps every patch in place
-            p = config.patch_size
-            ph, pw = (p, p) if isinstance(p, int) else p
-            n_patches = (x.shape[-2] // ph) * (x.shape[-1] // pw)
-            noise = torch.arange(n_patches, device=x.device, dtype=x.dtype).expand(x.shape[0], -1)  # (N, L)
-            return {"pixel_values": x, "noise": noise, **self._forward_kwargs}
-        return {"pixel_values": x, **self._forward_kwargs}
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.net(**self._inputs(x))
-        if self._pool == "logits":   # (PP-LCNet returns what its identity head gives as last_hidden_state)
-            logits = getattr(out, "logits", None)
-            return (out.last_hidden_state if logits is None else logits).flatten(1)           # (N, D)
-        pooled = getattr(out, "pooler_output", None)
-        if pooled is not None:
-            return pooled.flatten(1)                                                           # (N, D)
-        last = out.last_hidden_state
-        if last.dim() == 4:
-            return last.mean(dim=(2, 3))                                                       # (N, C)
-        prefix = prefix_tokens(self.net.config, last.shape[1], x.shape[-2:])
-        return last[:, 0] if prefix else last.mean(dim=1)                                      # (N, D)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
-    def reset_classifier(self, num_classes: int) -> None:
-        self.num_classes = int(num_classes)
-        self.head = nn.Linear(self.num_features, self.num_classes) if self.num_classes > 0 else nn.Identity()
-
-
-def prefix_tokens(config, n_tokens: int, hw) -> int:
-    """Tokens before the patch tokens (class, distillation, registers): ``n_tokens`` minus the
-    patch grid of an (H, W) input by ``config.patch_size``; 0 when the config has no patch
-    size or the tokens are not one per patch plus a few (hierarchical stages)."""
-    p = getattr(config, "patch_size", None)
-    if p is None:
-        return 0
-    ph, pw = (p, p) if isinstance(p, int) else tuple(p)[-2:]
-    extra = int(n_tokens) - (int(hw[0]) // int(ph)) * (int(hw[1]) // int(pw))
-    return extra if 0 < extra <= 16 else 0
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -392,19 +292,6 @@ class Loaded:
         return self.config.model_type
 
 
-def _processor(path: str | None) -> dict:
-    if path is None:
-        return {}
-    proc = Path(path) / "preprocessor_config.json"
-    if not proc.is_file():
-        return {}
-    try:
-        stats = json.loads(proc.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return stats if isinstance(stats, dict) else {}
-
-
 def create(spec: str, *, pretrained: bool, num_classes: int, in_chans: int, img_size, kwargs: dict):
     """Build the :class:`HFNet` for ``hf:spec``. Returns (model, :class:`Loaded`, directory or None, label).
 
@@ -471,193 +358,3 @@ def _check_loaded(net: nn.Module, info: dict, label: str, plan: _Plan) -> None:
         raise ValueError(f"{label}: the saved weights do not cover {plan.cls.__name__} (missing {few}); "
                          f"model type {plan.model_type!r} keeps its image encoder under other names. Save the "
                          f"image encoder itself with save_pretrained and load that directory.")
-
-
-def input_size(loaded: Loaded, img_size) -> tuple[int, int, int]:
-    """(C, H, W): ``img_size`` if given, else the processor's crop/resize size, else ``config.image_size``."""
-    config = loaded.config
-    size = img_size if img_size is not None else (_processor_size(loaded.processor)
-                                                  or getattr(config, "image_size", 224))
-    hw = (size, size) if isinstance(size, int) else tuple(size)[-2:]
-    return (int(getattr(config, "num_channels", 3)), int(hw[0]), int(hw[1]))
-
-
-def _processor_size(stats: dict):
-    """(H, W) the image processor hands the model, or None when it does not say."""
-    for key in ("crop_size", "size"):
-        if key == "crop_size" and stats.get("do_center_crop") is False:
-            continue
-        value = stats.get(key)
-        if isinstance(value, int):
-            return (value, value)
-        if isinstance(value, dict):
-            if "height" in value and "width" in value:
-                return (int(value["height"]), int(value["width"]))
-            if key == "size" and "shortest_edge" in value:
-                return (int(value["shortest_edge"]),) * 2
-    return None
-
-
-# ------------------------------------------------------------------------------------------------ blocks
-
-
-def _is_block_list(module: nn.Module) -> bool:
-    """A ModuleList/Sequential of the model's own modules with weights (not torch layers)."""
-    children = list(module.children())
-    return (isinstance(module, (nn.ModuleList, nn.Sequential)) and bool(children)
-            and all(not type(c).__module__.startswith("torch.") and owns_params(c) for c in children))
-
-
-def _outermost_lists(module: nn.Module, path: str) -> list[str]:
-    found = []
-    for name, child in module.named_children():
-        sub = f"{path}.{name}" if path else name
-        found += [sub] if _is_block_list(child) else _outermost_lists(child, sub)
-    return found
-
-
-def _general_units(base: nn.Module) -> list[tuple[str, list[str]]]:
-    """(unit, its blocks) from the structure: the children of the outermost block lists; when
-    each child holds block lists itself (a list of stages), the children of those lists."""
-    units = []
-    for lst in _outermost_lists(base, ""):
-        children = [f"{lst}.{n}" for n, _ in base.get_submodule(lst).named_children()]
-        inner = {c: _outermost_lists(base.get_submodule(c), c) for c in children}
-        stages = all(inner.values())
-        for c in children:
-            blocks = [f"{il}.{n}" for il in inner[c] for n, _ in base.get_submodule(il).named_children()] \
-                if stages else []
-            units.append((c, blocks))
-    return units
-
-
-def _table_blocks(base: nn.Module, pattern: str) -> list[tuple[str, int]]:
-    """(block path relative to the base model, stage index) for a table pattern."""
-    head, star, tail = pattern.partition(".*")
-    containers = ([(f"{head}.{s}{tail}", int(s)) for s, _ in base.get_submodule(head).named_children()]
-                  if star else [(pattern, 0)])
-    return [(f"{c}.{b}", stage) for c, stage in containers for b, _ in base.get_submodule(c).named_children()]
-
-
-def build_catalogue(model: HFNet, loaded: Loaded, size: tuple[int, int, int], device: torch.device) -> list[Tap]:
-    """Taps: the stem, every block (input -> output), then ``pre_logits``."""
-    base = model.base
-    prefix = next(name for name, m in model.named_modules() if m is base)
-    prefix = prefix + "." if prefix else ""
-    family = loaded.plan.family
-    watched = [prefix + n for n, _ in base.named_modules() if n]
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn((1, *size), generator=gen).to(device)                               # (1, C, H, W)
-    try:
-        pre, starts, ends, calls, outputs = trace(
-            model, watched, lambda: model.forward_head(model.forward_features(x), pre_logits=True))
-    except (RuntimeError, ValueError, AssertionError, TypeError, IndexError) as exc:
-        raise ValueError(f"{type(model.net).__name__} failed on a dummy input of shape {(1, *size)} "
-                         f"({type(exc).__name__}: {str(exc)[:300]}); check img_size, in_chans and the model "
-                         f"options (e.g. patch_size, window_size).") from exc
-
-    def ok(path: str) -> bool:
-        out = outputs.get(prefix + path)
-        return calls.get(prefix + path, 0) == 1 and out is not None and out.dim() >= 2 and out.shape[0] == 1
-
-    if family is not None:
-        table = _table_blocks(base, family.blocks)
-        stage_of = {path: stage for path, stage in table}
-        for path, _ in table:
-            if not ok(path):
-                n = calls.get(prefix + path, 0)
-                why = "never runs" if n == 0 else f"runs {n} times per forward" if n > 1 else "does not return a tensor"
-                warnings.warn(f"block {path!r} {why}; it is left out of the layer catalogue.", stacklevel=3)
-        blocks = [path for path, _ in table if ok(path)]
-        stem = family.stem
-    else:
-        stage_of = {}
-        blocks = []
-        for unit, inner in _general_units(base):
-            good = [b for b in inner if ok(b)]
-            blocks += good if good else ([unit] if ok(unit) else [])
-        stem = None
-    if not blocks:
-        raise ValueError(f"found no blocks to tap in {type(model.net).__name__}: no list of its own modules "
-                         f"runs once per forward; model type {loaded.model_type!r} needs an entry in "
-                         f"lab/backbones/_hf_families.FAMILIES.")
-    blocks.sort(key=lambda b: ends[prefix + b])
-    if stem is None:
-        stem = _general_stem(base, prefix, blocks, starts, ends, ok)
-    taps = []
-    config = loaded.config
-    for path in ([stem] if stem else []) + blocks:
-        out = outputs[prefix + path]
-        shape = tuple(out.shape[1:])
-        tap_name = STEM if path == stem else path
-        if out.dim() == 4:   # transformers keeps maps channels-first
-            taps.append(Tap(tap_name, prefix + path, "map", shape[0], layout="NCHW", shape=shape))
-        elif out.dim() == 3:
-            if family is not None:
-                cls = path != stem and bool(family.cls(config, stage_of[path]))
-                n_prefix = 1 if cls else (family.stem_prefix if path == stem else 0)
-            else:
-                n_prefix = prefix_tokens(config, shape[0], size[1:])
-                cls = n_prefix > 0 and path != stem
-            taps.append(Tap(tap_name, prefix + path, "tokens", shape[-1], prefix_tokens=n_prefix, cls_token=cls,
-                            shape=shape))
-        elif out.dim() == 2 and path != stem:
-            taps.append(Tap(tap_name, prefix + path, "vector", shape[0], shape=shape))
-        else:
-            raise ValueError(f"tap {tap_name!r} ({prefix + path}) outputs shape {tuple(out.shape)}; "
-                             f"expected 3-d or 4-d.")
-    if model.num_features == 0 or model.num_features != int(pre.shape[1]):
-        model.num_features = int(pre.shape[1])
-        model.reset_classifier(model.num_classes)
-        model.to(device)
-    taps.append(Tap("pre_logits", None, "vector", int(pre.shape[1]), shape=tuple(pre.shape[1:])))
-    return taps
-
-
-def _general_stem(base, prefix, blocks, starts, ends, ok) -> str | None:
-    """The last module with weights to finish before the first block starts (not inside a block)."""
-    first = min(starts[prefix + b] for b in blocks)
-    best, best_end = None, -1
-    for name, module in base.named_modules():
-        key = prefix + name
-        if not name or key not in ends or ends[key] >= first or not owns_params(module) or not ok(name):
-            continue
-        if ends[key] > best_end:
-            best, best_end = name, ends[key]
-    return best
-
-
-# ------------------------------------------------------------------------------------------------ input
-
-
-def normalization(loaded: Loaded, path: str | None, label: str) -> Normalization:
-    """The model's image processor statistics (its preprocessor_config.json, with its size
-    unless ``img_size`` is given), else the family image processor's defaults, else ImageNet's."""
-    config = loaded.config
-    channels = int(getattr(config, "num_channels", 3))
-    stats = loaded.processor
-    if "image_mean" in stats and "image_std" in stats:
-        try:
-            size = _processor_size(stats) if loaded.img_size is None else None
-            return from_stats(stats["image_mean"], stats["image_std"], channels,
-                              f"hf image processor ({label})", size=size)
-        except (ValueError, TypeError):
-            pass   # incomplete: the family defaults below
-    from transformers.models.auto.image_processing_auto import (IMAGE_PROCESSOR_MAPPING_NAMES,
-                                                                get_image_processor_class_from_name)
-
-    for model_type in (loaded.plan.model_type, config.model_type):
-        names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
-        for class_name in (names.values() if isinstance(names, dict) else names):
-            cls = get_image_processor_class_from_name(class_name) if class_name else None
-            if cls is None:
-                continue
-            try:
-                defaults = cls()
-                mean, std = defaults.image_mean, defaults.image_std
-            except Exception:   # a processor that needs arguments or packages: try the next one
-                continue
-            if mean is not None and std is not None:
-                return from_stats(mean, std, channels, f"hf {class_name} defaults ({model_type})")
-    return from_stats((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), channels,
-                      f"ImageNet statistics (no image processor for model type {config.model_type!r})")

@@ -7,7 +7,7 @@ Three kinds of knowledge, from the most to the least specific:
   blocks put a class token first when that cannot be read from the token count (PVT, CvT);
 - :data:`EXCLUDED`: model types transformers lists for image classification that ``hf:``
   cannot read, each with the reason and what to do instead;
-- everything else goes by the general rule of :mod:`lab.backbones._hf` (blocks from the
+- everything else goes by the general rule of :mod:`lab.backbones._hf_taps` (blocks from the
   model's structure, prefix tokens from the token count and the patch grid).
 
 :data:`SUPPORTED` lists the model types the test suite builds and loads (tiny random
