@@ -204,7 +204,7 @@ class _Sink:
 
 
 @contextlib.contextmanager
-def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, pooling: str, stop_after: str | None):
+def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, stop_after: str | None):
     """Forward hooks that pool each tap into ``sink``; always removed on exit."""
     handles = []
 
@@ -254,8 +254,7 @@ def _eval_mode(model: torch.nn.Module):
     """Eval mode for the duration; restore every module's previous flag afterwards.
 
     Nothing to do (and nothing to restore) when no module is training: flipping and restoring every
-    module's flag costs milliseconds of host time for a large model, which a GPU forward that waits
-    on the host would pay on every call."""
+    module's flag is host time that a GPU forward waiting on the host pays on every call."""
     flags = [(m, m.training) for m in model.modules() if m.training]
     if not flags:
         yield
@@ -379,7 +378,7 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     oom = out_of_memory_hint("feature extraction", "eval_batch_size (lab.features.extract's batch_size)",
                              getattr(batches, "batch_size", None) or batch_size, device)
 
-    with oom, _eval_mode(model), _tap_hooks(bb, hooked, sink, pooling, stop_after), torch.no_grad():
+    with oom, _eval_mode(model), _tap_hooks(bb, hooked, sink, stop_after), torch.no_grad():
         for batch in batches:
             if should_stop is not None and should_stop():
                 of = total if total is not None else "?"
