@@ -2,8 +2,8 @@
 
 At server start: make the checkout importable, import the heavy libraries once
 (so the first Run does not pay for them), start umap's JIT warm-up in the
-background (:func:`app.resources.warm_up`) and compile Datashader's kernels for the
-embedding explorer (:func:`app._embedding_plot.warm_up`).
+background (:func:`app.base.resources.warm_up`) and compile Datashader's kernels for the
+embedding explorer (:func:`app.explorer._plot.warm_up`).
 """
 import logging
 import sys
@@ -18,10 +18,10 @@ def _preload():
         import lab.runs  # noqa: F401  (torch, timm, the engine)
         import lab.data  # noqa: F401
         import lab.metrics  # noqa: F401
-        from app.resources import warm_up
+        from app.base.resources import warm_up
 
         warm_up()
-        from app._embedding_plot import warm_up as warm_up_embedding
+        from app.explorer._plot import warm_up as warm_up_embedding
 
         warm_up_embedding()
     except Exception as exc:  # the app still works; the first run just starts slower

@@ -8,11 +8,10 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from .config_panel import ConfigPanel
-from .live import LiveView
-from .runner import RunControl
-from .runs_panel import RunsPanel
-from .studies_panel import StudiesPanel
+from .choose import ConfigPanel
+from .compare import RunsPanel
+from .live import LiveView, RunControl
+from .studies import StudiesPanel
 
 __all__ = ["LayerScope"]
 

@@ -109,7 +109,7 @@ def _server_side(n: int, repeats: int = 5) -> list[float]:
     import holoviews as hv
     import numpy as np
 
-    from app.embedding import EmbeddingView
+    from app.explorer.embedding import EmbeddingView
 
     hv.extension("bokeh", logo=False)
     rng = np.random.default_rng(0)

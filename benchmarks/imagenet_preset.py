@@ -1,6 +1,6 @@
 """The ImageNet-pretrained preset at a few input sizes: what the input size buys, and what it costs.
 
-Issue 33 (part 3): ``app.presets.IMAGENET_PRESET`` fine-tunes Google's EfficientNet-Lite0 (ImageNet-1k,
+Issue 33 (part 3): ``app.choose.presets.IMAGENET_PRESET`` fine-tunes Google's EfficientNet-Lite0 (ImageNet-1k,
 offline from an installed package) on the 15 seen glyph styles and measures the 5 withheld ones at every
 tapped block. The glyphs are 64 px; ImageNet models were trained on 224 px photos, so a larger input
 may fit their filters better, at a cost in time that grows with the pixels. This script runs the
@@ -33,8 +33,8 @@ from benchmarks._results import add_save_option, recording  # noqa: E402
 def preset_config(seed: int, img_size: int, epochs: int | None = None):
     """The ImageNet preset's RunConfig for one seed and input size, as the app's Start builds it."""
     import lab
-    from app._config_fields import FORM_DEFAULTS
-    from app.presets import IMAGENET_PRESET, PRESETS
+    from app.choose._fields import FORM_DEFAULTS
+    from app.choose.presets import IMAGENET_PRESET, PRESETS
 
     fields = dict(PRESETS[IMAGENET_PRESET]["config"])
     split = lab.data.Split.paper_default(fields["dataset"])
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
 
 
 def _measure(args: argparse.Namespace) -> int:
-    from app.presets import IMAGENET_PRESET
+    from app.choose.presets import IMAGENET_PRESET
 
     cfg = preset_config(args.seed, args.sizes[0], args.epochs)
     print(f"{IMAGENET_PRESET}: {cfg.backbone}, {cfg.strategy} fine-tuning, {cfg.n_epochs} epochs, "

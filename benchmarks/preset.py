@@ -1,6 +1,6 @@
 """The default preset, headless, as a user starts it: seen held-out accuracy and wall time per seed.
 
-Issue 23's goal: the app's default preset (``app.presets.DEFAULT_PRESET``: the zoo's glyph ResNet-18
+Issue 23's goal: the app's default preset (``app.choose.presets.DEFAULT_PRESET``: the zoo's glyph ResNet-18
 fully fine-tuned on the 15 seen glyph styles, every metric and UMAP on) reaches a seen held-out
 accuracy of >= 0.90 (mean of 3 seeds, each >= 0.88) within its default epochs, in <= 5 minutes per
 run on a 2-core CPU. Each seed runs in a fresh process (``lab.run`` on the preset's config, stored in
@@ -37,8 +37,8 @@ GOAL_MEAN, GOAL_EACH, GOAL_SECONDS = 0.90, 0.88, 300.0
 def preset_config(seed: int, epochs: int | None = None):
     """The default preset's RunConfig for one seed, as the app's Start builds it."""
     import lab
-    from app._config_fields import FORM_DEFAULTS
-    from app.presets import DEFAULT_PRESET, PRESETS
+    from app.choose._fields import FORM_DEFAULTS
+    from app.choose.presets import DEFAULT_PRESET, PRESETS
 
     fields = dict(PRESETS[DEFAULT_PRESET]["config"])
     split = lab.data.Split.paper_default(fields["dataset"])
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
 
 
 def _measure(args: argparse.Namespace) -> int:
-    from app.presets import DEFAULT_PRESET
+    from app.choose.presets import DEFAULT_PRESET
 
     cfg = preset_config(0, args.epochs)
     print(f"{DEFAULT_PRESET}: {cfg.backbone}, {cfg.strategy} fine-tuning, {cfg.n_epochs} epochs, lr {cfg.learning_rate:g}, "

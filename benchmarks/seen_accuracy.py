@@ -2,7 +2,7 @@
 
 Issue 12 asked the default preset ("Which layer generalizes (glyphs, 15/5)") to reach 90 % seen
 held-out accuracy. This script measures where the errors are: it fine-tunes the preset's backbone
-on the preset's split with the preset's recipe (``app.presets``, so the settings have one source),
+on the preset's split with the preset's recipe (``app.choose.presets``, so the settings have one source),
 scores the held-out images of the 15 seen styles the way the run engine does (``lab.features.extract``
 of ``pre_logits``, ``FineTuner.logits_from_features``, ``FineTuner.score``), and prints per-style accuracy, the styles each one is taken for, and *groups*:
 styles joined when they are mistaken for each other in at least ``--group-at`` of their images.
@@ -80,7 +80,7 @@ def _measure(args: argparse.Namespace) -> int:
     from sklearn.metrics import confusion_matrix
 
     import lab
-    from app.presets import DEFAULT_PRESET, PRESETS
+    from app.choose.presets import DEFAULT_PRESET, PRESETS
     from lab import backbones, features, finetune
     from lab.data import glyphs
     from lab.runs import prepare_data

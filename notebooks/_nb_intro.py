@@ -111,7 +111,7 @@ reloaded, compared and exported to a notebook.
 '''),
         code(RUN_HELPER),
         code('''
-from app.presets import DEFAULT_PRESET, PRESETS  # noqa: E402
+from app.choose import DEFAULT_PRESET, PRESETS  # noqa: E402
 
 preset = dict(PRESETS[DEFAULT_PRESET]["config"])   # the app's default run: the zoo ResNet-18, fine-tuned
 cfg = lab.RunConfig(name="quickstart", **dict(preset, seen=split.seen, unseen=split.unseen))

@@ -37,7 +37,7 @@ same tables, toy numbers.
         code(FAST_SWITCH),
         code(RUN_HELPER),
         code('''
-from app.presets import DEFAULT_PRESET, PRESETS
+from app.choose import DEFAULT_PRESET, PRESETS
 
 recipe = {key: PRESETS[DEFAULT_PRESET]["config"][key] for key in ("epochs", "lr")}   # the app's default recipe
 split = lab.data.Split.paper_default("glyphs")

@@ -54,7 +54,7 @@ import pandas as pd
 
 import app
 from app import study_plots                   # the HoloViews figures of the app's Studies tab
-from app.studies_panel import shipped_specs   # the YAML specs in studies/, by file name
+from app.studies import shipped_specs         # the YAML specs in studies/, by file name
 from lab.study import figures                 # the papers' figures' data, every number from lab.analysis
 
 app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline

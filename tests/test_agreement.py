@@ -62,7 +62,7 @@ def test_the_cli_agrees(tiny_run, reference, cli):
 
 
 def test_the_app_model_agrees(tiny_run, reference):
-    from app._model import RunModel, verdict_html
+    from app.live._model import RunModel, verdict_html
 
     _, _, events = tiny_run
     model = RunModel()
@@ -91,7 +91,7 @@ def test_the_exported_notebook_agrees(tiny_run, reference, tmp_path):
 def test_identical_taps_agree_everywhere(tmp_path, cli, one_thread):
     """A run whose last hidden block *is* its pooled output (a 1-block MLP: fc1 == pre_logits): every
     consumer reports the final representation, whichever of the two won by floating-point noise."""
-    from app._model import RunModel
+    from app.live._model import RunModel
     from lab.runs import run
     from lab.store import RunStore
     from tests.conftest import TINY

@@ -5,6 +5,7 @@ The live view and the Choose form have files of their own (test_app_live.py, tes
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import holoviews as hv
 import panel as pn
@@ -22,7 +23,7 @@ def live():
 
 # ------------------------------------------------------------------ RunControl
 def test_bad_input_does_not_start_a_run(live):
-    from app.runner import RunControl
+    from app.live.runner import RunControl
 
     def bad():
         raise ValueError("unknown model 'resnet1800'; did you mean 'resnet18'?")
@@ -36,8 +37,8 @@ def test_bad_input_does_not_start_a_run(live):
 def test_second_run_queues_on_a_busy_device_and_stop_cancels_the_wait(live):
     import lab
 
-    from app.resources import shared
-    from app.runner import RunControl
+    from app.base.resources import shared
+    from app.live.runner import RunControl
 
     cfg = lab.RunConfig(dataset="digits", backbone="mlp:depth=2,width=16", epochs=1, n_unseen=3, device="cpu")
     control = RunControl(live, lambda: cfg, store=False)
@@ -62,7 +63,7 @@ def test_second_run_queues_on_a_busy_device_and_stop_cancels_the_wait(live):
 def test_a_name_that_cannot_load_is_refused_before_the_run_starts(live, fields, message):
     import lab
 
-    from app.runner import RunControl
+    from app.live.runner import RunControl
 
     cfg = lab.RunConfig(epochs=1, **{"n_unseen": 3, **fields})
     control = RunControl(live, lambda: cfg, store=False)
@@ -75,7 +76,7 @@ def test_a_name_that_cannot_load_is_refused_before_the_run_starts(live, fields, 
 def test_a_refusal_after_a_failed_run_shows_the_refusal_not_the_old_failure(live):
     import lab
 
-    from app.runner import RunControl
+    from app.live.runner import RunControl
 
     failing = lab.RunConfig(epochs=1, dataset="digits", backbone="mlp", n_unseen=9)
     control = RunControl(live, lambda: failing, store=False)
@@ -89,7 +90,7 @@ def test_a_refusal_after_a_failed_run_shows_the_refusal_not_the_old_failure(live
 def test_bad_input_to_the_engine_becomes_a_readable_alert(live):
     import lab
 
-    from app.runner import RunControl
+    from app.live.runner import RunControl
 
     cfg = lab.RunConfig(epochs=1, dataset="digits", backbone="mlp", n_unseen=9)
     control = RunControl(live, lambda: cfg, store=False)
@@ -101,7 +102,7 @@ def test_bad_input_to_the_engine_becomes_a_readable_alert(live):
 
 
 def test_readable_error():
-    from app.runner import readable_error
+    from app.live.runner import readable_error
 
     assert readable_error(ValueError("bad checkpoint")) == "bad checkpoint"
     bug = readable_error(RuntimeError("boom"))     # a genuine bug: its traceback is kept in a named file
@@ -141,7 +142,7 @@ def test_runs_panel_lists_compares_exports_and_deletes(tmp_path, make_run):
 
     import lab
 
-    from app.runs_panel import RunsPanel
+    from app.compare.runs_panel import RunsPanel
 
     store = lab.RunStore(tmp_path / "runs")
     ids = [_stored_run(make_run, store, "first"), _stored_run(make_run, store, "second")]
@@ -167,7 +168,7 @@ def test_runs_panel_lists_compares_exports_and_deletes(tmp_path, make_run):
 
 @pytest.mark.slow
 def test_compare_tab_explores_the_layouts_of_a_selected_run(tiny_run, make_run):
-    from app.runs_panel import RunsPanel
+    from app.compare.runs_panel import RunsPanel
 
     store, run_id, _ = tiny_run
     panel = RunsPanel(store)
@@ -212,7 +213,7 @@ def test_compare_tab_shows_the_cka_of_two_runs_layer_by_layer(tmp_path):
     import lab
     from lab.metrics import cka
 
-    from app.runs_panel import RunsPanel
+    from app.compare.runs_panel import RunsPanel
 
     store = lab.RunStore(tmp_path / "runs")
     a, b = _run_with_embeddings(store, "a"), _run_with_embeddings(store, "b", rotate=0.5)
@@ -250,7 +251,7 @@ def test_compare_tab_shows_the_cka_of_two_runs_layer_by_layer(tmp_path):
 def test_export_failure_is_a_message_not_a_traceback(tmp_path):
     import lab
 
-    from app.runs_panel import RunsPanel
+    from app.compare.runs_panel import RunsPanel
 
     store = lab.RunStore(tmp_path / "runs")
     panel = RunsPanel(store)
@@ -269,11 +270,24 @@ def test_app_package_exports_the_top_level_component(tmp_path):
     assert isinstance(scope, pn.viewable.Viewer)
     assert isinstance(scope.__panel__(), pn.layout.Row)
     assert set(app.__all__) >= {"LayerScope", "LiveView", "ConfigPanel", "RunsPanel"}
+    from app import plots, similarity_plots, study_plots      # what exported notebooks import
+
+    assert [m.__name__ for m in (plots, similarity_plots, study_plots)] == [
+        "app.base.plots", "app.compare.similarity_plots", "app.studies.study_plots"]
 
 
 # ------------------------------------------------------------------ Studies tab
+def test_shipped_specs_are_the_repositorys_studies_folder(monkeypatch):
+    """The specs shipped in studies/ at the repository root, wherever the Studies package sits in app/."""
+    from app.studies import shipped_specs
+
+    monkeypatch.delenv("LAB_STUDIES_DIR", raising=False)
+    root = Path(__file__).resolve().parents[1] / "studies"
+    assert shipped_specs() == {p.name: p for p in [*root.glob("*.yaml"), *root.glob("*.yml")]} != {}
+
+
 def test_switching_study_specs_shows_the_new_specs_cells(tmp_path, monkeypatch):
-    from app.studies_panel import StudiesPanel
+    from app.studies.studies_panel import StudiesPanel
     from lab.store import RunStore
 
     base = "base: {dataset: digits, backbone: mlp, epochs: 1}\n"

@@ -6,8 +6,8 @@ import pytest
 
 # ------------------------------------------------------------------ ConfigPanel
 def test_preset_fills_the_config():
-    from app.config_panel import ConfigPanel
-    from app.presets import TINY_PRESET
+    from app.choose.config_panel import ConfigPanel
+    from app.choose.presets import TINY_PRESET
 
     panel = ConfigPanel()
     panel.apply_preset(TINY_PRESET)
@@ -19,7 +19,7 @@ def test_preset_fills_the_config():
 def test_a_fresh_form_is_runconfig_except_the_listed_differences():
     import dataclasses
 
-    from app.config_panel import FORM_DEFAULTS, ConfigPanel
+    from app.choose.config_panel import FORM_DEFAULTS, ConfigPanel
 
     import lab
     from lab.config import RunConfig
@@ -42,7 +42,7 @@ def test_a_fresh_form_is_runconfig_except_the_listed_differences():
 def test_form_fields_come_from_the_dataclass():
     import dataclasses
 
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     from lab.catalogue import METRICS
     from lab.config import FIELD_CHOICES, RunConfig
@@ -65,14 +65,14 @@ def test_form_fields_come_from_the_dataclass():
 
 
 def test_default_preset_uses_the_papers_split():
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     cfg = ConfigPanel().to_config()
     assert cfg.dataset == "glyphs" and len(cfg.unseen) == 5 and len(cfg.seen) == 15
 
 
 def test_params_drive_the_config():
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     panel = ConfigPanel()
     panel.param.update(strategy="layer", block="layer3", seeds="0, 1, 2", epochs=5, lr=0.001, label_noise=0.2,
@@ -88,7 +88,7 @@ def test_params_drive_the_config():
 
 
 def test_split_by_hand():
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     panel = ConfigPanel()
     panel.apply_preset("Tiny demo (fast)")
@@ -105,7 +105,7 @@ def test_split_by_hand():
     ({"backbone": ""}, "backbone must be a model name"),
 ])
 def test_bad_choices_raise_readable_errors_and_show_them(change, message):
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     panel = ConfigPanel()
     panel.apply_preset("Tiny demo (fast)")
@@ -116,7 +116,7 @@ def test_bad_choices_raise_readable_errors_and_show_them(change, message):
 
 
 def test_unreadable_folder_shows_an_alert(tmp_path):
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     panel = ConfigPanel()
     panel.param.update(dataset="folder", data_path=str(tmp_path / "missing"))
@@ -124,7 +124,7 @@ def test_unreadable_folder_shows_an_alert(tmp_path):
 
 
 def test_two_config_panels_do_not_share_state():
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     a, b = ConfigPanel(), ConfigPanel()
     a.param.update(backbone="vit_tiny_patch16_224", split_mode="by hand", unseen_classes=[])
@@ -133,7 +133,7 @@ def test_two_config_panels_do_not_share_state():
 
 
 def test_gallery_names_every_glyph_style_and_marks_a_cut_name():
-    from app.config_panel import ConfigPanel
+    from app.choose.config_panel import ConfigPanel
 
     panel = ConfigPanel()            # the default preset: the 20 glyph styles
     html = panel._gallery.object

@@ -188,7 +188,7 @@ def test_class_names_cannot_close_the_plot_script_tag(live):
 
 
 def test_hover_thumbnails_come_from_the_thumbnail_source(live):
-    from app._thumbs import ThumbnailSource
+    from app.base._thumbs import ThumbnailSource
 
     live.set_thumbnails(ThumbnailSource(lambda i, size=32: f"data:image/png;base64,{i}"))
     live.consume(list(synthetic_run(epochs=0)))
@@ -290,7 +290,7 @@ def _with_cka_initial(events, layers=LAYERS):
 def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live):
     from bokeh.document import Document
 
-    from app.similarity_plots import CKA_INITIAL_CAPTION
+    from app.compare.similarity_plots import CKA_INITIAL_CAPTION
 
     live.__panel__().get_root(Document())
     live.consume(_with_cka_initial(list(synthetic_run(epochs=2, seeds=(0, 1)))))
@@ -320,7 +320,7 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
 
 # ------------------------------------------------------------------ RunModel (the events behind the view)
 def test_eta_comes_from_the_pace_of_training_epochs():
-    from app._model import RunModel
+    from app.live._model import RunModel
 
     events = list(synthetic_run(epochs=3))
     model = RunModel()
@@ -337,7 +337,7 @@ def test_eta_comes_from_the_pace_of_training_epochs():
 
 
 def test_summary_table_is_lab_analysis_with_ddof_1():
-    from app._model import RunModel
+    from app.live._model import RunModel
 
     from lab import analysis
 
@@ -355,7 +355,7 @@ def test_summary_table_is_lab_analysis_with_ddof_1():
 
 
 def test_verdict_states_only_what_was_measured():
-    from app._model import RunModel, verdict_html
+    from app.live._model import RunModel, verdict_html
 
     from lab import analysis
 
@@ -377,7 +377,7 @@ def test_verdict_states_only_what_was_measured():
 
 
 def test_verdict_reports_a_tap_with_the_final_features_as_the_final_representation():
-    from app._model import RunModel, verdict_html
+    from app.live._model import RunModel, verdict_html
 
     model = RunModel()
     events = list(synthetic_run(epochs=1))
@@ -393,7 +393,7 @@ def test_verdict_reports_a_tap_with_the_final_features_as_the_final_representati
 
 
 def test_verdict_quotes_the_bootstrap_share_and_interval_of_the_best_layer():
-    from app._model import RunModel, verdict_html
+    from app.live._model import RunModel, verdict_html
 
     from lab.events import LayerConfidence
 
@@ -414,7 +414,7 @@ def test_verdict_quotes_the_bootstrap_share_and_interval_of_the_best_layer():
 
 
 def test_verdict_while_seeds_are_still_running():
-    from app._model import RunModel, verdict_html
+    from app.live._model import RunModel, verdict_html
 
     model = RunModel()
     events = [e for e in synthetic_run(epochs=1, seeds=(0, 1)) if e.kind != "run_finished"]
@@ -448,7 +448,7 @@ class _FakeDoc(Document):
 
 
 def test_dispatcher_batches_items_from_a_worker_thread_onto_the_document():
-    from app._dispatch import DocDispatcher
+    from app.base._dispatch import DocDispatcher
 
     doc, applied = _FakeDoc(), []
     dispatcher = DocDispatcher(applied.append, doc=doc, min_interval=0.0)

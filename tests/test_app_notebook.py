@@ -18,7 +18,7 @@ def _decode(data_url: str) -> str:
 def test_panel_css_urls_become_the_installed_files():
     from panel.io.resources import CDN_DIST, DIST_DIR
 
-    from app.resources import local_stylesheet_url
+    from app.base.resources import local_stylesheet_url
 
     url = local_stylesheet_url(f"{CDN_DIST}css/button.css")
     assert _decode(url) == (DIST_DIR / "css" / "button.css").read_text(encoding="utf-8")
@@ -41,7 +41,7 @@ def test_serialized_documents_carry_no_cdn_stylesheet():
     from bokeh.document import Document
     from panel.io.resources import set_resource_mode
 
-    from app.resources import offline_stylesheets
+    from app.base.resources import offline_stylesheets
 
     def rendered() -> str:
         doc = Document()
@@ -64,7 +64,7 @@ def test_serialized_documents_carry_no_cdn_stylesheet():
 
 
 def test_worker_updates_run_on_the_kernel_loop_thread():
-    from app._dispatch import DocDispatcher
+    from app.base._dispatch import DocDispatcher
 
     loop = asyncio.new_event_loop()
     try:
@@ -97,8 +97,8 @@ def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
     from panel.io.state import state
     from panel.viewable import MimeRenderMixin
 
-    from app._dispatch import DocDispatcher
-    from app._doclock import install
+    from app.base._dispatch import DocDispatcher
+    from app.base._doclock import install
 
     install()
     doc, ref, order = Document(), "layerscope-test-view", []

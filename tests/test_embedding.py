@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("datashader")
 hv = pytest.importorskip("holoviews")
 
-from app._embedding_data import points_in_polygon  # noqa: E402
-from app.embedding import EmbeddingView  # noqa: E402
+from app.explorer._data import points_in_polygon  # noqa: E402
+from app.explorer.embedding import EmbeddingView  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -246,7 +246,7 @@ def test_layouts_take_features_that_require_grad_and_labels_off_the_host(fake_cu
 
 def test_embedding_view_takes_tensors_off_the_host():
     pytest.importorskip("panel")          # the app's explorer (the GPU check's machine has no Panel)
-    from app.embedding import EmbeddingView
+    from app.explorer.embedding import EmbeddingView
 
     X, y = _blobs()
     coords = torch.from_numpy(projection.pca_layout(X)).requires_grad_()
@@ -260,7 +260,7 @@ def test_embedding_view_takes_tensors_off_the_host():
 def test_no_numpy_entry_point_reads_a_tensor_with_np_asarray():
     import inspect
 
-    from app import _embedding_data
+    from app.explorer import _data as _embedding_data
     from lab import projection_budget
 
     for fn in (projection.umap_layout, projection.Projector.submit, projection_budget.fit_subset,

@@ -250,7 +250,7 @@ def test_the_cli_refuses_a_missing_gpu_with_status_2_before_any_run_starts(monke
 def test_the_app_refuses_a_missing_gpu_with_an_alert(monkeypatch):
     pytest.importorskip("panel")
     from app.live import LiveView
-    from app.runner import RunControl
+    from app.live.runner import RunControl
 
     _fake_cuda(monkeypatch, n=1)
     live = LiveView()
@@ -261,7 +261,7 @@ def test_the_app_refuses_a_missing_gpu_with_an_alert(monkeypatch):
 
 
 def test_device_locks_key_cuda_and_cuda0_as_one_device(monkeypatch):
-    from app.resources import DeviceLocks
+    from app.base.resources import DeviceLocks
 
     _fake_cuda(monkeypatch, n=2)
     locks = DeviceLocks()
@@ -278,8 +278,8 @@ def test_the_studies_tab_holds_the_local_devices_while_a_study_runs(monkeypatch,
     pytest.importorskip("panel")
     from types import SimpleNamespace
 
-    from app.resources import shared
-    from app.studies_panel import StudiesPanel, study_device_keys
+    from app.base.resources import shared
+    from app.studies.studies_panel import StudiesPanel, study_device_keys
     from lab.store import RunStore
 
     monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)

@@ -155,7 +155,7 @@ def test_the_card_states_source_licence_and_published_top1():
 
 
 def test_the_imagenet_preset_uses_the_paper_split_next_to_the_glyph_zoo_one():
-    from app.presets import DEFAULT_PRESET, IMAGENET_PRESET, PRESETS
+    from app.choose.presets import DEFAULT_PRESET, IMAGENET_PRESET, PRESETS
 
     names = list(PRESETS)
     assert names.index(IMAGENET_PRESET) == names.index(DEFAULT_PRESET) + 1
@@ -169,8 +169,8 @@ def test_the_imagenet_preset_uses_the_paper_split_next_to_the_glyph_zoo_one():
 
 
 def test_the_choose_form_builds_the_imagenet_presets_config():
-    from app.config_panel import ConfigPanel
-    from app.presets import IMAGENET_PRESET, PRESETS
+    from app.choose.config_panel import ConfigPanel
+    from app.choose.presets import IMAGENET_PRESET, PRESETS
 
     import lab
 

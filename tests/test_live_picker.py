@@ -110,7 +110,7 @@ def test_a_replayed_run_opens_on_its_best_layer(live):
 def test_a_stored_run_replayed_opens_where_the_compare_tab_does(tiny_run):
     """The engine's own events of a stored run: the live view, the store's summary and the Compare tab's
     explorer name one best layer."""
-    from app.embedding import EmbeddingView
+    from app.explorer.embedding import EmbeddingView
     from app.live import LiveView
 
     store, run_id, events = tiny_run

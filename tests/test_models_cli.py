@@ -124,7 +124,7 @@ def test_a_cache_variable_that_points_at_no_folder_is_one_line(tmp_path, monkeyp
 
 
 def test_the_picker_lists_offline_models_first_and_marks_them(filled_caches):
-    from app._config_widgets import backbone_choices, offline_backbones, offline_note_html
+    from app.choose._widgets import backbone_choices, offline_backbones, offline_note_html
 
     offline = offline_backbones()
     names = [m.name for m in offline]

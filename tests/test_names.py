@@ -245,7 +245,7 @@ def _shipped_configs():
         for backbone in axes.get("backbone", [base.get("backbone", "resnet18")]):
             for dataset in axes.get("dataset", [base.get("dataset", "glyphs")]):
                 out.append(pytest.param(dataset, backbone, id=f"{path.stem}-{backbone}-{dataset}"))
-    presets = importlib.import_module("app.presets")
+    presets = importlib.import_module("app.choose.presets")
     for title, preset in presets.PRESETS.items():
         cfg = preset["config"]
         out.append(pytest.param(cfg["dataset"], cfg["backbone"], id=f"preset-{title}"))

@@ -73,8 +73,8 @@ def test_meta_json_holds_the_timings_of_the_run_and_of_every_epoch(store, capsys
 
 
 def test_the_live_status_line_says_where_the_last_epoch_went():
-    from app._live_text import status_html
-    from app._model import RunModel
+    from app.live._text import status_html
+    from app.live._model import RunModel
     from lab import events as ev
 
     model = RunModel()

@@ -213,7 +213,7 @@ def test_a_study_without_transferability_scores_says_so_in_one_line(tmp_path):
 def test_the_studies_tab_shows_the_intervals_and_the_transfer_comparison(study_store, tmp_path, monkeypatch):
     import yaml
 
-    from app.studies_panel import StudiesPanel
+    from app.studies.studies_panel import StudiesPanel
 
     study, store = study_store
     (tmp_path / "transfer.yaml").write_text(yaml.safe_dump(study.to_dict()))

@@ -35,7 +35,7 @@ def _title_px(text: str) -> float:
 
 
 def _frame(rows, *, split="unseen"):
-    """A curves frame (as app._live_streams.curves_data gives it) from (epoch, layer, mean, std, low, high)."""
+    """A curves frame (as app.live._streams.curves_data gives it) from (epoch, layer, mean, std, low, high)."""
     frame = pd.DataFrame(rows, columns=["epoch", "layer", "mean", "std", "low", "high"])
     return frame.assign(split=split)
 
@@ -48,7 +48,7 @@ def _bokeh_y(element) -> tuple[float, float]:
 # ------------------------------------------------------------------ 1. titles
 @pytest.mark.parametrize("interval", [False, True])
 def test_every_curve_title_line_fits_beside_the_toolbar_at_the_least_width(interval):
-    from app.live import CURVE_SPECS, CURVE_WIDTH
+    from app.live.view import CURVE_SPECS, CURVE_WIDTH
 
     for metric, splits in CURVE_SPECS:
         frame = _frame([(0, name, 0.5, np.nan, 0.4, 0.6) for name in LAYERS])
@@ -129,7 +129,7 @@ def test_the_live_nmi_axis_is_its_own_beside_the_compare_tabs_nmi_plot(tmp_path)
 
 # ------------------------------------------------------------------ 4. widths
 def test_the_live_plots_and_the_layout_grow_with_the_page():
-    from app.live import CURVE_WIDTH, LiveView
+    from app.live.view import CURVE_WIDTH, LiveView
 
     live = LiveView()
     root = pn.Row(live, width=1000)

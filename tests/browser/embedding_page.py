@@ -12,7 +12,7 @@ import numpy as np
 import panel as pn
 
 import app
-from app.embedding import EmbeddingView
+from app.explorer.embedding import EmbeddingView
 
 app.extension()
 

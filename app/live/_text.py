@@ -1,6 +1,6 @@
 """The live view's text: its status line, its end-of-run message and its placeholders.
 
-Plain functions of a :class:`~app._model.RunModel` that return HTML or Markdown; they state
+Plain functions of a :class:`~app.live._model.RunModel` that return HTML or Markdown; they state
 what was measured and draw no conclusion.
 """
 from __future__ import annotations

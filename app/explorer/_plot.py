@@ -2,7 +2,7 @@
 
 Below the view's threshold every point is a Bokeh glyph (hover names its class and image); above it the
 layout is rasterized on the server by Datashader (one RGBA image per pan or zoom, whatever the number of
-points), coloured per class with :func:`app.plots.class_colors`, and HoloViews' server-side hover names the
+points), coloured per class with :func:`app.base.plots.class_colors`, and HoloViews' server-side hover names the
 class and image of the point under the pointer (``selector=first(row)``: only the hovered pixel's values
 travel). The selection is drawn on top, in the class colours with a dark rim, at every layout.
 """

@@ -8,8 +8,8 @@ image beside the plot. A lasso or box selection sets :attr:`~EmbeddingView.selec
 Python can set too; the same images are then highlighted at every layer and epoch, and in side-by-side mode at
 two layers at once, so that one sees where a group of images from one layer goes in another.
 
-Its data (checked arrays, stored and live layouts, lasso hits) come from :mod:`app._embedding_data`, its
-elements from :mod:`app._embedding_plot`.
+Its data (checked arrays, stored and live layouts, lasso hits) come from :mod:`app.explorer._data`, its
+elements from :mod:`app.explorer._plot`.
 
 Examples
 --------
@@ -29,9 +29,10 @@ import pandas as pd
 import panel as pn
 import param
 
-from . import _embedding_plot as ep
-from . import plots
-from ._embedding_data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, points_in_box, \
+from app.base import plots
+
+from . import _plot as ep
+from ._data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, points_in_box, \
     points_in_polygon
 
 __all__ = ["EmbeddingView"]
@@ -174,7 +175,7 @@ class EmbeddingView(pn.viewable.Viewer):
         return view
 
     def set_source(self, source, layer: str | None = None, epoch: int | None = None) -> None:
-        """Show ``source`` (see :mod:`app._embedding_data`): selection cleared, plots rebuilt."""
+        """Show ``source`` (see :mod:`app.explorer._data`): selection cleared, plots rebuilt."""
         self._source = source
         indices = np.asarray(source.indices, dtype=np.int64)
         order = np.argsort(indices, kind="stable")

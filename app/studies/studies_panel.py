@@ -1,7 +1,7 @@
 """The Studies tab: pick a study spec, run it on a local Dask cluster, watch its cells and figures fill in.
 
 The study runs in a worker thread (:meth:`lab.study.Study.run`); its events reach the page through a
-:class:`~app._dispatch.DocDispatcher`, so no widget is touched off the session's thread. Figures are
+:class:`~app.base._dispatch.DocDispatcher`, so no widget is touched off the session's thread. Figures are
 re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land.
 """
 from __future__ import annotations
@@ -15,8 +15,9 @@ import holoviews as hv
 import panel as pn
 import param
 
-from . import resources
-from ._dispatch import DocDispatcher
+from app.base import resources
+from app.base._dispatch import DocDispatcher
+
 from .study_plots import (
     accuracy_vs_g, collapse_curves, generalization_text, grid_heatmap, layer_depth_curves, rank_text, transfer_text,
     transfer_vs_g,
@@ -29,9 +30,9 @@ _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience"
 
 
 def shipped_specs() -> dict[str, Path]:
-    """The study specs shipped in ``studies/`` next to the package, plus those in the folders of
+    """The study specs shipped in ``studies/`` next to the ``app`` package, plus those in the folders of
     ``$LAB_STUDIES_DIR`` (os.pathsep-separated), by file name."""
-    folders = [Path(__file__).resolve().parent.parent / "studies"]
+    folders = [Path(__file__).resolve().parents[2] / "studies"]
     folders += [Path(p) for p in os.environ.get("LAB_STUDIES_DIR", "").split(os.pathsep) if p]
     specs = {}
     for folder in folders:

@@ -16,10 +16,12 @@ import param
 from lab.export import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
-from . import plots, similarity_plots
-from ._embedding_data import StoredLayouts
-from ._notify import notify as _notify
-from .embedding import EmbeddingView
+from app.base import plots
+from app.base._notify import notify as _notify
+from app.explorer._data import StoredLayouts
+from app.explorer.embedding import EmbeddingView
+
+from . import similarity_plots
 
 __all__ = ["RunsPanel"]
 

@@ -21,7 +21,7 @@ ipywidgets route iterates the document's models while sending. Items pushed
 from the loop's own thread outside a flush (a cell feeding a view in a
 ``for`` loop) are applied at once, so a busy cell still shows them. JupyterLab
 may hand the view's own comm messages to another thread (a kernel subshell):
-flushes and those handlers take the document's lock (:mod:`app._doclock`).
+flushes and those handlers take the document's lock (:mod:`app.base._doclock`).
 
 Without a session or a loop (tests, scripts) items are applied at once, in
 the caller's thread, under a lock.

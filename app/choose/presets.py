@@ -87,4 +87,4 @@ PRESETS = MappingProxyType({
     }),
 })
 """Preset name -> {"about", "split_mode", "config" (RunConfig fields), "view" (LiveView params)}.
-Fields a preset leaves out take the fresh form's value (``app.config_panel.FORM_DEFAULTS``)."""
+Fields a preset leaves out take the fresh form's value (``app.choose.config_panel.FORM_DEFAULTS``)."""

@@ -1,4 +1,4 @@
-"""What the live view's streams carry: one payload function per plot, from a :class:`~app._model.RunModel`.
+"""What the live view's streams carry: one payload function per plot, from a :class:`~app.live._model.RunModel`.
 
 The view owns the streams (``hv.streams.Pipe``/``Buffer``); these functions only compute the data it
 sends them, so a payload is the same whether a plot is being built or updated.
@@ -9,9 +9,10 @@ import pandas as pd
 
 from lab.catalogue import CONFIDENCE_METRICS, METRIC_NAMES
 
-from . import plots
+from app.base import plots
+from app.base._thumbs import ThumbnailSource
+
 from ._model import RunModel
-from ._thumbs import ThumbnailSource
 
 __all__ = ["CURVE_SPECS", "HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
            "cka_initial_data"]

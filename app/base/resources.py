@@ -303,7 +303,7 @@ def extension(*extensions: str, comms: str | None = None, **params) -> None:
 
     from ._doclock import install as install_doc_locks
 
-    install_doc_locks()             # before any view is displayed (see app._doclock)
+    install_doc_locks()             # before any view is displayed (see app.base._doclock)
     offline_stylesheets()
     hv.extension.inline = True      # a later hv.extension (e.g. `import hvplot.pandas`) must not fetch a CDN
     params["inline"] = True

@@ -4,7 +4,7 @@
 :class:`lab.runs.CancelToken`. The worker iterates ``lab.run(config, store=...,
 cancel=token)`` and hands every event to the :class:`~app.live.LiveView` through
 ``LiveView.push`` (thread-safe); it never touches a widget. Before starting it
-takes the device from the process-wide :class:`~app.resources.DeviceLocks`, so a
+takes the device from the process-wide :class:`~app.base.resources.DeviceLocks`, so a
 second run (from another session) waits with a visible "queued" message.
 """
 from __future__ import annotations
@@ -23,10 +23,11 @@ from lab.device import check_device
 from lab.runs.names import check_names
 from lab.runs.projections import notices_to
 
-from ._thumbs import ThumbnailSource
-from .live import LiveView
-from ._notify import notify as _notify
-from .resources import shared
+from app.base._notify import notify as _notify
+from app.base._thumbs import ThumbnailSource
+from app.base.resources import shared
+
+from .view import LiveView
 
 __all__ = ["RunControl", "readable_error"]
 

@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ._thumbs import ThumbnailSource
+from app.base._thumbs import ThumbnailSource
 
 __all__ = ["Layout", "ArrayLayouts", "StoredLayouts", "LiveLayouts", "check_selection", "points_in_polygon",
            "points_in_box", "image_data_uri"]
@@ -307,7 +307,7 @@ class StoredLayouts:
 
 class LiveLayouts:
     """The layouts of the run a :class:`~app.live.LiveView` watches: ``model()`` is its current
-    :class:`~app._model.RunModel`, ``thumbnails()`` its current thumbnail source (either may change).
+    :class:`~app.live._model.RunModel`, ``thumbnails()`` its current thumbnail source (either may change).
 
     Only the seed of the first layout is shown: another seed may split the classes otherwise, and a
     view's layouts must all hold the same images.

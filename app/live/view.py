@@ -3,18 +3,18 @@
 :class:`LiveView` turns the engine's event stream into plots that fill in as
 the run goes: metric-vs-layer curves (one line per epoch, the latest bold, mean ± std band over
 seeds, the bootstrap interval as a dotted band), a layer × epoch heatmap, the 2-D layout of unseen
-embeddings in an :class:`~app.embedding.EmbeddingView` (thumbnails on hover, lasso selection linked
-across layers and epochs; the verdict's best layer until one is picked, see :mod:`app._live_picker`),
+embeddings in an :class:`~app.explorer.embedding.EmbeddingView` (thumbnails on hover, lasso selection linked
+across layers and epochs; the verdict's best layer until one is picked, see :mod:`app.live._picker`),
 training curves, layer utilization with each layer's CKA to its epoch-0 features, and a one-line
 verdict. Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
-:mod:`app._live_streams`, the status line's text from :mod:`app._live_text`, and the redraws
-run in turns through an :class:`~app._redraw.RedrawQueue`.
+:mod:`app.live._streams`, the status line's text from :mod:`app.live._text`, and the redraws
+run in turns through an :class:`~app.base._redraw.RedrawQueue`.
 
 Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
 thread calls :meth:`LiveView.push` instead, which hands events to the session's
-document through a :class:`~app._dispatch.DocDispatcher` (batched, lock-safe).
+document through a :class:`~app.base._dispatch.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
@@ -26,16 +26,18 @@ import param
 
 from lab import events as ev
 
-from . import plots, similarity_plots
-from ._dispatch import DocDispatcher
-from .embedding import EmbeddingView
-from ._live_streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
-                            projection_data)
-from ._live_picker import LayoutPicker
-from ._live_text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
+from app.base import plots
+from app.base._dispatch import DocDispatcher
+from app.base._redraw import RedrawQueue
+from app.base._thumbs import ThumbnailSource
+from app.compare import similarity_plots
+from app.explorer.embedding import EmbeddingView
+
+from ._streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
+                       projection_data)
+from ._picker import LayoutPicker
+from ._text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
-from ._redraw import RedrawQueue
-from ._thumbs import ThumbnailSource
 
 __all__ = ["LiveView", "CURVE_SPECS"]
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from app._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
+from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
                              METRIC_LABELS, _layer_values, _log10, _positive, _width, class_colors, curves_title,
                              epoch_keys, metric_label, plot_text, plot_title, value_range)
 from lab.export import tables
@@ -113,7 +113,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
             tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
                                        ("± std", "@std{0.000}"), ("split", "@split"), ("epoch", "@epoch")])]))
     # the y axis spans the values drawn, bands included, whatever HoloViews' defaults (a range shared with another
-    # plot once spanned 0-1: the live view's panes keep their own axes, see app.live)
+    # plot once spanned 0-1: the live view's panes keep their own axes, see app.live.view)
     return hv.Overlay(elements).redim.range(**{metric: value_range(*drawn_y)}).opts(
         title=curves_title(label, splits, shown_interval), height=height, **_width(width, responsive),
         show_legend=False, xrotation=45,

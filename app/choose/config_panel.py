@@ -3,11 +3,11 @@
 :class:`ConfigPanel` holds every choice in ``param`` parameters and turns them into a
 validated :class:`lab.RunConfig` with :meth:`ConfigPanel.to_config` (ValueError with a
 readable message on bad input). The parameters are built from the dataclass
-(:mod:`app._config_fields`): one per RunConfig field, with its type, default, choices
+(:mod:`app.choose._fields`): one per RunConfig field, with its type, default, choices
 (:data:`lab.config.FIELD_CHOICES`) and the help text of its docstring
 (:meth:`lab.RunConfig.field_docs`). The few values a fresh form deliberately starts from
 instead of RunConfig's defaults are listed, each with its reason, in :data:`FORM_DEFAULTS`.
-Presets fill the parameters; the widgets come from :mod:`app._config_widgets`.
+Presets fill the parameters; the widgets come from :mod:`app.choose._widgets`.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import param
 from lab.catalogue import METRICS
 from lab.config import RunConfig
 
-from ._config_fields import (ADVANCED_FIELDS, DATASETS, FORM_DEFAULTS, OWN_WAY, PATH_KINDS, SPLIT_MODES,
+from ._fields import (ADVANCED_FIELDS, DATASETS, FORM_DEFAULTS, OWN_WAY, PATH_KINDS, SPLIT_MODES,
                              TRAINING_FIELDS, FormDefault, RunConfigFields, to_field, to_parameter)
-from ._config_widgets import (backbone_choices, device_choices, field_widget, gallery_html, generic_widget,
+from ._widgets import (backbone_choices, device_choices, field_widget, gallery_html, generic_widget,
                               offline_backbones, offline_note_html)
 from .presets import DEFAULT_PRESET, PRESETS
-from .resources import shared
+from app.base.resources import shared
 
 __all__ = ["ConfigPanel", "DATASETS", "FORM_DEFAULTS", "FormDefault"]
 
@@ -80,7 +80,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         return [f.name for f in dataclasses.fields(RunConfig) if f.name not in OWN_WAY]
 
     def apply_preset(self, name: str) -> None:
-        """Fill the choices from a preset (see :mod:`app.presets`); fields it does not set take the
+        """Fill the choices from a preset (see :mod:`app.choose.presets`); fields it does not set take the
         fresh form's value (RunConfig's default, or :data:`FORM_DEFAULTS`)."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {list(PRESETS)!r}. Got {name!r} instead.")

@@ -12,7 +12,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from app import plots
+from app.base import plots
 from lab.export import tables
 
 __all__ = ["CKA_INITIAL_CAPTION", "cka_to_initial", "initial_curves", "initial_caption", "cka_heatmap",

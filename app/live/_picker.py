@@ -35,7 +35,7 @@ class LayoutPicker(pn.viewable.Viewer):
     Parameters
     ----------
     model : callable
-        ``model()`` is the :class:`~app._model.RunModel` of the run shown (it changes with each run).
+        ``model()`` is the :class:`~app.live._model.RunModel` of the run shown (it changes with each run).
     best : callable
         ``best()`` is the best layer of the verdict line now, or None before one is measured.
     on_pick : callable

@@ -1,6 +1,6 @@
-"""What every plot of :mod:`app.plots` shares: metric labels and log scales, colours, safe text, axis ranges.
+"""What every plot of :mod:`app.base.plots` shares: metric labels and log scales, colours, safe text, axis ranges.
 
-Private: :mod:`app.plots` re-exports the public names (``from app import plots``).
+Private: :mod:`app.base.plots` re-exports the public names (``from app import plots``).
 """
 from __future__ import annotations
 
@@ -134,5 +134,5 @@ def value_range(*values, padding: float = 0.06) -> tuple[float | None, float | N
 
 def class_colors(classes) -> dict[str, str]:
     """{class name (:func:`plot_text`): colour}: the i-th class gets the i-th category colour, as in
-    :func:`app.plots.projection_points`, so that a class has one colour in every plot of a run."""
+    :func:`app.base.plots.projection_points`, so that a class has one colour in every plot of a run."""
     return {plot_text(name): _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)] for i, name in enumerate(classes)}

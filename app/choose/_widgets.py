@@ -1,6 +1,6 @@
 """Widget pieces of the Choose form: a field's widget, the choice lists, the class gallery.
 
-Plain functions of a Parameterized (the form) or of a dataset; :class:`app.config_panel.ConfigPanel`
+Plain functions of a Parameterized (the form) or of a dataset; :class:`app.choose.config_panel.ConfigPanel`
 assembles them into its layout.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A HoloViews redraw costs 0.1-0.5 s on a busy CPU. Run all at once, the redraws one batch of events
 asks for would keep the session's event loop busy for seconds, and a click on Stop would wait for
 them. :class:`RedrawQueue` runs them in turns: a turn stops after a time budget and asks the view's
-:class:`~app._dispatch.DocDispatcher` for the next one, so the loop reads the browser's messages in
+:class:`~app.base._dispatch.DocDispatcher` for the next one, so the loop reads the browser's messages in
 between.
 """
 from __future__ import annotations

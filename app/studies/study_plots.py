@@ -9,7 +9,7 @@ import holoviews.plotting.bokeh  # noqa: F401 - registers the options of the bok
 import numpy as np
 import pandas as pd
 
-from app.plots import plot_text
+from app.base.plots import plot_text
 from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
 

@@ -1,0 +1,11 @@
+"""The Choose form: dataset, backbone, split and training, as a user fills them in before a run.
+
+:class:`ConfigPanel` is the form (presets, validation, layout) and builds a ``lab.RunConfig``;
+:mod:`app.choose.presets` holds the presets it offers (``PRESETS``, ``DEFAULT_PRESET``), which
+notebooks and benchmarks reuse. ``_fields`` makes the form's parameters from RunConfig's fields and
+``_widgets`` one widget per field.
+"""
+from .config_panel import ConfigPanel
+from .presets import DEFAULT_PRESET, PRESETS
+
+__all__ = ["ConfigPanel", "PRESETS", "DEFAULT_PRESET"]

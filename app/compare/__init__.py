@@ -1,0 +1,10 @@
+"""Compare & export: the stored runs side by side, compared layer by layer, exported to notebooks.
+
+:class:`RunsPanel` is the tab (the runs as a searchable table, overlaid curves, the embedding
+explorer of a selected run, delete, notebook export); :mod:`app.compare.similarity_plots` draws
+linear CKA between layers and runs, in the app and in exported notebooks
+(``from app import similarity_plots``).
+"""
+from .runs_panel import RunsPanel
+
+__all__ = ["RunsPanel"]

@@ -1,0 +1,10 @@
+"""The embedding explorer: a 2-D layout of up to 100k points per layer, with hover thumbnails and a
+lasso selection linked across layers and epochs.
+
+:class:`EmbeddingView` is the component (``EmbeddingView.from_arrays`` for any (N, 2) layout, or a
+run's stored or live layouts); ``_data`` checks and holds the layouts and finds lasso hits, ``_plot``
+builds the Datashader and HoloViews elements.
+"""
+from .embedding import EmbeddingView
+
+__all__ = ["EmbeddingView"]

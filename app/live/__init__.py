@@ -1,0 +1,12 @@
+"""The live view: one run watched epoch by epoch, and the Run/Stop control that starts it.
+
+:class:`LiveView` draws a run's events (metric curves, heatmaps, the verdict, the embedding explorer
+at any layer) from its event model (``_model``); ``_streams`` says what each plot's stream carries,
+``_text`` writes the status line and messages, ``_picker`` chooses the explorer's layer and epoch.
+:class:`RunControl` (``runner``) turns the Choose form's config into a run in a worker thread and
+hands its events to a LiveView.
+"""
+from .runner import RunControl
+from .view import LiveView
+
+__all__ = ["LiveView", "RunControl"]

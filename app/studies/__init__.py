@@ -1,0 +1,9 @@
+"""Studies: many runs over a grid of settings, started, followed and drawn as the papers' figures.
+
+:class:`StudiesPanel` is the tab; :func:`shipped_specs` lists the study specs shipped in
+``studies/``; :mod:`app.studies.study_plots` draws the figures, in the app and in exported study
+notebooks (``from app import study_plots``).
+"""
+from .studies_panel import StudiesPanel, shipped_specs
+
+__all__ = ["StudiesPanel", "shipped_specs"]
