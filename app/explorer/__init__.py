@@ -5,6 +5,7 @@ lasso selection linked across layers and epochs.
 run's stored or live layouts); ``_data`` checks and holds the layouts and finds lasso hits, ``_plot``
 builds the Datashader and HoloViews elements.
 """
-from .embedding import EmbeddingView
+from app.base._lazy import lazy_exports
 
 __all__ = ["EmbeddingView"]
+__getattr__, __dir__ = lazy_exports(__name__, {"EmbeddingView": ".embedding"})

@@ -6,7 +6,7 @@ at any layer) from its event model (``_model``); ``_streams`` says what each plo
 :class:`RunControl` (``runner``) turns the Choose form's config into a run in a worker thread and
 hands its events to a LiveView.
 """
-from .runner import RunControl
-from .view import LiveView
+from app.base._lazy import lazy_exports
 
 __all__ = ["LiveView", "RunControl"]
+__getattr__, __dir__ = lazy_exports(__name__, {"LiveView": ".view", "RunControl": ".runner"})
