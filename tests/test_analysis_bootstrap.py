@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import normalized_mutual_info_score
 
 from lab import analysis
-from lab.analysis_bootstrap import nmi_from_contingency, resample_counts
+from lab.analysis.intervals import nmi_from_contingency, resample_counts
 
 
 def _two_layers(n_per_class=40, seed=0):

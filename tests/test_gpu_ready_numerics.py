@@ -261,7 +261,7 @@ def test_no_numpy_entry_point_reads_a_tensor_with_np_asarray():
     import inspect
 
     from app.explorer import _data as _embedding_data
-    from lab import projection_budget
+    from lab.projection import budget as projection_budget
 
     for fn in (projection.umap_layout, projection.Projector.submit, projection_budget.fit_subset,
                _embedding_data._check_coords, _embedding_data._check_labels, _embedding_data._check_images):
@@ -386,7 +386,7 @@ class _FakeCudaDevice:
 def fake_cuml(monkeypatch):
     """``fake_cuml(fails)``: a cuML whose UMAP records the current CUDA device and returns a known layout,
     or raises; installed in sys.modules (cupy absent), with torch.cuda.device faked."""
-    from lab import projection_budget
+    from lab.projection import budget as projection_budget
 
     calls = []
 

@@ -139,6 +139,9 @@ def test_lab_never_imports_the_ui_stack():
     ("lab.study", ["Study", "figures", "load_study", "study_status", "find_study", "local_cluster"]),
     ("lab.export", ["to_notebook", "study_to_notebook", "execute_notebook", "notebook_summary", "py_literal"]),
     ("lab.export.tables", ["generalization_table", "run_labels"]),
+    ("lab.analysis", ["generalization", "latest_generalization", "layer_curve", "aggregate_seeds", "bootstrap",
+                      "confidence_text", "rank_correlation", "accuracy_vs_g", "transfer_vs_g", "run_summary"]),
+    ("lab.projection", ["pca_layout", "umap_layout", "knn_graph", "warm_up", "is_warm", "Projector"]),
 ])
 def test_public_entry_points_import(module, names):
     mod = importlib.import_module(module)

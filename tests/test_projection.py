@@ -112,7 +112,7 @@ def test_warm_up_starts_one_thread_and_returns_at_once():
 
 
 def test_fit_subset_keeps_each_class_share_and_is_deterministic():
-    from lab.projection_budget import fit_subset
+    from lab.projection.budget import fit_subset
 
     labels = np.repeat([0, 1, 2], [500, 300, 200])
     picked = fit_subset(labels, 100, seed=3)
@@ -127,7 +127,7 @@ def test_fit_subset_keeps_each_class_share_and_is_deterministic():
 
 @pytest.mark.slow
 def test_a_budgeted_umap_fits_the_sample_and_places_every_other_point():
-    from lab.projection_budget import fit_subset
+    from lab.projection.budget import fit_subset
 
     projection.warm_up(wait=True)
     X, y = _blobs(n_per=150, k=4)                                    # 600 points, fitted on 200
@@ -171,7 +171,7 @@ def test_without_cuml_a_cuda_device_falls_back_to_umap_learn_with_one_warning_li
 
     if importlib.util.find_spec("cuml") is not None:
         pytest.skip("cuML is installed here")
-    code = ("from lab.projection_budget import umap_backend\n"
+    code = ("from lab.projection.budget import umap_backend\n"
             "print(umap_backend('cuda'), umap_backend('cuda:0'), umap_backend('cpu'))")
     proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
                           timeout=300, cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))

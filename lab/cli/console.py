@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 
 from lab import analysis
-from lab.analysis_bootstrap import CONFIDENCE_SUFFIXES
+from lab.analysis.intervals import CONFIDENCE_SUFFIXES
 
 __all__ = ["RunConsole"]
 

@@ -1,6 +1,6 @@
 """The layouts behind :mod:`lab.projection`: PCA, the exact kNN graph, seeded UMAP, and umap's warm-up.
 
-Private: import these names from :mod:`lab.projection`, which re-exports them.
+Import these names from :mod:`lab.projection`, which re-exports them.
 """
 from __future__ import annotations
 
@@ -128,13 +128,13 @@ def umap_layout(
     seed : int
         ``random_state`` of umap (which makes it single-threaded and deterministic).
     labels, fit_points : array (N,), int or None
-        With ``fit_points`` < N, UMAP is fitted on :func:`lab.projection_budget.fit_subset` of
+        With ``fit_points`` < N, UMAP is fitted on :func:`lab.projection.budget.fit_subset` of
         ``labels`` (class-stratified; all one class when None) and every other point is placed by
         the fitted model's ``transform`` (its neighbours found exactly among the fitted points).
-    backend : "umap-learn" or "cuml" (:func:`lab.projection_budget.umap_backend`)
+    backend : "umap-learn" or "cuml" (:func:`lab.projection.budget.umap_backend`)
     """
     from lab.features import to_numpy
-    from lab.projection_budget import BACKENDS, fit_subset
+    from lab.projection.budget import BACKENDS, fit_subset
 
     X = _as_tensor(X)
     n = X.shape[0]
@@ -160,7 +160,7 @@ def umap_layout(
     rest = None if fit is None else np.setdiff1d(np.arange(n), fit)
     coords = np.empty((n, 2), dtype=np.float32)
     if backend == "cuml":
-        from lab.projection_budget import cuml_fit_transform
+        from lab.projection.budget import cuml_fit_transform
 
         X_rest = None if rest is None else to_numpy(X[torch.from_numpy(rest).to(X.device)])
         fitted, placed = cuml_fit_transform(to_numpy(X_fit), X_rest, n_neighbors=k, min_dist=min_dist,
@@ -188,7 +188,7 @@ def _umap_learn(X_fit: torch.Tensor, X_rest: torch.Tensor, transform: bool, *, k
     """umap-learn fitted on ``X_fit`` with the precomputed graph ``knn``; ``X_rest`` placed when ``transform``."""
     import umap
 
-    from lab.projection_budget import ExactIndex
+    from lab.projection.budget import ExactIndex
 
     with warnings.catch_warnings():
         # n_jobs overridden by random_state; the search index is ours, not an NNDescent
@@ -211,7 +211,7 @@ def _warm_up_body() -> None:
         X[:32] += 4.0
         labels = np.repeat([0, 1], 32)
         # a fit on 48 of the points and the transform of the other 16: the code paths of a budgeted fit
-        from lab.projection_budget import fit_subset
+        from lab.projection.budget import fit_subset
 
         fit = torch.from_numpy(fit_subset(labels, 48))
         idx, dst = _torch_knn(X[fit], 15)

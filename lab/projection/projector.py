@@ -1,24 +1,4 @@
-"""2-D layouts of unseen-class embeddings: PCA at once, UMAP when it is ready.
-
-UMAP (McInnes et al. 2018, umap-learn) is the picture the papers show, but on a
-CPU it is costly: a fresh process pays ~14 s of numba compilation on its first
-fit, and umap's own neighbour graph dominates a fit of a few thousand points. So:
-
-- :func:`warm_up` compiles umap's numba code once per process, in a background
-  thread, on a tiny problem that takes the same code path as real fits;
-- :func:`umap_layout` takes an exact k-nearest-neighbour graph computed on the
-  device (:func:`knn_graph`, from :func:`lab.metrics.knn_indices`) through umap's
-  ``precomputed_knn``, so umap never builds its own;
-- :func:`pca_layout` is immediate and deterministic (sign-fixed), and serves as
-  the first layout and as the initialisation of the first UMAP;
-- :func:`umap_layout` fits at most ``fit_points`` points (a class-stratified sample) and
-  places the others with umap's ``transform`` (:mod:`lab.projection_budget`; cuML's UMAP
-  on a CUDA device when it is installed);
-- :class:`Projector` runs UMAP fits one at a time in a background thread for the
-  run engine, the current best layer and its neighbours first, initialising each fit
-  from the previous layout of the same layer (or the nearest layer) so layouts stay
-  comparable across epochs and layers.
-"""
+"""The run engine's UMAP worker: one fit at a time in a background thread (part of :mod:`lab.projection`)."""
 from __future__ import annotations
 
 import contextlib
@@ -30,12 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lab._layouts import _as_tensor, is_warm, knn_graph, pca_layout, umap_layout, warm_up
-
-__all__ = [
-    "pca_layout", "knn_graph", "umap_layout", "warm_up", "is_warm", "Projector", "ProjectionResult",
-]
-
+from lab.projection.layouts import _as_tensor, knn_graph, pca_layout, umap_layout
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
@@ -93,12 +68,12 @@ class Projector:
     ----------
     layers : the projected taps, input -> output (the order "neighbours" refers to)
     device : where the features live; a CUDA device uses cuML when it imports
-        (:func:`lab.projection_budget.umap_backend`)
+        (:func:`lab.projection.budget.umap_backend`)
     """
 
     def __init__(self, *, seed: int = 0, n_neighbors: int = 15, n_epochs: int | None = 200,
                  fit_points: int | None = None, layers=None, device=None):
-        from lab.projection_budget import umap_backend
+        from lab.projection.budget import umap_backend
 
         self.seed = seed
         self.n_neighbors = n_neighbors
@@ -138,7 +113,7 @@ class Projector:
         The kNN graph of the fitted points is computed here, on ``X``'s device (``knn`` given: it is the
         graph of the fitted points).
         """
-        from lab.projection_budget import fit_subset
+        from lab.projection.budget import fit_subset
 
         # Drop queued fits of older epochs of this seed that have not started.
         keep = []

@@ -1,0 +1,60 @@
+"""The one place where runs are summarised: seed aggregation, the generalization index g,
+its best layer, the layer order, and seen accuracy against g across runs.
+
+Pure pandas/numpy over the run store's long tables, so that the engine's events, the
+store's summary, the CLI, the app, exported and shipped notebooks, studies and the
+benchmarks all show the same numbers (ARCHITECTURE.md: "every number a user sees about g,
+best layers or seed spreads comes from lab.analysis").
+
+Tables (as :class:`lab.store.RunRecord` returns them):
+
+- ``metrics``: seed, epoch, layer, split, metric, value (long; one row per value)
+- ``training``: seed, epoch, heldout_accuracy, ... (one row per completed seed epoch)
+
+Definitions (METRICS.md):
+
+- seed aggregation: mean over the finite values, standard deviation with ``ddof=1``
+  (NaN with fewer than two values), and ``n``, the number of finite values;
+- generalization index g at an epoch (Dyballa et al. 2024): the maximum over layers of the
+  mean-over-seeds unseen NMI, with its arg-max layer and that layer's seed std. Only complete
+  evaluations count: a seed's epoch enters once every layer of the run has a row for the
+  metric (an interrupted epoch with 3 of 9 layers measured says nothing about the best layer).
+  Exact ties go to the deeper layer, and a tap whose features are identical to a deeper tap's
+  (``aliases``: e.g. ResNet's last block, whose pooled output *is* ``pre_logits``) is reported
+  as that deeper tap;
+- how sure that answer is (:func:`bootstrap`, in :mod:`lab.analysis.intervals`): per layer a
+  percentile interval over resamples of the unseen images and ``best_share``, the fraction of
+  resamples in which the layer is best. With several seeds, g's ``best_share`` pools the resamples
+  of every seed (the mean of the seeds' shares) and ``g_low``/``g_high`` are the seeds' mean bounds;
+- rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
+  (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
+  NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
+
+Examples
+--------
+>>> import pandas as pd
+>>> m = pd.DataFrame({"seed": [0, 0, 1, 1], "epoch": 0, "layer": ["a", "b", "a", "b"],
+...                   "split": "unseen", "metric": "nmi", "value": [0.2, 0.5, 0.4, 0.7]})
+>>> row = generalization(m, layers=["a", "b"]).iloc[0]
+>>> row["layer"], round(float(row["g"]), 3), round(float(row["g_std"]), 4)
+('b', 0.6, 0.1414)
+"""
+from __future__ import annotations
+
+from lab.analysis.intervals import (
+    CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
+)
+from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
+from lab.analysis.summary import (
+    accuracy_vs_g, aggregate_seeds, complete_evaluations, generalization, grid_summary, group_curves,
+    group_generalization, heldout_accuracy, latest_generalization, layer_curve, layer_order, pool_runs,
+    run_scalars, run_summary, transfer_vs_g,
+)
+
+__all__ = [
+    "bootstrap", "confidence_values", "confidence_text", "resample_counts", "LEVEL", "N_RESAMPLES",
+    "rank_correlation", "transfer_correlations", "CONFIDENCE_SUFFIXES", "transfer_vs_g", "ALL_CONDITIONS",
+    "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
+    "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
+    "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
+]
