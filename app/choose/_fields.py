@@ -54,7 +54,7 @@ _PAPER_SPLIT = ("the form opens on the papers' glyph split (Dyballa et al.: 15 s
 _SAMPLE = ("a live run should fill its plots in seconds on a CPU; RunConfig's larger default suits scripted runs, "
            "where the estimates matter more than the wait")
 _PRETRAINED = ("the form opens on the default preset's recipe: the zoo's glyph-pretrained ResNet-18 fine-tuned for "
-               "6 epochs, as the papers fine-tune pretrained backbones; RunConfig's resnet18 is random init")
+               "4 epochs, as the papers fine-tune pretrained backbones; RunConfig's resnet18 is random init")
 FORM_DEFAULTS = MappingProxyType({
     "name": FormDefault("RunConfig.describe()", "an unnamed run is labelled with its one-line description, so "
                                                 "the runs table and comparison legends show something readable"),

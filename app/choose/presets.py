@@ -24,10 +24,11 @@ PRESETS = MappingProxyType({
     DEFAULT_PRESET: MappingProxyType({
         "about": "Fine-tune the zoo's glyph-pretrained ResNet-18 (font and character recognition on 26 other CJK fonts) on "
                  "15 calligraphy styles and watch which layer best separates the 5 withheld styles "
-                 "(Dyballa et al. 2024; Gerritz et al. 2024). About 3-4 minutes on a 2-core CPU.",
+                 "(Dyballa et al. 2024; Gerritz et al. 2024). 4 epochs: about 2 1/2 minutes on a 2-core CPU "
+                 "(127-141 s a seed, benchmarks/preset.py).",
         "split_mode": "paper default",
         "config": MappingProxyType(dict(
-            dataset="glyphs", backbone="glyph_resnet18", strategy="full", epochs=6, lr=1e-3,
+            dataset="glyphs", backbone="glyph_resnet18", strategy="full", epochs=4, lr=1e-3,
             n_unseen=5, seeds=(0,), projection="umap",
         )),
         "view": MappingProxyType({"heatmap_metric": "nmi"}),
