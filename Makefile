@@ -41,8 +41,10 @@ system-deps:
 	  else echo "note: chromium / fonts-arphic-uming / fonts-sawarabi-mincho missing and not root: browser and font tests will skip"; fi; \
 	fi
 
+# Two or more workers (pytest-xdist; tests/conftest.py gives each its share of the cores): browser,
+# notebook and server tests spend much of their time waiting, so on 2 cores two workers nearly halve it.
 test: $(STAMP) system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not browser and not notebook"

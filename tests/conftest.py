@@ -16,6 +16,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+def _threads_per_worker() -> int | None:
+    """Under pytest-xdist (``make test`` runs ``-n auto``), the cores each worker may use: the workers
+    share the machine, and torch's default of one thread per core in every worker oversubscribes it
+    (two 2-thread workers on 2 cores ran slower than one). None outside xdist."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 1:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def pytest_configure(config):
+    threads = _threads_per_worker()
+    if threads is None:
+        return
+    # the worker itself and every process it starts (notebooks, the served app, the CLI, Dask workers)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 TINY = dict(dataset="digits", img_size=16, backbone="mlp:depth=2,width=16", n_unseen=4, unseen_per_class=10,
             seen_per_class=6, strategy="full", epochs=2, batch_size=128, lr=1e-2, projection="pca",
             device="cpu", metrics=("nmi", "knn_accuracy", "nc1", "cdnv"))
