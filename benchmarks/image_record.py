@@ -13,7 +13,7 @@ one seed, its epochs) into a temporary store and prints, per evaluation, the siz
 from the last evaluation's ``lab.analysis.image_table``: the arrival layers, the images the final layer
 forgets, and ``lab.analysis.measure_agreement``.
 
-Run (part 1 about a minute on 2 cores, part 2 about 4 minutes more)::
+Run (part 1 about 4 minutes on 2 cores, part 2 about 6 minutes more)::
 
     .venv/bin/python benchmarks/image_record.py [--skip-preset] [--epochs N] [--save]
 """

@@ -205,6 +205,15 @@ def test_bad_selections_say_which_measure_they_cannot_give(store, written, indic
     assert report["all_nmi"].notna().all()                         # the all-image curve is always there
 
 
+def test_a_view_can_report_on_a_record_it_holds(store, written):
+    run_id = written[0]
+    record = store.load(run_id).image_record()
+    held = analysis.selection_measures(record, [1, 2, 9], class_names=["w", "x", "y", "z"])
+    report = analysis.selection_report(store, run_id, [1, 2, 9])
+    pd.testing.assert_frame_equal(held, report)
+    assert report.attrs == {**held.attrs, "run_id": run_id} and held.attrs["classes"] == ["w", "x", "z"]
+
+
 def test_a_one_class_selection_gives_no_nmi_or_cdnv(store, written):
     run_id, _, y, _ = written
     report = analysis.selection_report(store, run_id, np.flatnonzero(y == 2))
@@ -259,7 +268,8 @@ def test_the_exported_notebook_rebuilds_a_selection_report(store, written):
     nb = build_notebook([run_id], store, selection=[0, 3, 4, 7])
     [cell] = [c for c in nb.cells if "images" in c.metadata.get("tags", [])]
     assigned = {t.targets[0].id: t.value for t in ast.parse(cell.source).body if isinstance(t, ast.Assign)}
-    assert ast.literal_eval(assigned["IMAGES_RUN"]) == run_id and ast.literal_eval(assigned["SELECTION"]) == [0, 3, 4, 7]
+    assert ast.literal_eval(assigned["IMAGES_RUN"]) == run_id
+    assert ast.literal_eval(assigned["SELECTION"]) == [0, 3, 4, 7]
     shown = []
     exec(cell.source, {"lab": lab, "store": store, "RUN_IDS": [run_id], "display": lambda *a: shown.extend(a)})
     expected = analysis.selection_report(store, run_id, [0, 3, 4, 7])

@@ -27,8 +27,8 @@ import pandas as pd
 from lab.analysis.intervals import nmi_from_contingency
 from lab.analysis.summary import generalization
 
-__all__ = ["image_table", "image_answers", "arrival_counts", "selection_report", "has_image_record",
-           "image_record_problem", "SELECTION_COLUMNS", "IMAGE_VALUES"]
+__all__ = ["image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
+           "has_image_record", "image_record_problem", "SELECTION_COLUMNS", "IMAGE_VALUES"]
 
 IMAGE_VALUES = ("right", "margin", "cluster")
 """What :func:`image_table`'s per-layer columns can hold."""
@@ -107,9 +107,14 @@ def _best_layer(rec, seed: int, epoch: int) -> str | None:
     return None if row.empty else str(row["layer"].iloc[0])
 
 
-def _class_names(rec, codes: np.ndarray) -> list[str]:
-    unseen = (rec.meta.get("split") or {}).get("unseen") or []
-    return [str(unseen[c]) if 0 <= c < len(unseen) else str(c) for c in codes]
+def _unseen_names(rec) -> list[str]:
+    """The run's unseen class names, which the record's class codes index."""
+    return [str(name) for name in (rec.meta.get("split") or {}).get("unseen") or []]
+
+
+def _class_names(names: Sequence[str] | None, codes: np.ndarray) -> list[str]:
+    names = list(names or [])
+    return [str(names[c]) if 0 <= c < len(names) else str(c) for c in codes]
 
 
 def _load(store, run_id: str, seed: int | None, epoch: int | None):
@@ -167,7 +172,7 @@ def image_table(store, run_id: str, epoch: int | None = None, *, seed: int | Non
         per_layer = pd.DataFrame(record.margin.T.astype(np.float64), index=index, columns=layers)
     else:
         per_layer = pd.DataFrame(record.cluster.T, index=index, columns=layers)
-    table = pd.concat([pd.DataFrame({"class": _class_names(rec, record.labels), "label": record.labels},
+    table = pd.concat([pd.DataFrame({"class": _class_names(_unseen_names(rec), record.labels), "label": record.labels},
                                     index=index), answers[["arrival_layer", "forgotten", "n_right"]], per_layer],
                       axis=1)
     table.attrs.update(run_id=run_id, seed=record.seed, epoch=record.epoch, layers=layers, best_layer=best,
@@ -258,16 +263,14 @@ def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | No
 
     Returns
     -------
-    DataFrame indexed by ``layer`` (input -> output) with :data:`SELECTION_COLUMNS`:
-
-    - ``n``, ``n_classes``: the distinct selected images and their classes;
-    - on the selected images: ``share_right`` (the share whose leave-one-out kNN vote is right),
-      ``mean_margin`` (their mean nearest-class-centre margin) and ``nmi`` (their classes against their
-      k-means clusters of the layer, fitted on all images; scikit-learn's ``normalized_mutual_info_score``);
-    - on whole classes: ``cdnv``, the mean over pairs of the selected classes of the pair's CDNV term
-      computed on all images of the two classes;
-    - ``all_*``: the same four on every unseen image (equal to the run's kNN accuracy, NMI and CDNV of
-      that layer; the mean margin is over the stored float16 margins).
+    DataFrame indexed by ``layer`` (input -> output) with :data:`SELECTION_COLUMNS`. ``n`` and ``n_classes``:
+    the distinct selected images and their classes. On the selected images: ``share_right`` (the share whose
+    leave-one-out kNN vote is right), ``mean_margin`` (their mean nearest-class-centre margin) and ``nmi``
+    (their classes against their k-means clusters of the layer, fitted on all images; scikit-learn's
+    ``normalized_mutual_info_score``). On whole classes: ``cdnv``, the mean over pairs of the selected classes
+    of the pair's CDNV term computed on all images of the two classes. ``all_*``: the same four on every
+    unseen image (equal to the run's kNN accuracy, NMI and CDNV of that layer; the mean margin is over the
+    stored float16 margins).
 
     NMI and CDNV need at least two classes in the selection; a measure that cannot be given is NaN and
     ``attrs["notes"]`` says which and why (empty selection, one class, indices out of range, a layer where
@@ -281,6 +284,26 @@ def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | No
         never raises.
     """
     rec, record = _load(store, run_id, seed, epoch)
+    frame = selection_measures(record, indices, class_names=_unseen_names(rec))
+    frame.attrs = {"run_id": run_id, **frame.attrs}
+    return frame
+
+
+def selection_measures(record, indices: Sequence[int], *, class_names: Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`selection_report` on a record already read (``RunRecord.image_record(seed, epoch)``), for a view
+    that reports every new selection without reading the store again.
+
+    Parameters
+    ----------
+    record : :class:`lab.store.ImageRecord`
+    indices : positions among its unseen images (as in :func:`selection_report`)
+    class_names : the run's unseen class names, indexed by the record's class codes (``meta["split"]["unseen"]``);
+        None: the codes
+
+    Returns
+    -------
+    The DataFrame of :func:`selection_report` (its ``attrs`` without run_id).
+    """
     notes: list[str] = []
     chosen = _clean_indices(indices, record.n_images, notes)
     chosen = np.empty(0, dtype=np.int64) if chosen is None else chosen
@@ -288,8 +311,8 @@ def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | No
     if chosen.size == 0 and not any("no measure" in note for note in notes):
         notes.append("the selection holds no image: no measure on it")
     elif classes.size == 1:
-        notes.append(f"the selection holds one class ({_class_names(rec, classes)[0]}): NMI and CDNV need at least "
-                     "two classes")
+        name = _class_names(class_names, classes)[0]
+        notes.append(f"the selection holds one class ({name}): NMI and CDNV need at least two classes")
     picked = _measures(record, chosen, classes)
     every = _measures(record, np.arange(record.n_images), record.classes)
     if chosen.size:
@@ -303,6 +326,6 @@ def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | No
     frame = pd.DataFrame({"layer_index": np.arange(len(record.layers)), "n": chosen.size, "n_classes": classes.size,
                           **picked, **{f"all_{k}": v for k, v in every.items()}},
                          index=pd.Index(list(record.layers), name="layer"))[SELECTION_COLUMNS]
-    frame.attrs.update(run_id=run_id, seed=record.seed, epoch=record.epoch, n_images=record.n_images,
-                       classes=_class_names(rec, classes), notes=notes)
+    frame.attrs.update(seed=record.seed, epoch=record.epoch, n_images=record.n_images,
+                       classes=_class_names(class_names, classes), notes=notes)
     return frame
