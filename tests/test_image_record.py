@@ -237,6 +237,11 @@ def test_a_run_without_knn_accuracy_says_the_record_needs_it(store, make_run):
     assert "did not measure knn_accuracy" in analysis.image_record_problem(store, run_id)
 
 
+def test_a_run_still_in_its_first_evaluation_says_the_record_comes_with_it(store, make_run):
+    run_id = make_run(status=None)                                 # "running", this process alive
+    assert "has not finished an evaluation yet" in analysis.image_record_problem(store, run_id)
+
+
 def test_a_missing_seed_or_epoch_names_what_is_recorded(store, written):
     run_id = written[0]
     assert analysis.image_record_problem(store, run_id, epoch=5) == (
