@@ -22,7 +22,7 @@ import traceback as _traceback
 from pathlib import Path
 
 __all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
-           "UnknownNameError"]
+           "UnknownNameError", "NoImageRecordError"]
 
 _BUG = "This looks like a bug in layerscope rather than a problem with the input"
 
@@ -59,6 +59,21 @@ class UnknownNameError(ValueError):
 
     def __reduce__(self):   # Dask ships errors between processes: rebuild from the fields, not the text
         return type(self), (self.kind, self.value, self.suggestions, self.fix, self.reason)
+
+
+class NoImageRecordError(KeyError):
+    """A run (or one of its evaluations) without the per-image record that :func:`lab.analysis.image_table`
+    and :func:`lab.analysis.selection_report` read: recorded before the record existed, without kNN accuracy
+    among its metrics, not evaluated yet, or its record file is damaged. ``str(exc)`` is one line that says
+    which, and how to get one (usually: run it again); ``reason`` is that line. A KeyError, as the store's
+    other "not stored" errors, so :func:`user_message` keeps its text."""
+
+    def __init__(self, reason: str):
+        self.reason = _one_line(reason)
+        super().__init__(self.reason)
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 def _first_file_in(path: Path) -> Path | None:

@@ -13,8 +13,8 @@ from the ``LAB_FAST`` environment variable that shrinks it to about a minute on 
 
 The notebooks' cells are written in the modules beside this script: ``_nb_cells.py`` (the
 cell constructors and the cells every notebook shares), ``_nb_intro.py`` (01, 02),
-``_nb_papers.py`` (03, 04) and ``_nb_studies.py`` (05). This script lists the notebooks and
-writes or checks them.
+``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05) and ``_nb_images.py`` (06). This script
+lists the notebooks and writes or checks them.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from _nb_images import which_images  # noqa: E402
 from _nb_intro import neural_collapse, quickstart  # noqa: E402
 from _nb_papers import utilization, which_layer  # noqa: E402
 from _nb_studies import studies  # noqa: E402
@@ -41,6 +42,7 @@ NOTEBOOKS = {
     "03_which_layer_generalizes.ipynb": which_layer,
     "04_layer_utilization.ipynb": utilization,
     "05_studies.ipynb": studies,
+    "06_which_images.ipynb": which_images,
 }
 
 

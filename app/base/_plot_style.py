@@ -13,7 +13,7 @@ from lab import analysis, catalogue
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "HEATMAP_WIDTH", "plot_text", "plot_title", "epoch_keys",
-    "curves_title", "value_range", "class_colors",
+    "curves_title", "value_range", "class_colors", "arrival_colors", "NEVER",
 ]
 
 METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
@@ -136,3 +136,19 @@ def class_colors(classes) -> dict[str, str]:
     """{class name (:func:`plot_text`): colour}: the i-th class gets the i-th category colour, as in
     :func:`app.base.plots.projection_points`, so that a class has one colour in every plot of a run."""
     return {plot_text(name): _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)] for i, name in enumerate(classes)}
+
+
+NEVER = "never"
+"""The arrival "layer" of an image the final layer has wrong (:func:`lab.analysis.arrival_counts` names it so)."""
+
+
+def arrival_colors(layers) -> dict[str, str]:
+    """{layer (:func:`plot_text`): colour, :data:`NEVER`: red}: a ramp in layer order, dark purple (input) to
+    yellow (output), so that the colours of the arrival layers read in depth order; "never" stands apart."""
+    from bokeh.palettes import Viridis256
+
+    names = [plot_text(name) for name in layers]
+    span = max(len(names) - 1, 1)
+    colors = {name: Viridis256[round(220 * i / span)] for i, name in enumerate(names)}
+    colors[NEVER] = "#d62728"
+    return colors

@@ -19,8 +19,8 @@ import pandas as pd
 from bokeh.models import HoverTool
 
 from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
-                             METRIC_LABELS, _layer_values, _log10, _positive, _width, class_colors, curves_title,
-                             epoch_keys, metric_label, plot_text, plot_title, value_range)
+                             METRIC_LABELS, NEVER, _layer_values, _log10, _positive, _width, arrival_colors,
+                             class_colors, curves_title, epoch_keys, metric_label, plot_text, plot_title, value_range)
 from lab.export import tables
 
 __all__ = [
@@ -28,7 +28,8 @@ __all__ = [
     "curves_title", "value_range",
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
-    "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors",
+    "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors", "arrival_colors", "NEVER", "SELECTION_MEASURES",
+    "selection_curves",
 ]
 
 
@@ -262,6 +263,46 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
     return hv.NdOverlay(curves, kdims="run").opts(
         title=title, height=height, width=width, legend_position="bottom", toolbar="above", batched=False,
     )
+
+
+SELECTION_MEASURES = {"share_right": "share right (kNN vote)", "mean_margin": "mean margin (class centres)",
+                      "nmi": metric_label("nmi"), "cdnv": metric_label("cdnv")}
+"""The measures of :func:`lab.analysis.selection_report` drawn by :func:`selection_curves`, with their labels."""
+
+
+def selection_curves(frame: pd.DataFrame, measure: str = "share_right", *, title: str = "", height: int = 260,
+                     width: int = 420, responsive: bool = False) -> hv.Overlay:
+    """One measure per layer on a selection of images over the same on all images.
+
+    ``frame`` is a :func:`lab.analysis.selection_report` (index layer, columns ``measure`` and ``all_`` +
+    ``measure``); ``measure`` one of :data:`SELECTION_MEASURES`. The element structure is the same for any
+    frame (all images, then the selection: a line and markers each), so a DynamicMap updates it in place.
+    """
+    if measure not in SELECTION_MEASURES:
+        raise ValueError(f"measure must be one of {', '.join(SELECTION_MEASURES)}; got {measure!r}")
+    log = measure in LOG_METRICS
+    label = ("log10 " if log else "") + SELECTION_MEASURES[measure]
+    layers = [plot_text(name) for name in frame.index]
+    x = np.arange(len(layers), dtype=float)
+    n = int(frame["n"].iloc[0]) if len(frame) else 0
+    xdim, ydim = hv.Dimension("layer_pos", label="layer"), hv.Dimension("value", label=label)
+    elements, drawn = [], []
+    for column, name, color, dash in ((f"all_{measure}", "all images", "#7f7f7f", "dashed"),
+                                      (measure, f"selection ({n:,} image{'s' if n != 1 else ''})", "#08519c",
+                                       "solid")):
+        y = _log10(frame[column].to_numpy(dtype=float), log) if len(frame) else np.zeros(0)
+        drawn.append(y)
+        data = {"layer_pos": x, "value": y, "layer": np.array(layers, dtype=object)}
+        elements.append(hv.Curve(data, xdim, [ydim, "layer"], label=name).opts(
+            color=color, line_width=2.5, line_dash=dash, framewise=True))
+        elements.append(hv.Scatter(data, xdim, [ydim, "layer"], label=name).opts(
+            color=color, size=7, framewise=True,
+            tools=[HoverTool(tooltips=[("", name), ("layer", "@layer"), (label, "@value{0.000}")])]))
+    return hv.Overlay(elements).redim.range(value=value_range(*drawn)).opts(
+        title=title, height=height, **_width(width, responsive), xrotation=45, legend_position="bottom_left",
+        xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, max(len(layers), 1) - 0.7), toolbar="right",
+        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8, "legend": 8},
+        default_tools=["pan", "wheel_zoom", "reset", "save"])
 
 
 # ---------------------------------------------------------------------------------------------

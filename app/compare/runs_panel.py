@@ -227,14 +227,14 @@ class RunsPanel(pn.viewable.Viewer):
             self._layout_note.object = "<i>Select a run in the table to explore its unseen-image layouts.</i>"
             return
         try:
-            self.embedding.set_source(StoredLayouts(self.store.load(run_id)))
+            self.embedding.set_source(StoredLayouts(self.store.load(run_id), store=self.store))
         except (ValueError, KeyError, OSError) as exc:   # a run stored without layouts (projection: none), or gone
             self.embedding.clear()
             self._layout_note.object = html.escape(str(exc))
             return
         self._layout_note.object = ("<span style='color:#555'>The run's unseen images, laid out at each layer and "
                                     "epoch (first: its best layer). A lasso selection is highlighted at every "
-                                    "layer.</span>")
+                                    "layer; exported with this run, the notebook reports on it.</span>")
 
     # ------------------------------------------------------------------ delete
     def _ask_delete(self, *_events) -> None:
@@ -276,16 +276,32 @@ class RunsPanel(pn.viewable.Viewer):
 
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}.ipynb"
+        selection = self._export_selection(ids)
         try:
-            path = lab.export.to_notebook(ids, target, store=self.store)
+            path = lab.export.to_notebook(ids, target, store=self.store, selection=selection)
         except Exception as exc:
             self.message = f"Export failed: {exc}"
             _notify("error", f"Export failed: {exc}", duration=10000)
             return None
         self._download.param.update(file=str(path), filename=path.name, label=f"⬇ Download {path.name}",
                                     visible=True)
-        self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''})."
+        mark = f"; its per-image cell reports on the explorer's {len(selection)} selected images" if selection else ""
+        self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}{mark})."
         return Path(path)
+
+    def _export_selection(self, ids: list[str]) -> list[int] | None:
+        """The explorer's selection when the notebook's per-image cell reads the explorer's run (the first exported
+        run with a per-image record, as lab.export picks it), else None (that cell then reports the forgotten)."""
+        from lab import analysis
+
+        shown = self._layout_run.value
+        if not self.embedding.selection or shown not in ids:
+            return None
+        try:
+            first = next((run_id for run_id in ids if analysis.has_image_record(self.store, run_id)), None)
+        except (KeyError, ValueError, OSError):       # a run gone or damaged: the export itself says so
+            return None
+        return list(self.embedding.selection) if first == shown else None
 
     def __panel__(self):
         return self._layout

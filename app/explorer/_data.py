@@ -1,7 +1,9 @@
 """What :class:`app.EmbeddingView` shows, without Panel or HoloViews: checked arrays, layout sources, lasso hits.
 
 A *layout source* holds the 2-D layouts of one set of images at several (layer, epoch): every layout has
-one row per image, in the same order (:attr:`~ArrayLayouts.indices`). Three sources share that interface:
+one row per image, in the same order (:attr:`~ArrayLayouts.indices`), and ``run()`` names the stored run
+they belong to, ``(store, run_id)``, or None (whose per-image record the view reads). Three sources share
+that interface:
 
 - :class:`ArrayLayouts` — arrays a caller passes (``EmbeddingView.from_arrays``);
 - :class:`StoredLayouts` — the projections of a stored run (images re-read from its dataset, never stored);
@@ -20,7 +22,7 @@ import numpy as np
 from app.base._thumbs import ThumbnailSource
 
 __all__ = ["Layout", "ArrayLayouts", "StoredLayouts", "LiveLayouts", "check_selection", "points_in_polygon",
-           "points_in_box", "image_data_uri"]
+           "points_in_box", "image_data_uri", "neighbour_layer"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,14 @@ def check_selection(values, valid: np.ndarray) -> list[int]:
     return arr.tolist()
 
 
+def neighbour_layer(layers: list[str], layer: str | None) -> str | None:
+    """The layer shown beside ``layer`` at first: the next one (where do its points go?), else the one before."""
+    if layer not in layers:
+        return layers[0] if layers else None
+    i = layers.index(layer)
+    return layers[i + 1] if i + 1 < len(layers) else layers[max(i - 1, 0)]
+
+
 # ---------------------------------------------------------------------------------------------- geometry
 def points_in_polygon(xy: np.ndarray, polygon: np.ndarray) -> np.ndarray:
     """Boolean mask (N,) of the points ``xy`` (N, 2) inside ``polygon`` (M, 2), by the even-odd rule."""
@@ -202,6 +212,11 @@ class ArrayLayouts:
         self._images = _check_images(images, n) if images is not None else None
         self.thumbnails = ThumbnailSource(_ArrayImages(self._images), size=64) if self._images is not None else None
         self.default_layer = first
+        self.seed = None
+
+    def run(self) -> None:
+        """No stored run: arrays have no per-image record."""
+        return None
 
     def layers(self) -> list[str]:
         return list(self._layouts)
@@ -232,9 +247,10 @@ class StoredLayouts:
 
     The images come from the run's own dataset and split (:func:`lab.runs.prepare_data` of its config), loaded
     the first time a thumbnail is asked for; a run whose dataset cannot be read here shows no thumbnails.
+    ``store``: the store ``record`` was loaded from (None: the store of its folder).
     """
 
-    def __init__(self, record, seed: int | None = None):
+    def __init__(self, record, seed: int | None = None, store=None):
         from lab import analysis
 
         keys = record.projection_keys()
@@ -246,7 +262,7 @@ class StoredLayouts:
             seed = seeds[0]
         if int(seed) not in seeds:
             raise ValueError(f"run {record.run_id!r} has no layout of seed {seed}; stored seeds: {seeds}.")
-        self.record, self.seed = record, int(seed)
+        self.record, self.seed, self._store = record, int(seed), store
         keys = keys[keys["seed"] == self.seed]
         self._methods: dict[tuple[str, int], str] = {}
         for row in keys.itertuples(index=False):
@@ -270,6 +286,14 @@ class StoredLayouts:
         self._thumbs: ThumbnailSource | None = None
         self._thumbs_guard = threading.Lock()
         self._thumbs_tried = False
+
+    def run(self) -> tuple:
+        """(store, run_id) of the run."""
+        if self._store is None:
+            from lab.store import RunStore
+
+            self._store = RunStore(self.record.path.parent)
+        return self._store, self.record.run_id
 
     def layers(self) -> list[str]:
         return list(self._layers)
@@ -310,11 +334,12 @@ class LiveLayouts:
     :class:`~app.live._model.RunModel`, ``thumbnails()`` its current thumbnail source (either may change).
 
     Only the seed of the first layout is shown: another seed may split the classes otherwise, and a
-    view's layouts must all hold the same images.
+    view's layouts must all hold the same images. ``run()`` returns the run's store (None: none known) and id.
     """
 
-    def __init__(self, model: Callable, thumbnails: Callable[[], ThumbnailSource | None]):
-        self._model, self._thumbs = model, thumbnails
+    def __init__(self, model: Callable, thumbnails: Callable[[], ThumbnailSource | None],
+                 run: Callable[[], tuple | None] = lambda: None):
+        self._model, self._thumbs, self.run = model, thumbnails, run
         keys = model().projection_keys()
         self.seed = int(keys[0][0]) if keys else None
         first = model().projection(keys[0][2], keys[0][1], seed=self.seed) if keys else None

@@ -2,9 +2,10 @@
 
 Below the view's threshold every point is a Bokeh glyph (hover names its class and image); above it the
 layout is rasterized on the server by Datashader (one RGBA image per pan or zoom, whatever the number of
-points), coloured per class with :func:`app.base.plots.class_colors`, and HoloViews' server-side hover names the
-class and image of the point under the pointer (``selector=first(row)``: only the hovered pixel's values
-travel). The selection is drawn on top, in the class colours with a dark rim, at every layout.
+points), coloured per class with :func:`app.base.plots.class_colors` (or by any categorical column of the
+frame, ``by``: the arrival layer, with :func:`app.base.plots.arrival_colors`), and HoloViews' server-side hover
+names the class and image of the point under the pointer (``selector=first(row)``: only the hovered pixel's
+values travel). The selection is drawn on top, in the same colours with a dark rim, at every layout.
 """
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import datashader as ds
 import holoviews as hv
 import numpy as np
 import pandas as pd
+import panel as pn
 from bokeh.models import HoverTool
 from holoviews.operation.datashader import datashade, dynspread, spread
 
-__all__ = ["points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
+__all__ = ["PlotPanel", "points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
            "hovered_row", "warm_up"]
 
 PLOT_WIDTH, PLOT_HEIGHT = 520, 460
@@ -57,12 +59,16 @@ def _common(title: str) -> dict:
                 framewise=True)
 
 
+def _vdims(by: str) -> list[str]:
+    return ["class", "index"] + ([by] if by not in ("class", "index") else [])
+
+
 def _shade(frame: pd.DataFrame, *, x_range, y_range, width: int, height: int, color_key=None, cmap=None,
-           selector: bool = False, px: int = 0, threshold: float = 0.5) -> hv.RGB:
+           selector: bool = False, px: int = 0, threshold: float = 0.5, by: str = "class") -> hv.RGB:
     if not len(frame):      # datashade cannot shade an empty aggregate by category: a clear image instead
         return hv.RGB(np.zeros((2, 2, 4), dtype=np.uint8), bounds=(x_range[0], y_range[0], x_range[1], y_range[1]))
-    points = hv.Points(frame, ["x", "y"], ["class", "index"])
-    kwargs = dict(aggregator=ds.count_cat("class"), color_key=color_key) if color_key else \
+    points = hv.Points(frame, ["x", "y"], _vdims(by))
+    kwargs = dict(aggregator=ds.count_cat(by), color_key=color_key) if color_key else \
         dict(aggregator=ds.count(), cmap=cmap)
     if selector:
         kwargs["selector"] = ds.first("index")
@@ -74,40 +80,61 @@ def _shade(frame: pd.DataFrame, *, x_range, y_range, width: int, height: int, co
 
 
 def raster_base(frame: pd.DataFrame, colors: dict[str, str], *, x_range, y_range, width: int, height: int,
-                title: str, dim: bool) -> hv.RGB:
-    """Every point rasterized per class colour (faint while a selection is shown), with server-side hover;
-    ``width`` x ``height`` pixels over ``x_range`` x ``y_range`` (the plot's frame)."""
+                title: str, dim: bool, by: str = "class") -> hv.RGB:
+    """Every point rasterized in the colour of its ``by`` category (faint while a selection is shown), with
+    server-side hover; ``width`` x ``height`` pixels over ``x_range`` x ``y_range`` (the plot's frame)."""
     rgb = _shade(frame, x_range=x_range, y_range=y_range, width=width, height=height, color_key=colors,
-                 selector=True, px=2, threshold=0.5)
+                 selector=True, px=2, threshold=0.5, by=by)
     return rgb.opts(alpha=0.25 if dim else 1.0, tools=["hover", *_TOOLS],
                     hover_tooltips=[("class", "class"), ("image #", "index")], selector_in_hovertool=False,
                     **_common(title))
 
 
 def raster_highlight(frame: pd.DataFrame, colors: dict[str, str], *, x_range, y_range, width: int,
-                     height: int) -> hv.Overlay:
+                     height: int, by: str = "class") -> hv.Overlay:
     """The selected points, rasterized on the same grid as :func:`raster_base`: a dark rim, then their colours."""
     size = dict(x_range=x_range, y_range=y_range, width=width, height=height)
     rim = _shade(frame, cmap=[_RIM], px=3, threshold=None, **size)
-    fill = _shade(frame, color_key=colors, px=2, threshold=None, **size)
+    fill = _shade(frame, color_key=colors, px=2, threshold=None, by=by, **size)
     return rim.opts(tools=_TOOLS) * fill.opts(tools=_TOOLS)
 
 
-def points_base(frame: pd.DataFrame, colors: dict[str, str], *, title: str, dim: bool) -> hv.Points:
-    """Every point as a glyph coloured by class (faint while a selection is shown); hover names it."""
+def points_base(frame: pd.DataFrame, colors: dict[str, str], *, title: str, dim: bool,
+                by: str = "class") -> hv.Points:
+    """Every point as a glyph coloured by its ``by`` category (faint while a selection is shown); hover names it.
+    The legend lists the categories in their order (drawn in that order: the browser's legend follows it)."""
     alpha = 0.25 if dim else 0.85
-    hover = HoverTool(tooltips=[("class", "@class"), ("image #", "@index")])
-    return hv.Points(frame, ["x", "y"], ["class", "index"]).opts(
-        color="class", cmap=colors, size=6, alpha=alpha, selection_alpha=alpha, nonselection_alpha=alpha,
-        line_color="white", line_width=0.3, tools=[hover, *_TOOLS], show_legend=True,
+    tips = [("class", "@class"), ("image #", "@index")] + ([(by, f"@{{{by}}}")] if by not in ("class", "index") else [])
+    if by != "class" and len(frame):
+        frame = frame.iloc[np.argsort(frame[by].cat.codes.to_numpy(), kind="stable")]
+    return hv.Points(frame, ["x", "y"], _vdims(by)).opts(
+        color=by, cmap=colors, size=6, alpha=alpha, selection_alpha=alpha, nonselection_alpha=alpha,
+        line_color="white", line_width=0.3, tools=[HoverTool(tooltips=tips), *_TOOLS], show_legend=True,
         **_common(title))
 
 
-def points_highlight(frame: pd.DataFrame, colors: dict[str, str]) -> hv.Points:
+def points_highlight(frame: pd.DataFrame, colors: dict[str, str], by: str = "class") -> hv.Points:
     """The selected points, full colour with a dark rim."""
-    return hv.Points(frame, ["x", "y"], ["class", "index"]).opts(
-        color="class", cmap=colors, size=8, alpha=1.0, selection_alpha=1.0, nonselection_alpha=1.0,
+    return hv.Points(frame, ["x", "y"], _vdims(by)).opts(
+        color=by, cmap=colors, size=8, alpha=1.0, selection_alpha=1.0, nonselection_alpha=1.0,
         line_color=_RIM, line_width=1.2, show_legend=False, tools=_TOOLS)
+
+
+class PlotPanel:
+    """One plot of the view (0: left, 1: right in side-by-side mode): its streams and what it shows."""
+
+    def __init__(self):
+        self.pipe = hv.streams.Pipe(data=None)      # {"frame", "title", "key", "by", "colors"} of the layout shown
+        self.ranges = self.size = None
+        self.key = None                             # (layer, epoch, method) shown
+        self.frame: pd.DataFrame | None = None
+        self.raster = None                          # the last base image (raster mode): hover reads its pixels
+        self.lasso = self.box = self.pointer = None  # hv.streams.Lasso, BoundsXY, PointerXY of the plot
+        # as wide as the page lets it (two share the width side by side), up to twice its height: wider, a layout
+        # would be stretched sideways. Its axes are its own (Panel would link the x and y of every layout shown)
+        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_width=PLOT_WIDTH,
+                                      max_width=2 * PLOT_HEIGHT + 120, margin=(0, 5), linked_axes=False,
+                                      css_classes=["ls-embedding-plot"])
 
 
 def hovered_row(rgb: hv.RGB | None, x: float, y: float) -> int | None:

@@ -8,19 +8,26 @@ image beside the plot. A lasso or box selection sets :attr:`~EmbeddingView.selec
 Python can set too; the same images are then highlighted at every layer and epoch, and in side-by-side mode at
 two layers at once, so that one sees where a group of images from one layer goes in another.
 
+For a run with a per-image record (docs/METRICS.md, "The answer per image") the points can be coloured by
+arrival layer (:attr:`~EmbeddingView.color_by`), :meth:`~EmbeddingView.select_forgotten` selects the images the
+final layer forgets, and every selection is measured per layer over all images (:attr:`~EmbeddingView.measures`;
+:meth:`~EmbeddingView.selection_report` in Python), all from :mod:`lab.analysis`; without a record these
+controls are off with the one-line reason.
+
 Its data (checked arrays, stored and live layouts, lasso hits) come from :mod:`app.explorer._data`, its
-elements from :mod:`app.explorer._plot`.
+elements from :mod:`app.explorer._plot`, the per-image answers from :mod:`app.explorer._answers_bar`.
 
 Examples
 --------
 >>> view = EmbeddingView.from_arrays(coords, labels, images=images, names=class_names)   # doctest: +SKIP
 >>> view.selection = [3, 17, 42]                                                      # doctest: +SKIP
 >>> view.selected_frame()                       # index, label, class_name, layer, epoch, x, y  # doctest: +SKIP
->>> EmbeddingView(store=lab.RunStore(), run_id="2024-...", layer="layer3")           # doctest: +SKIP
+>>> view = EmbeddingView(store=lab.RunStore(), run_id="2024-...", layer="layer3")    # doctest: +SKIP
+>>> view.color_by = "arrival layer"; view.select_forgotten()                          # doctest: +SKIP
+>>> view.selection_report()                     # lab.analysis.selection_report          # doctest: +SKIP
 """
 from __future__ import annotations
 
-import html
 from functools import partial
 
 import holoviews as hv
@@ -32,8 +39,11 @@ import param
 from app.base import plots
 
 from . import _plot as ep
-from ._data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, points_in_box, \
+from ._answers import NO_RUN
+from ._answers_bar import AnswersBar
+from ._data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, neighbour_layer, points_in_box, \
     points_in_polygon
+from ._text import hover_html, selection_html
 
 __all__ = ["EmbeddingView"]
 
@@ -49,23 +59,6 @@ class _Selection(param.List):
         if check is not None:
             val = check(val)
         super().__set__(obj, val)
-
-
-class _Panel:
-    """One plot of the view (0: left, 1: right in side-by-side mode): its streams and what it shows."""
-
-    def __init__(self):
-        self.pipe = hv.streams.Pipe(data=None)      # {"frame", "title", "key"} of the layout shown
-        self.ranges = self.size = None
-        self.key = None                             # (layer, epoch, method) shown
-        self.frame: pd.DataFrame | None = None
-        self.raster = None                          # the last base image (raster mode): hover reads its pixels
-        self.lasso = self.box = self.pointer = None  # hv.streams.Lasso, BoundsXY, PointerXY of the plot
-        # as wide as the page lets it (two share the width side by side), up to twice its height: wider, a layout
-        # would be stretched sideways. Its axes are its own (Panel would link the x and y of every layout shown)
-        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH,
-                                      max_width=2 * ep.PLOT_HEIGHT + 120, margin=(0, 5), linked_axes=False,
-                                      css_classes=["ls-embedding-plot"])
 
 
 class EmbeddingView(pn.viewable.Viewer):
@@ -101,6 +94,10 @@ class EmbeddingView(pn.viewable.Viewer):
                                    doc="Most thumbnails the selection grid shows (its count says how many).")
     controls = param.Boolean(default=True, doc="Show the left plot's layer and epoch pickers (off when a host "
                                                "such as the live view sets layer and epoch itself).")
+    color_by = param.Selector(default="class", objects=["class", "arrival layer"],
+                              doc="Colour the points by class, or by arrival layer: the first layer from which an "
+                                  "image's leave-one-out kNN vote is right at every later layer (lab.analysis."
+                                  "image_table of the left plot's epoch; needs the run's per-image record).")
 
     def __init__(self, store=None, run_id=None, layer=None, epoch=None, seed=None, **params):
         self._source = None
@@ -109,7 +106,7 @@ class EmbeddingView(pn.viewable.Viewer):
         self._rows_by_index = np.zeros(0, dtype=np.int64)
         self._hold = False
         super().__init__(**params)
-        self._panels = [_Panel(), _Panel()]
+        self._panels = [ep.PlotPanel(), ep.PlotPanel()]
         self._colors: dict[str, str] = {}
         self._classes: list[str] = []
         self._raster = False
@@ -123,10 +120,15 @@ class EmbeddingView(pn.viewable.Viewer):
         self._clear_w = pn.widgets.Button(label="Clear selection", width=130, margin=(24, 10, 5, 10))
         self._clear_w.on_click(lambda _e: setattr(self, "selection", []))
         self._info = pn.pane.HTML("", margin=(28, 10, 5, 10), sizing_mode="stretch_width")
-        self._hover_card = pn.pane.HTML(_hover_html(None), width=170, margin=(40, 5, 5, 5),
+        self._hover_card = pn.pane.HTML(hover_html(None), width=170, margin=(40, 5, 5, 5),
                                         css_classes=["ls-embedding-hover"])
-        self._selection_pane = pn.pane.HTML(_selection_html([], {}, [], 0), sizing_mode="stretch_width",
+        self._selection_pane = pn.pane.HTML(selection_html([], {}, [], 0), sizing_mode="stretch_width",
                                             css_classes=["ls-embedding-selection"])
+        # the per-image answers of the left plot's evaluation: colour by arrival layer, select what the final
+        # layer forgets, the measures of the selection
+        self._bar = AnswersBar(self.param.color_by, self.select_forgotten)
+        self.measures = self._bar.measures
+        self.param.watch(self._on_color_by, "color_by")
         self._epoch_w.param.watch(partial(self._on_epoch_widget, side=0), "value")
         self._epoch_b_w.param.watch(partial(self._on_epoch_widget, side=1), "value")
         self.param.watch(lambda *_e: self._redraw(0), ["layer", "epoch"])
@@ -140,9 +142,12 @@ class EmbeddingView(pn.viewable.Viewer):
         self.param.watch(lambda e: setattr(self._right, "visible", e.new), "side_by_side")
         self._layout = pn.Column(
             pn.Row(self._side_w, self._clear_w, self._info, sizing_mode="stretch_width"),
+            self._bar.row,
+            self._bar.legend,
             pn.FlexBox(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
                        self._hover_card, sizing_mode="stretch_width"),
             self._selection_pane,
+            self.measures,
             sizing_mode="stretch_width", css_classes=["ls-embedding"],
         )
         if run_id is not None:
@@ -150,7 +155,7 @@ class EmbeddingView(pn.viewable.Viewer):
                 import lab.store
 
                 store = lab.store.RunStore()
-            self.set_source(StoredLayouts(store.load(run_id), seed), layer=layer, epoch=epoch)
+            self.set_source(StoredLayouts(store.load(run_id), seed, store=store), layer=layer, epoch=epoch)
         elif store is not None:
             raise ValueError("EmbeddingView(store=...) needs run_id= too (a run id of that store); "
                              "or use EmbeddingView.from_arrays(coords, labels) for arrays.")
@@ -168,10 +173,11 @@ class EmbeddingView(pn.viewable.Viewer):
         return view
 
     @classmethod
-    def for_live(cls, model, thumbnails, **params) -> "EmbeddingView":
-        """A view of the layouts of a live run: ``model()`` its current RunModel, ``thumbnails()`` its source."""
+    def for_live(cls, model, thumbnails, run=lambda: None, **params) -> "EmbeddingView":
+        """A view of the layouts of a live run: ``model()`` its current RunModel, ``thumbnails()`` its source,
+        ``run()`` its ``(store, run_id)`` (store None: unknown) for the per-image record."""
         view = cls(controls=False, **params)
-        view._live = (model, thumbnails)
+        view._live = (model, thumbnails, run)
         return view
 
     def set_source(self, source, layer: str | None = None, epoch: int | None = None) -> None:
@@ -192,7 +198,7 @@ class EmbeddingView(pn.viewable.Viewer):
             self.param.layer_b.objects = layers
             first = layer if layer in layers else (source.default_layer if source.default_layer in layers
                                                    else (layers[-1] if layers else None))
-            self.param.update(layer=first, epoch=epoch, layer_b=_neighbour(layers, first), epoch_b=None)
+            self.param.update(layer=first, epoch=epoch, layer_b=neighbour_layer(layers, first), epoch_b=None)
         finally:
             self._hold = False
         for side in (0, 1):
@@ -236,10 +242,41 @@ class EmbeddingView(pn.viewable.Viewer):
             p.pane.object, p.key, p.frame, p.raster = None, None, None, None
         self._valid = self._rows_by_index = np.zeros(0, dtype=np.int64)
         self._info.object = ""
+        self._bar.set(None, None)
         with param.discard_events(self):
             self.selection, self.hovered = [], None
         self._on_selection()
         self._on_hovered()
+
+    def refresh_answers(self) -> None:
+        """Read the per-image record of the evaluation shown again (the live view calls this when an evaluation
+        completes: its record lands on disk then, after the layouts that showed it)."""
+        p = self._panels[0]
+        if self._source is not None and p.key is not None and self._bar.load(self._source, p.key[1], force=True):
+            self._answers_changed()
+            if self.color_by != "class":
+                self._redraw(0)
+
+    def select_forgotten(self) -> None:
+        """Select the images the final layer forgets (right at the best layer, wrong at the final one) at the
+        evaluation shown: ``forgotten`` of :func:`lab.analysis.image_table`."""
+        if not self._bar.ok:
+            raise ValueError(f"no per-image answers here: {self._bar.answers.problem if self._bar.answers else NO_RUN}")
+        self.selection = self._bar.answers.forgotten()
+
+    def selection_report(self):
+        """:func:`lab.analysis.selection_report` of :attr:`selection` at the evaluation shown (the left plot's
+        epoch, the layouts' seed): per layer the share right, mean margin, NMI and CDNV of the selection and of
+        all images, ``attrs["notes"]`` saying what could not be given. Raises ValueError for a view of arrays
+        and lab's NoImageRecordError (one line) for a run without the record."""
+        from lab import analysis
+
+        run = self._source.run() if self._source is not None else None
+        if run is None or run[0] is None:
+            reason = NO_RUN if run is None else "the store of this run is not known"
+            raise ValueError(f"no selection report: {reason}")
+        epoch = self._panels[0].key[1] if self._panels[0].key is not None else None
+        return analysis.selection_report(run[0], run[1], list(self.selection), epoch, seed=self._source.seed)
 
     @property
     def n_points(self) -> int:
@@ -256,7 +293,7 @@ class EmbeddingView(pn.viewable.Viewer):
         pos = np.searchsorted(self._valid, np.asarray(indices, dtype=np.int64))
         return self._rows_by_index[pos]
 
-    def _select_rows(self, p: _Panel, mask: np.ndarray) -> None:
+    def _select_rows(self, p: ep.PlotPanel, mask: np.ndarray) -> None:
         self.selection = p.frame["index"].to_numpy()[mask].tolist()
 
     def selected_frame(self, layer: str | None = None, epoch: int | None = None) -> pd.DataFrame:
@@ -324,36 +361,64 @@ class EmbeddingView(pn.viewable.Viewer):
             widget.param.update(options=epochs, value=epoch)
         finally:
             self._hold = False
+        # the left plot's evaluation gives the per-image answers (read once per run, seed and epoch)
+        # (without them the points keep their class colours, and the user's colour mode until they come)
+        changed = side == 0 and self._bar.load(self._source, epoch)
         key = (layer, epoch, layout.method)
         p.frame = ep.points_frame(layout.coords, self._source.labels, self._source.indices, self._classes)
+        by = self._by()
+        if by != "class":
+            p.frame["arrival"] = self._bar.arrival
         if key != p.key:
             p.ranges.reset()             # a new layout: start from its own extent, not the last zoom
             p.key = key
-        p.pipe.send({"frame": p.frame, "title": plots.plot_title(layout.title, 40), "key": key})
+        p.pipe.send({"frame": p.frame, "title": plots.plot_title(layout.title, 40), "key": key, "by": by,
+                     "colors": self._bar.colors if by != "class" else self._colors})
         if p.pane.object is None:
             p.pane.object = p.plot
+        if changed:
+            self._answers_changed()
 
-    def _ranges(self, p: _Panel, x_range, y_range):
+    def _by(self) -> str:
+        """The frame column the points are coloured by."""
+        return "arrival" if self.color_by == "arrival layer" and self._bar.ok else "class"
+
+    def _answers_changed(self) -> None:
+        self._bar.show_legend(self._by() != "class")
+        self._bar.measure(self.selection)
+        if self.color_by != "class":           # arrival colours came or went: the right plot too
+            self._redraw(1)
+
+    def _on_color_by(self, *_events) -> None:
+        if self._hold:
+            return
+        self._bar.show_legend(self._by() != "class")
+        self._redraw(0)
+        self._redraw(1)
+
+    def _ranges(self, p: ep.PlotPanel, x_range, y_range):
         full_x, full_y = ep.extent(p.frame[["x", "y"]].to_numpy())
         return (tuple(x_range) if x_range else full_x), (tuple(y_range) if y_range else full_y)
 
-    def _render_base(self, p: _Panel, data, x_range=None, y_range=None, width=None, height=None, **_):
-        dim = bool(self.selection)
+    def _render_base(self, p: ep.PlotPanel, data, x_range=None, y_range=None, width=None, height=None, **_):
+        dim, colors = bool(self.selection), dict(by=data["by"])
         if not self._raster:
-            return ep.points_base(data["frame"], self._colors, title=data["title"], dim=dim)
+            return ep.points_base(data["frame"], data["colors"], title=data["title"], dim=dim, **colors)
         x_range, y_range = self._ranges(p, x_range, y_range)
-        p.raster = ep.raster_base(data["frame"], self._colors, x_range=x_range, y_range=y_range,
+        p.raster = ep.raster_base(data["frame"], data["colors"], x_range=x_range, y_range=y_range,
                                   width=width or ep.FRAME_WIDTH, height=height or ep.FRAME_HEIGHT, title=data["title"],
-                                  dim=dim)
+                                  dim=dim, **colors)
         return p.raster
 
-    def _render_highlight(self, p: _Panel, data, x_range=None, y_range=None, width=None, height=None, **_):
-        frame = data["frame"] if data is not None else ep.points_frame(np.zeros((0, 2)), [], [], [])
+    def _render_highlight(self, p: ep.PlotPanel, data, x_range=None, y_range=None, width=None, height=None, **_):
+        if data is None:
+            data = {"frame": ep.points_frame(np.zeros((0, 2)), [], [], []), "by": "class", "colors": self._colors}
+        frame, colors, by = data["frame"], data["colors"], data["by"]
         chosen = frame.iloc[self._rows(self.selection)] if self.selection and len(frame) else frame.iloc[:0]
         if not self._raster:
-            return ep.points_highlight(chosen, self._colors)
+            return ep.points_highlight(chosen, colors, by=by)
         x_range, y_range = self._ranges(p, x_range, y_range)
-        return ep.raster_highlight(chosen, self._colors, x_range=x_range, y_range=y_range,
+        return ep.raster_highlight(chosen, colors, x_range=x_range, y_range=y_range, by=by,
                                    width=width or ep.FRAME_WIDTH, height=height or ep.FRAME_HEIGHT)
 
     # ------------------------------------------------------------------ events
@@ -362,22 +427,22 @@ class EmbeddingView(pn.viewable.Viewer):
             return
         setattr(self, "epoch" if side == 0 else "epoch_b", int(event.new))
 
-    def _on_lasso(self, p: _Panel, geometry=None, **_):
+    def _on_lasso(self, p: ep.PlotPanel, geometry=None, **_):
         if geometry is not None and p.frame is not None and len(geometry) >= 3:
             self._select_rows(p, points_in_polygon(p.frame[["x", "y"]].to_numpy(), np.asarray(geometry)))
 
-    def _on_box(self, p: _Panel, bounds=None, **_):
+    def _on_box(self, p: ep.PlotPanel, bounds=None, **_):
         if bounds is not None and p.frame is not None:
             self._select_rows(p, points_in_box(p.frame[["x", "y"]].to_numpy(), bounds))
 
-    def _on_pointer(self, p: _Panel, x=None, y=None, **_):
+    def _on_pointer(self, p: ep.PlotPanel, x=None, y=None, **_):
         if x is None or y is None or p.frame is None:
             return
         row = ep.hovered_row(p.raster, x, y) if self._raster else self._nearest(p, x, y)
         if row is not None:
             self.hovered = int(p.frame["index"].iat[row])
 
-    def _nearest(self, p: _Panel, x: float, y: float) -> int | None:
+    def _nearest(self, p: ep.PlotPanel, x: float, y: float) -> int | None:
         """The plain point nearest (x, y) within :data:`_HOVER_PX` pixels, on the plot's current scale."""
         xy = p.frame[["x", "y"]].to_numpy()
         if not len(xy):
@@ -397,12 +462,12 @@ class EmbeddingView(pn.viewable.Viewer):
     def _on_hovered(self, *_events) -> None:
         i = self.hovered
         if i is None or self._source is None or not self._valid.size:
-            self._hover_card.object = _hover_html(None)
+            self._hover_card.object = hover_html(None)
             return
         row = int(self._rows([i])[0])
         label = int(self._source.labels[row])
-        self._hover_card.object = _hover_html(i, self._classes[label], self._colors.get(self._classes[label]),
-                                              self._thumbnails([i])[0])
+        self._hover_card.object = hover_html(i, self._classes[label], self._colors.get(self._classes[label]),
+                                             self._thumbnails([i])[0])
 
     def _on_selection(self, *_events) -> None:
         chosen = list(self.selection)
@@ -410,44 +475,9 @@ class EmbeddingView(pn.viewable.Viewer):
         counts = {self._classes[k]: int(n) for k, n in zip(*np.unique(labels, return_counts=True))}
         shown = chosen[: self.max_thumbnails]
         names = [self._classes[int(k)] for k in labels[: len(shown)]]
-        self._selection_pane.object = _selection_html(
+        self._selection_pane.object = selection_html(
             list(zip(shown, names, self._thumbnails(shown))), counts, self._colors, len(chosen))
+        self._bar.measure(chosen)
 
     def __panel__(self):
         return self._layout
-
-
-def _neighbour(layers: list[str], layer: str | None) -> str | None:
-    """The layer shown beside ``layer`` at first: the next one (where do its points go?), else the one before."""
-    if layer not in layers:
-        return layers[0] if layers else None
-    i = layers.index(layer)
-    return layers[i + 1] if i + 1 < len(layers) else layers[max(i - 1, 0)]
-
-
-# ---------------------------------------------------------------------- text (class names reach it escaped)
-def _hover_html(index, name=None, color=None, uri="") -> str:
-    if index is None:
-        return "<div style='color:#777;font-size:12px'>Hover a point to see its image.</div>"
-    img = (f"<img src='{uri}' width='96' height='96' style='image-rendering:pixelated;border:1px solid #ccc'>"
-           if uri else "<div style='color:#777;font-size:11px'>(no image)</div>")
-    return (f"<div class='ls-hover-card' data-index='{int(index)}'>{img}<div style='font-size:12px'>"
-            f"<span style='color:{color or '#333'}'>&#9679;</span> <b>{html.escape(str(name))}</b><br>"
-            f"image #{int(index)}</div></div>")
-
-
-def _selection_html(items, counts: dict[str, int], colors: dict[str, str], total: int) -> str:
-    if not total:
-        return "<div style='color:#777;font-size:12px'>No selection: draw a lasso or a box on a plot.</div>"
-    parts = ", ".join(f"<span style='color:{colors.get(c, '#333')}'>&#9679;</span> {html.escape(c)} {n}"
-                      for c, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    head = (f"<b>{total:,} image{'s' if total != 1 else ''} selected</b> ({len(counts)} "
-            f"class{'es' if len(counts) != 1 else ''}: {parts})")
-    if len(items) < total:
-        head += f" · showing the first {len(items)}"
-    cells = "".join(
-        f"<img src='{uri}' title='{html.escape(name)} · #{int(i)}' width='48' height='48' "
-        f"style='image-rendering:pixelated;border:2px solid {colors.get(name, '#ccc')};margin:1px'>"
-        if uri else f"<span title='{html.escape(name)}' style='display:inline-block;width:48px;font-size:10px'>"
-                    f"#{int(i)}</span>" for i, name, uri in items)
-    return f"<div class='ls-selection' data-count='{total}'>{head}<div style='margin-top:4px'>{cells}</div></div>"

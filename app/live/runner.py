@@ -67,6 +67,11 @@ class RunControl(pn.viewable.Viewer):
         self.live = live
         self._make_config = make_config
         self._store = store
+        if store is None:           # where lab.run records a run without one: the live view reads it there
+            import lab.store
+
+            store = lab.store.RunStore()
+        live.store = store if store is not False else None      # False: the runs are not recorded
         self._on_finished = on_finished
         self._token = None
         self._thread: threading.Thread | None = None

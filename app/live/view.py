@@ -6,7 +6,8 @@ seeds, the bootstrap interval as a dotted band), a layer × epoch heatmap, the 2
 embeddings in an :class:`~app.explorer.embedding.EmbeddingView` (thumbnails on hover, lasso selection linked
 across layers and epochs; the verdict's best layer until one is picked, see :mod:`app.live._picker`),
 training curves, layer utilization with each layer's CKA to its epoch-0 features, and a one-line
-verdict. Each plot is a ``hv.DynamicMap`` fed by a
+verdict with, under it, the best layer by each measure (:mod:`app.live._agreement`, read when an evaluation
+completes). Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
 :mod:`app.live._streams`, the status line's text from :mod:`app.live._text`, and the redraws
@@ -35,38 +36,13 @@ from app.explorer.embedding import EmbeddingView
 
 from ._streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
                        projection_data)
+from ._agreement import AgreementTable
+from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
 from ._text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView", "CURVE_SPECS"]
-
-CURVE_WIDTH = 380
-"""Least width in pixels of a metric-vs-layer plot (it grows with the page; its title's two lines fit at this)."""
-
-
-def _grow(basis: int, grow: int = 1) -> dict:
-    """Options of a component that grows with the page: at least ``basis`` pixels wide, sharing a row's spare
-    width with its neighbours in the ratio of ``grow``."""
-    return dict(sizing_mode="stretch_width", min_width=basis, styles={"flex": f"{grow} 1 {basis}px"})
-
-
-def _plot_pane(obj, basis: int, **params) -> pn.pane.HoloViews:
-    """A plot that grows with the page (:func:`_grow`) and keeps its own axes: Panel links the axes of panes whose
-    plots share a dimension name across the whole page, and the NMI curves' y axis took the range of the Compare
-    tab's empty NMI plot (0-1)."""
-    return pn.pane.HoloViews(obj, linked_axes=False, **_grow(basis), **params)
-
-
-_WHOLE_ROW = {"flex": "1 1 100%"}      # text among the curves takes a row of its own
-
-
-def _fillers(n: int = 3) -> list[pn.Spacer]:
-    """Empty cells after the curves, as wide as one and of no height: the last row's plots keep the width of the
-    rows above (alone in its row, a plot would stretch to the page's width)."""
-    return [pn.Spacer(height=0, margin=(0, 4), min_width=CURVE_WIDTH, sizing_mode="stretch_width",
-                      styles={"flex": f"1 1 {CURVE_WIDTH}px"}) for _ in range(n)]
-
 
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.
@@ -86,6 +62,8 @@ class LiveView(pn.viewable.Viewer):
                                      doc="Image thumbnails of the evaluation images (hover tooltips).")
     status = param.String(default="idle", constant=True,
                           doc="idle, queued, starting, running, stopping, finished, failed or cancelled.")
+    store = param.Parameter(default=None, doc="The lab.RunStore the shown run is recorded in (RunControl sets it); "
+                                              "the per-image answers and the measures' best layers read it.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -106,20 +84,22 @@ class LiveView(pn.viewable.Viewer):
         self._progress = pn.indicators.Progress(value=0, max=1000, active=False, width=260, bar_color="primary",
                                                 margin=(8, 10), visible=False)
         self._verdict = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["ls-verdict"])
+        self.agreement = AgreementTable()        # the measures' best layers, read when an evaluation completes
         self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["ls-alert"])
         self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER, styles=_WHOLE_ROW), sizing_mode="stretch_width")
-        self._heatmap_pane = _plot_pane(None, plots.HEATMAP_WIDTH)
+        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW), sizing_mode="stretch_width")
+        self._heatmap_pane = plot_pane(None, plots.HEATMAP_WIDTH)
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
-        self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails)
+        self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails,
+                                                lambda: (self.store, self.model.run_id))
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
-        self._utilization_pane = _plot_pane(None, 360)
-        self._cka_pane = _plot_pane(None, 360)        # which layers fine-tuning moved
+        self._utilization_pane = plot_pane(None, 360)
+        self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
         self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
                                          styles={"color": "#555", "font-size": "12px"})
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
@@ -151,7 +131,7 @@ class LiveView(pn.viewable.Viewer):
         self._n_events = 0
         self._projection_points = 0
         self._message = message
-        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=_WHOLE_ROW)
+        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=WHOLE_ROW)
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
         for pane in (self._heatmap_pane, self._utilization_pane, self._cka_pane, self._cka_caption):
@@ -160,6 +140,7 @@ class LiveView(pn.viewable.Viewer):
         self._training_panes.objects = []
         self._alert.visible = False
         self._verdict.object = ""
+        self.agreement.clear()
         self._set_status(status)
         self._progress.param.update(value=0, active=status in ("starting", "queued"), visible=True)
         self._refresh_status()
@@ -194,6 +175,8 @@ class LiveView(pn.viewable.Viewer):
         changed: set[str] = set()
         resume = False
         for item in items:
+            if getattr(item, "kind", None) == ev.EpochFinished.kind:   # its evaluation is on disk by now
+                self._redraws.schedule("send:evaluation", self._on_evaluation)
             if item == self._redraws.turn:
                 resume = True               # redraw after this batch's events (the run's end goes first)
                 continue
@@ -253,7 +236,7 @@ class LiveView(pn.viewable.Viewer):
             self._placeholder.object = placeholder_html("Drawing the plots…")
         if not specs:
             self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>",
-                                                     styles=_WHOLE_ROW)]
+                                                     styles=WHOLE_ROW)]
         for i, (metric, splits) in enumerate(specs):
             self._redraws.schedule(f"build:curves:{metric}",
                                    partial(self._build_curve_pane, metric, splits, first=i == 0))
@@ -273,9 +256,9 @@ class LiveView(pn.viewable.Viewer):
         self._redraws.discard(f"send:curves:{metric}")
         pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
         dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
-        pane = _plot_pane(dmap, CURVE_WIDTH, margin=4, css_classes=["ls-curves"])
+        pane = plot_pane(dmap, CURVE_WIDTH, margin=4, css_classes=["ls-curves"])
         drawn = [] if first else [o for o in self._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
-        self._curves_box.objects = [*drawn, pane, *_fillers()]
+        self._curves_box.objects = [*drawn, pane, *fillers()]
 
     def _build_heatmap_pane(self) -> None:
         self._redraws.discard("send:heatmap")
@@ -289,7 +272,7 @@ class LiveView(pn.viewable.Viewer):
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render_training, which="accuracy", seeds=seeds), streams=[buffer])
-        self._training_panes.objects = [_plot_pane(loss, 280), _plot_pane(acc, 280)]
+        self._training_panes.objects = [plot_pane(loss, 280), plot_pane(acc, 280)]
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -397,6 +380,16 @@ class LiveView(pn.viewable.Viewer):
         pipe.send(data)           # what the layout shows, for consumers of the streams (tests, notebooks)
         self.embedding.show(layer, epoch)
 
+    def _on_evaluation(self) -> None:
+        """An evaluation completed: read the measures' best layers and the per-image record again."""
+        self.agreement.show(self.store, self.model.run_id)
+        self.embedding.refresh_answers()
+
+    def selection_report(self):
+        """:func:`lab.analysis.selection_report` of the layout's selection (``embedding.selection``) at the
+        evaluation it shows: :meth:`app.EmbeddingView.selection_report`."""
+        return self.embedding.selection_report()
+
     def _on_pick(self) -> None:
         """The user picked a layer or an epoch: show it now."""
         self._send_projection()
@@ -457,9 +450,9 @@ class LiveView(pn.viewable.Viewer):
         # every plot grows with the page: the curves share a row's width (two or three a row), the heatmap and
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
-                             **_grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **_grow(560, grow=2))
-        cka_col = pn.Column(self._cka_pane, self._cka_caption, **_grow(360))
+                             **grow(plots.HEATMAP_WIDTH))
+        proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
+        cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
                               pn.FlexBox(self._training_panes, self._utilization_pane, cka_col,
                                          sizing_mode="stretch_width"),
@@ -468,6 +461,7 @@ class LiveView(pn.viewable.Viewer):
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
             self._verdict,
+            self.agreement,
             self._alert,
             self._curves_box,
             self._details,

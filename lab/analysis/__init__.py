@@ -26,6 +26,10 @@ Definitions (METRICS.md):
   percentile interval over resamples of the unseen images and ``best_share``, the fraction of
   resamples in which the layer is best. With several seeds, g's ``best_share`` pools the resamples
   of every seed (the mean of the seeds' shares) and ``g_low``/``g_high`` are the seeds' mean bounds;
+- the answer per image and per selection (:mod:`lab.analysis.images`): each unseen image's kNN vote,
+  margin and cluster per layer (the per-image record), its arrival layer and forgetting
+  (:func:`image_table`), and the measures on any selection of images (:func:`selection_report`);
+- whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`);
 - rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
   (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
   NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
@@ -41,6 +45,11 @@ Examples
 """
 from __future__ import annotations
 
+from lab.analysis.agreement import AGREEMENT_COLUMNS, AGREEMENT_MEASURES, agreement_table, measure_agreement
+from lab.analysis.images import (
+    IMAGE_VALUES, SELECTION_COLUMNS, arrival_counts, has_image_record, image_answers, image_record_problem,
+    image_table, selection_measures, selection_report,
+)
 from lab.analysis.intervals import (
     CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
 )
@@ -57,4 +66,8 @@ __all__ = [
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
     "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
     "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
+    "image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures", "has_image_record",
+    "image_record_problem",
+    "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table", "AGREEMENT_MEASURES",
+    "AGREEMENT_COLUMNS",
 ]

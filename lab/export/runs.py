@@ -179,6 +179,27 @@ if not CKA_RUNS:
 hv.Layout(cka_figures).opts(shared_axes=False).cols(2) if cka_figures else None
 '''
 
+_IMAGES = r'''
+# The answer per image (lab.analysis.image_table) at the last evaluation of IMAGES_RUN: the layer from which each
+# unseen image's kNN vote stays right, and the images the final layer forgets (right at the best layer). Then the
+# measures per layer on SELECTION (image positions, as the explorer's; None: the forgotten images) over all images,
+# and whether the measures agree on the best layer.
+IMAGES_RUN = {{IMAGES_RUN}}   # the first exported run with a per-image record (None: none has one)
+SELECTION = {{SELECTION}}
+
+if IMAGES_RUN is None:
+    print("no per-image record:", lab.analysis.image_record_problem(store, RUN_IDS[0]))
+else:
+    images = lab.analysis.image_table(store, IMAGES_RUN)
+    forgotten = images.index[images["forgotten"].fillna(False)].tolist()
+    print(f"epoch {images.attrs['epoch']}: {len(forgotten)} of {len(images)} images forgotten by the final layer")
+    display(lab.analysis.arrival_counts(images).to_frame().T)   # images right from that layer to the final one
+    report = lab.analysis.selection_report(store, IMAGES_RUN, forgotten if SELECTION is None else SELECTION)
+    display(report, lab.analysis.measure_agreement(store, IMAGES_RUN))
+    for note in report.attrs["notes"]:
+        print("note:", note)
+'''
+
 _RERUN = r'''
 # The exact configuration of each exported run: plain Python literals, edit them to try variations.
 CONFIGS = {{CONFIGS}}
@@ -238,6 +259,20 @@ def _cka_runs(records: list) -> list[str]:
     return [rec.run_id for rec in records if len(rec.embedding_keys())]
 
 
+def _images_run(records: list) -> str | None:
+    """The first run with a per-image record (the images cell's), None if none has one."""
+    return next((rec.run_id for rec in records if rec.image_record_problem() is None), None)
+
+
+def _selection_literal(selection) -> str:
+    if selection is None:
+        return "None"
+    values = list(selection)
+    if any(isinstance(v, bool) or not hasattr(v, "__index__") for v in values):     # ints, numpy ints
+        raise ValueError(f"selection must be a list of image positions (integers); got {values[:5]!r}")
+    return py_literal([int(v) for v in values])
+
+
 def _config_literal(records: list) -> str:
     configs = {}
     for rec in records:
@@ -269,7 +304,7 @@ def _run_id_list(run_ids) -> list[str]:
     return ids
 
 
-def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = False):
+def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = False, selection=None):
     """Build (but do not write) the notebook of :func:`to_notebook`.
 
     Parameters
@@ -280,6 +315,9 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
         The store holding the runs; None = the default store (``$LAB_RUNS_DIR`` or ``./runs``).
     rerun : bool
         Initial value of the final cell's ``RERUN`` switch (re-train every run when executed).
+    selection : list of int, optional
+        Image positions for the per-image cell's ``SELECTION`` (its :func:`lab.analysis.selection_report`);
+        None: the images the final layer forgets.
 
     Returns
     -------
@@ -358,6 +396,12 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
             "stored epoch, and, for a training run, each layer against its own features before fine-tuning."),
         v4.new_code_cell(fill(_CKA, CKA_RUNS=py_literal(_cka_runs(records))), metadata={"tags": ["cka"]}),
         v4.new_markdown_cell(
+            "## The answer per image\n\nWhere each unseen image's nearest neighbour starts (and stays) in its own "
+            "class, which images the final layer loses, the measures on a selection of images, and whether the "
+            "measures agree on the best layer (docs/METRICS.md, \"The answer per image\")."),
+        v4.new_code_cell(fill(_IMAGES, IMAGES_RUN=py_literal(_images_run(records)),
+                              SELECTION=_selection_literal(selection)), metadata={"tags": ["images"]}),
+        v4.new_markdown_cell(
             "## Reproduce\n\nThe exact `RunConfig` of every run, as a Python literal. Set `RERUN = True` and "
             "execute the cell to train and evaluate it again from scratch (a new run in the same store); it "
             "then prints how far the new metric values are from the stored ones."),
@@ -411,7 +455,7 @@ def notebook_summary(nb) -> dict[str, dict]:
 
 
 def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=None, execute: bool = False,
-                timeout: int = 600, *, rerun: bool = False) -> Path:
+                timeout: int = 600, *, rerun: bool = False, selection=None) -> Path:
     """Write a notebook that reloads, re-plots and can reproduce stored runs.
 
     Parameters
@@ -431,6 +475,8 @@ def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=Non
     rerun : bool
         Initial value of the final cell's ``RERUN`` switch; with ``execute=True``
         the runs are then trained again from scratch.
+    selection : list of int, optional
+        Image positions the per-image cell reports on (:func:`build_notebook`).
 
     Returns
     -------
@@ -448,5 +494,5 @@ def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=Non
         (including the error) before this is raised.
     """
     target = check_ipynb(path)
-    return write_notebook(build_notebook(run_ids, store, rerun=rerun), target, execute=execute,
-                          timeout=timeout)
+    nb = build_notebook(run_ids, store, rerun=rerun, selection=selection)
+    return write_notebook(nb, target, execute=execute, timeout=timeout)

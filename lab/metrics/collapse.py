@@ -43,7 +43,7 @@ def _rows_per_block(d: int) -> int:
 
 
 def _class_chunks(c: _Checked, rows: int):
-    """Yield (class code, X rows of that class (B, d) in X's dtype), in chunks of ``rows``.
+    """Yield (class code, row indices (B,), X rows of that class (B, d) in X's dtype), in chunks of ``rows``.
 
     A class whose samples are contiguous in X is sliced (no copy); otherwise its rows are
     gathered chunk by chunk, so memory stays bounded.
@@ -54,9 +54,9 @@ def _class_chunks(c: _Checked, rows: int):
         contiguous = last - first + 1 == idx.numel()
         for s in range(0, idx.numel(), rows):
             if contiguous:
-                yield k, c.X[first + s:first + min(s + rows, idx.numel())]
+                yield k, idx[s:s + rows], c.X[first + s:first + min(s + rows, idx.numel())]
             else:
-                yield k, c.X.index_select(0, idx[s:s + rows])
+                yield k, idx[s:s + rows], c.X.index_select(0, idx[s:s + rows])
 
 
 class _ClassStats:
@@ -73,7 +73,7 @@ class _ClassStats:
         rows = _rows_per_block(c.d)
         sums = torch.zeros(K, c.d, dtype=self.dtype, device=X.device)               # (K, d)
         with _single_thread_on_cpu(X.device):
-            for k, Xk in _class_chunks(c, rows):
+            for k, _, Xk in _class_chunks(c, rows):
                 # Chunk-wise conversion then a native sum: ~10x faster on CPU than
                 # sum(dtype=float64) or converting X at once (page faults of a big buffer).
                 sums[k] += Xk.to(self.dtype).sum(dim=0)
@@ -99,9 +99,10 @@ class _ClassStats:
         within = torch.zeros(K, dtype=self.dtype, device=c.X.device)                 # (K,)
         proj = torch.zeros(K, K, dtype=self.dtype, device=c.X.device)                # (K, K) Σ z zᵀ
         correct = torch.zeros((), dtype=torch.int64, device=c.X.device)
+        gap = torch.empty(c.n, dtype=self.dtype, device=c.X.device)                  # (N,) see margins()
         pair = self.pair_sq.to(device=c.X.device, dtype=self.dtype)
         with _single_thread_on_cpu(c.X.device):
-            for k, Xk in _class_chunks(c, rows):
+            for k, idx, Xk in _class_chunks(c, rows):
                 # (B, d) x - μ_k; copy=True so the in-place subtraction never writes into X.
                 D = Xk.to(self.dtype, copy=True).sub_(self.means[k])
                 dsq = torch.linalg.vector_norm(D, dim=1).square_()                   # (B,) no (B, d) temp
@@ -112,7 +113,13 @@ class _ClassStats:
                 # (x - μ_k)·(μ_k - μ_j) = Z[k] - Z[j] since μ_k - μ_j = c_k - c_j.
                 dist = dsq[:, None] + pair[k] + 2.0 * (Z[:, k:k + 1] - Z)           # (B, K)
                 correct += (dist.argmin(dim=1) == k).sum()
-        self._second = (within.cpu().double(), proj.cpu().double(), int(correct))
+                if K > 1:
+                    # the same distances give each image's margin: nearest other centre minus its own
+                    others = torch.cat([dist[:, :k], dist[:, k + 1:]], dim=1).amin(dim=1)   # (B,)
+                    gap[idx] = others.clamp_min(0.0).sqrt() - dsq.sqrt()
+                else:
+                    gap[idx] = float("nan")
+        self._second = (within.cpu().double(), proj.cpu().double(), int(correct), gap)
         return self._second
 
     # -- degeneracy checks
@@ -139,7 +146,7 @@ class _ClassStats:
     # -- the measures
     def nc1(self) -> float:
         self.require_spread("nc1")
-        _, proj, _ = self._second_pass()
+        _, proj, _, _ = self._second_pass()
         w, V = torch.linalg.eigh(self.gram)                                          # ascending
         keep = w > _RTOL[self.dtype] * w[-1]
         w, V = w[keep], V[:, keep]
@@ -149,10 +156,27 @@ class _ClassStats:
 
     def cdnv(self) -> float:
         self.require_distinct_means("cdnv")
-        within, _, _ = self._second_pass()
-        var = within / torch.as_tensor(self.c.counts, dtype=torch.float64)           # (K,)
         i, j = torch.triu_indices(self.c.n_classes, self.c.n_classes, offset=1)
-        return float(((var[i] + var[j]) / (2.0 * self.pair_sq[i, j])).mean())
+        return float(self.cdnv_pairs()[i, j].mean())
+
+    def cdnv_pairs(self) -> torch.Tensor:
+        """(K, K) float64 CPU: (Var_i + Var_j) / (2 ‖μ_i − μ_j‖²) for i ≠ j (cdnv is the mean over
+        i < j); NaN on the diagonal and for pairs whose means coincide."""
+        within, _, _, _ = self._second_pass()
+        var = within / torch.as_tensor(self.c.counts, dtype=torch.float64)           # (K,)
+        close = (self.pair_sq <= self.coincide_sq) | torch.eye(self.c.n_classes, dtype=torch.bool)
+        terms = (var[:, None] + var[None, :]) / (2.0 * self.pair_sq.masked_fill(close, 1.0))
+        return terms.masked_fill(close, float("nan"))                                # (K, K)
+
+    def margins(self) -> torch.Tensor:
+        """(N,) float64 CPU, in X's row order: (min over c ≠ y_i of ‖x_i − μ_c‖ − ‖x_i − μ_{y_i}‖) divided
+        by the mean distance between two class means, from the distances the NCC rule compares
+        (positive: nearer its own class mean than any other). NaN with a single class."""
+        self.require_spread("margin")
+        _, _, _, gap = self._second_pass()
+        i, j = torch.triu_indices(self.c.n_classes, self.c.n_classes, offset=1)
+        scale = self.pair_sq[i, j].clamp_min(0.0).sqrt().mean()                      # mean ‖μ_i − μ_j‖
+        return gap.cpu().double() / scale
 
     def nc2_equinorm(self) -> float:
         self.require_spread("nc2_equinorm")
@@ -175,7 +199,7 @@ class _ClassStats:
 
     def ncc_accuracy(self) -> float:
         self.require_distinct_means("ncc_accuracy")
-        _, _, correct = self._second_pass()
+        _, _, correct, _ = self._second_pass()
         return correct / self.c.n
 
 

@@ -101,6 +101,7 @@ def compute_layer(
     layer: str | None = None,
     on_degenerate: str = "warn",
     return_samples: bool = False,
+    return_margins: bool = False,
     backend: str = "auto",
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, np.ndarray]]:
     """All requested metrics of one layer's features, sharing work between them.
@@ -135,6 +136,11 @@ def compute_layer(
         ``{"nmi": k-means cluster of each sample (N,) int64 (of the first repeat),
         "knn_accuracy": whether its leave-one-out vote was right (N,) bool}``, for those of the two
         that were measured and defined.
+    return_margins : bool
+        With ``return_samples``, the samples also hold what the per-image record needs from the class
+        statistics (METRICS.md, "The answer per image"): ``"margin"``, each sample's nearest-class-centre
+        margin (N,) float64, and ``"cdnv_pairs"``, the CDNV term of every class pair (K, K) float64 (NaN on
+        the diagonal; classes in sorted label order); NaN where undefined (all class means coincide).
     backend : {"auto", "sklearn", "torch"}
         Implementation of k-means and the probe (``lab.metrics.separability.BACKENDS``): "auto" is torch on
         X's device for CUDA features, scikit-learn on a CPU copy otherwise.
@@ -264,6 +270,14 @@ def compute_layer(
                     results["nmi_std"] = float("nan")
                 continue
         results[name] = value
+    if return_samples and return_margins:
+        try:
+            stats = stats if stats is not None else _ClassStats(c)
+            samples["margin"] = stats.margins().numpy()
+            samples["cdnv_pairs"] = stats.cdnv_pairs().numpy()
+        except DegenerateFeaturesError:          # every class mean in one place: no margin, no pair term
+            samples["margin"] = np.full(c.n, np.nan)
+            samples["cdnv_pairs"] = np.full((c.n_classes, c.n_classes), np.nan)
     return (results, samples) if return_samples else results
 
 

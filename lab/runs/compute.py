@@ -8,7 +8,8 @@ __all__ = ["compute_metrics", "few_threads"]
 _SMALL_PROBLEM = 4_000_000   # elements of X below which metrics run single-threaded
 
 
-def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None) -> dict[str, float]:
+def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None,
+                    margins: bool = False) -> dict[str, float]:
     """One layer's metrics via ``lab.metrics.compute_layer``; a metric undefined here is NaN.
 
     Parameters
@@ -16,7 +17,9 @@ def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None) -
     X : Tensor (N, d); y : Tensor (N,); names : metric names; protocol : RunConfig.protocol
     samples : dict, optional
         Filled with what each image contributed to NMI and kNN accuracy (``compute_layer``'s
-        ``return_samples``), for the bootstrap of :func:`lab.analysis.bootstrap`.
+        ``return_samples``), for the bootstrap of :func:`lab.analysis.bootstrap`; with ``margins``
+        also each image's class-centre margin and the class-pair CDNV terms (``return_margins``), for the
+        per-image record.
     """
     import lab.metrics
 
@@ -24,7 +27,8 @@ def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None) -
         return {}
     with few_threads(X):
         values = lab.metrics.compute_layer(X, y, metrics=tuple(names), protocol=protocol, layer=layer,
-                                           return_samples=samples is not None)
+                                           return_samples=samples is not None,
+                                           return_margins=margins and samples is not None)
     if samples is not None:
         values, per_image = values
         samples.update(per_image)

@@ -8,7 +8,9 @@
    randomly initialised ResNet's zero-initialised residual branches make whole stages
    identical until training moves them), so the aliases left hold at every evaluation. Once
    every layer is measured, a bootstrap over the unseen images gives each layer's interval and
-   best-layer share (:func:`lab.analysis.bootstrap`, from the clusters and kNN votes just computed).
+   best-layer share (:func:`lab.analysis.bootstrap`, from the clusters and kNN votes just computed), and
+   the per-image record keeps those votes and clusters with each image's class-centre margin (a run
+   that measures kNN accuracy; ``RunRecord.image_record``).
    A training run also records each layer's CKA to its epoch-0 features (``cka_initial``);
 2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
    LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head;
@@ -91,6 +93,9 @@ class Evaluator:
         self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
         # a training run records how far each layer moved from its epoch-0 features
         self.initial_cka = InitialCKA(ctx.cfg.split_seed) if ctx.cfg.n_epochs > 0 else None
+        # The per-image record holds the kNN votes the kNN accuracy computes anyway: without that metric,
+        # no record (RunRecord.image_record_problem says so).
+        self.image_record = "knn_accuracy" in ctx.cfg.unseen_metrics
 
     def evaluate(self, state: SeedState, epoch: int) -> Generator[Event, None, Evaluation]:
         ctx = self.ctx
@@ -123,7 +128,7 @@ class Evaluator:
                 X = feats[layer]                                                         # (N, d)
                 with ctx.recorder.timed("metrics"):
                     vals = compute_metrics(X, y, cfg.unseen_metrics, cfg.protocol, layer,
-                                           samples=per_image.setdefault(layer, {}))
+                                           samples=per_image.setdefault(layer, {}), margins=self.image_record)
                     if self.initial_cka is not None:
                         vals.update(self.initial_cka.measure(seed, epoch, layer, X))
                 ctx.record_metrics(seed, epoch, layer, "unseen", vals)
@@ -135,6 +140,8 @@ class Evaluator:
             kept.update(feats)
             del feats
         aliases = self._check_aliases(kept)
+        if self.image_record:
+            ctx.recorder.images(seed, epoch, layers, ctx.unseen_labels.numpy(), per_image)
         yield from self._confidence(seed, epoch, per_image, y)
         return aliases
 

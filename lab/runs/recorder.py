@@ -118,6 +118,10 @@ class Recorder:
         self._submit(self.writer.save_projection, seed, epoch, layer, method, coords, labels, indices,
                      class_names=class_names)
 
+    def images(self, seed: int, epoch: int, layers: list[str], labels, samples: Mapping[str, Mapping]) -> None:
+        """Store one evaluation's per-image record (votes, margins, clusters per layer) on the I/O thread."""
+        self._submit(self.writer.save_image_record, seed, epoch, list(layers), labels, samples)
+
     def weights(self, seed: int, state_dict: Mapping[str, Any]) -> None:
         """Store a seed's fine-tuned weights (safetensors) now."""
         with self.timed("store"):
@@ -198,6 +202,9 @@ class NullRecorder(Recorder):
         pass
 
     def projection(self, seed, epoch, layer, method, coords, labels, indices, class_names) -> None:
+        pass
+
+    def images(self, seed, epoch, layers, labels, samples) -> None:
         pass
 
     def weights(self, seed, state_dict) -> None:

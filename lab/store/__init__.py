@@ -7,6 +7,8 @@ Layout of one run (``<root>/<run_id>/``)::
     tables/<table>/s<seed>-e<epoch>-<seq>.parquet    appended parts (metrics, training, utilization)
     tables/<table>/s<seed>-e<epoch>-c<seq>.parquet   a compacted group: every part of that group up to <seq>
     tables/contribution/s<seed>-<seq>.parquet
+    tables/images/s<seed>-e<epoch>-<seq>.parquet     the per-image record of one evaluation (_images: one row
+                                     per layer; each unseen image's kNN vote, margin, cluster)
     arrays/embeddings/s<seed>/e<epoch>/<layer>.npz            X float16 (n, d), labels, indices
                                      (the evaluations RunConfig.keep_embeddings keeps; by default the last)
     arrays/projections/s<seed>/e<epoch>/<method>/<layer>.npz  coords float32 (n, 2), labels, indices
@@ -26,7 +28,7 @@ another host: no heartbeat for :data:`STALE_AFTER` seconds).
 
 This module holds the store itself (create, load, list, delete, checkpoints) and the
 run-id validation; beside it, as in MLflow's file store: ``_files`` (atomic files,
-JSON, process liveness), ``_tables`` (parquet parts), ``_writer`` (:class:`RunWriter`)
+JSON, process liveness), ``_tables`` (parquet parts), ``_images`` (the per-image record), ``_writer`` (:class:`RunWriter`)
 and ``_record`` (:class:`RunRecord`, statuses).
 
 Example
@@ -62,6 +64,7 @@ from lab.store import _files
 from lab.store._files import (  # noqa: F401
     _TMP_PREFIX, _atomic_file, _fsync_dir, _git_commit, _json_default, _layer_file, _now, _one_line,
     _parse_time, _pid_alive, _proc_start_time, _read_json, _umask, _versions, _write_json)
+from lab.store._images import ImageRecord
 from lab.store._record import (  # noqa: F401
     STALE_AFTER, STATUSES, TERMINAL_STATUSES, RunRecord, _derived_status, _load_config, _read_run_files,
     _summary)
@@ -70,7 +73,7 @@ from lab.store._tables import (  # noqa: F401
 from lab.store._writer import _METHOD_RE, RunWriter, _as_numpy, _check_int  # noqa: F401
 
 __all__ = [
-    "RunStore", "RunWriter", "RunRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
+    "RunStore", "RunWriter", "RunRecord", "ImageRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
     "check_run_checkpoint",
     "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
 ]

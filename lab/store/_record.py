@@ -15,6 +15,7 @@ import pandas as pd
 
 from lab import analysis
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
+from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
 from lab.store._tables import _read_table
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
@@ -251,6 +252,79 @@ class RunRecord:
                 f"run {self.run_id!r} has no weights for seed {seed} (stored: {stored or 'none'}); "
                 f"weights are saved at the end of each seed when save_weights is on")
         return path
+
+    # -- the per-image record ------------------------------------------------------------------
+    def image_record_keys(self) -> pd.DataFrame:
+        """The evaluations (seed, epoch) whose per-image record is stored, in order."""
+        keys = sorted(image_record_parts(self.path / "tables" / IMAGES_TABLE))
+        return pd.DataFrame(keys, columns=["seed", "epoch"], dtype="int64")
+
+    def _default_seed(self, stored: list[tuple[int, int]]) -> int:
+        """The config's first seed with a stored record (else its first seed)."""
+        seeds = self.config_dict.get("seeds") or [0]
+        seeds = [int(s) for s in (seeds if isinstance(seeds, (list, tuple)) else [seeds])]
+        have = {s for s, _ in stored}
+        return next((s for s in seeds if s in have), min(have) if have else seeds[0])
+
+    def image_record_problem(self, seed: int | None = None, epoch: int | None = None) -> str | None:
+        """Why :meth:`image_record` would fail, in one line, or None when the record is there (cheap: lists
+        files, reads none). ``seed`` None: the run's first seed; ``epoch`` None: its latest evaluation."""
+        parts = image_record_parts(self.path / "tables" / IMAGES_TABLE)
+        seed = self._default_seed(list(parts)) if seed is None else int(seed)
+        epochs = sorted(e for s, e in parts if s == seed)
+        run = f"run {self.run_id!r}"
+        if not parts:
+            metrics = self.config_dict.get("metrics")
+            if isinstance(metrics, (list, tuple)) and "knn_accuracy" not in metrics:
+                return (f"{run} did not measure knn_accuracy, whose leave-one-out votes the per-image record holds; "
+                        f"run it again with knn_accuracy among its metrics to get one")
+            if self.status == "running":
+                return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
+            return (f"{run} was recorded before layerscope kept a per-image record; run it again (`python -m lab "
+                    f"run --config {self.path / 'config.json'}`, or Run in the app) to get one")
+        if not epochs:
+            seeds = sorted({s for s, _ in parts})
+            return f"{run} has no per-image record for seed {seed} (recorded for seeds {seeds})"
+        if epoch is not None and int(epoch) not in epochs:
+            return f"{run} has no per-image record for seed {seed} at epoch {epoch} (recorded epochs: {epochs})"
+        wanted = [int(epoch)] if epoch is not None else epochs
+        names = {(seed, e): parts[(seed, e)].relative_to(self.path).as_posix() for e in wanted}
+        if all(name in self.damaged_parts for name in names.values()):
+            return (f"{run}: the per-image record of seed {seed}, epoch {wanted[-1]} is damaged "
+                    f"({names[(seed, wanted[-1])]}); delete that file, or run it again to get a new one")
+        return None
+
+    def image_record(self, seed: int | None = None, epoch: int | None = None) -> ImageRecord:
+        """One evaluation's per-image record (:class:`lab.store._images.ImageRecord`): per layer, each unseen
+        image's leave-one-out kNN vote, class-centre margin and k-means cluster, and the class-pair CDNV terms.
+
+        ``seed`` None: the run's first seed; ``epoch`` None: its latest evaluation with a readable record (a
+        damaged one is skipped with a warning). Raises :class:`lab.errors.NoImageRecordError` (a KeyError)
+        with a one-line reason when there is none (:meth:`image_record_problem`).
+        """
+        from lab.errors import NoImageRecordError
+
+        problem = self.image_record_problem(seed, epoch)
+        if problem is not None:
+            raise NoImageRecordError(problem)
+        parts = image_record_parts(self.path / "tables" / IMAGES_TABLE)
+        seed = self._default_seed(list(parts)) if seed is None else int(seed)
+        epochs = [int(epoch)] if epoch is not None else sorted((e for s, e in parts if s == seed), reverse=True)
+        reasons = []
+        for e in epochs:
+            path = parts[(seed, e)]
+            try:
+                return read_image_record(path, seed, e)
+            except ValueError as exc:
+                name = path.relative_to(self.path).as_posix()
+                reasons.append(f"{name}: {_one_line(exc)}")
+                if name not in self.damaged_parts:
+                    self.damaged_parts.append(name)
+                if epoch is None:
+                    warnings.warn(f"run {self.run_id}: skipping the damaged per-image record {name} "
+                                  f"({_one_line(exc)}); an earlier evaluation's loads instead", stacklevel=2)
+        raise NoImageRecordError(f"run {self.run_id!r}: the per-image record of seed {seed} is damaged "
+                                 f"({'; '.join(reasons[:2])}); delete the file, or run it again to get a new one")
 
     def summary(self) -> dict:
         """What the run measured (:func:`lab.analysis.run_summary`: g, its best layer and seed spread at

@@ -18,6 +18,7 @@ import numpy as np
 # reaches the writer.
 from lab.store import _files, _tables
 from lab.store._files import _TMP_PREFIX, _atomic_file, _json_default, _layer_file, _now
+from lab.store._images import IMAGES_TABLE, write_image_record
 from lab.store._record import TERMINAL_STATUSES, _summary
 from lab.store._tables import _PART_RE, _TABLES, _frame, _group_files
 
@@ -119,6 +120,19 @@ class RunWriter:
     def append_contribution(self, rows: Iterable[dict]) -> None:
         """Append rows ``{seed, layer, metric, value}``."""
         self._append("contribution", rows)
+
+    def save_image_record(self, seed: int, epoch: int, layers: list[str], labels: Any,
+                          samples: Mapping[str, Mapping]) -> Path:
+        """Store one evaluation's per-image record (:mod:`lab.store._images`): per layer, each unseen image's
+        kNN vote, class-centre margin and k-means cluster, and the class-pair CDNV terms.
+
+        ``samples`` is ``{layer: {"knn_accuracy", "nmi", "margin", "cdnv_pairs"}}`` as
+        :func:`lab.metrics.compute_layer` returns them; ``labels`` (N,) the images' class codes.
+        """
+        group = f"s{_check_int('seed', seed)}-e{_check_int('epoch', epoch):04d}"
+        path = self.path / "tables" / IMAGES_TABLE / f"{group}-{next(self._seq):06d}.parquet"
+        write_image_record(path, layers, _as_numpy(labels, np.int64), samples)
+        return path
 
     def _append(self, table: str, rows: Iterable[dict]) -> None:
         rows = list(rows)

@@ -4,6 +4,8 @@ Served with ``panel serve tests/browser/embedding_page.py``; ``?n=`` sets the nu
 20,000, rasterized), ``?images=0`` leaves the images out. Two layouts ("layer_a", "layer_b": the same
 blobs, the second one shuffled per class) so that the side-by-side mode has something to link. A hidden
 ``.ls-embedding-probe`` element carries the view's selection and hovered index as Python sees them.
+``?run=RUN_ID`` shows that stored run of ``$LAB_RUNS_DIR`` instead (with its per-image answers; the probe
+then also carries the colour mode).
 """
 import html
 import json
@@ -36,16 +38,25 @@ def blobs(n: int, k: int = 6, seed: int = 0):
 args = pn.state.session_args if pn.state.curdoc else {}
 n = int(args.get("n", [b"20000"])[0])
 with_images = args.get("images", [b"1"])[0] != b"0"
-coords, labels, images = blobs(n)
-view = EmbeddingView.from_arrays(coords, labels, images=images if with_images else None,
-                                 names=[f"class {c}" for c in "ABCDEF"])
+run = args.get("run", [b""])[0].decode()
+if run:
+    import lab
+
+    view = EmbeddingView(store=lab.RunStore(), run_id=run)
+else:
+    coords, labels, images = blobs(n)
+    view = EmbeddingView.from_arrays(coords, labels, images=images if with_images else None,
+                                     names=[f"class {c}" for c in "ABCDEF"])
 
 
-def _probe(selection, hovered):
-    payload = html.escape(json.dumps({"selection": len(selection), "first": selection[:5], "hovered": hovered}),
-                          quote=True)
+def _probe(selection, hovered, color_by):
+    state = {"selection": len(selection), "first": selection[:5], "hovered": hovered}
+    if run:
+        state["color_by"] = color_by
+    payload = html.escape(json.dumps(state), quote=True)
     return f"<div class='ls-embedding-probe' data-probe=\"{payload}\"></div>"
 
 
-probe = pn.pane.HTML(pn.bind(_probe, view.param.selection, view.param.hovered), height=0, width=0, margin=0)
+probe = pn.pane.HTML(pn.bind(_probe, view.param.selection, view.param.hovered, view.param.color_by), height=0,
+                     width=0, margin=0)
 pn.Column(view, probe).servable(title="EmbeddingView test page")
