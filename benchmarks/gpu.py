@@ -19,10 +19,10 @@ bfloat16 on CUDA, or float16 where the GPU lacks it; float32 on CPU):
 Each ratio is the median over back-to-back pairs (alternating which runs first) so that other
 load hits both alike. On CPU the kNN ratio cannot meet its goal: there neighbours are ranked in
 float64 (as scikit-learn does) against a float32 reference, so CPU goals are reported, not
-enforced; the exit status is 1 only when a goal is missed on CUDA. ``--quick`` keeps the 224-px
-models but uses batches of 2, one pair, N = 4,000 for kNN and 16 images for the evaluation, so that
-it finishes in about two minutes on 2 idle CPU cores (the CI smoke test runs it); its ratios are
-too noisy to judge anything.
+enforced; the exit status is 1 only when a goal is missed on CUDA. ``--quick`` is the CI smoke test:
+the same code paths at 224 px on the small models of the same families (``resnet18``,
+``vit_tiny_patch16_224``), batches of 2, one pair, N = 4,000 for kNN and 16 images for the evaluation;
+about 15 s on 2 idle CPU cores (ResNet-50 and ViT-B made it 35 s); its ratios are too noisy to judge anything.
 
 Anchors for the absolute figures (timm's published inference benchmarks, AMP, 224 px): resnet50
 about 6,400 img/s and vit_base_patch16_224 about 4,200 img/s on an RTX Pro 6000, resnet50 about
@@ -53,8 +53,10 @@ from lab.device import autocast, autocast_dtype, resolve_device, to_channels_las
 GOALS = {"extraction": (">=", 0.95), "fine-tuning": (">=", 0.90), "knn": ("<=", 1.5)}
 MODELS = ("resnet50", "vit_base_patch16_224")
 FULL = {"batch": 64, "batches": 8, "pairs": 10, "knn_n": 50_000, "knn_classes": 100,
-        "eval_n": 20_000, "eval_classes": 20, "eval_batch": 256}
-QUICK = {"batch": 2, "batches": 2, "pairs": 1, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16, "eval_classes": 4, "eval_batch": 8}
+        "eval_n": 20_000, "eval_classes": 20, "eval_batch": 256, "models": MODELS, "eval_model": MODELS[1]}
+# the smoke test: the same code paths on the small models of the same two families (ResNet, ViT)
+QUICK = {"batch": 2, "batches": 2, "pairs": 1, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16, "eval_classes": 4, "eval_batch": 8,
+         "models": ("resnet18", "vit_tiny_patch16_224"), "eval_model": "vit_tiny_patch16_224"}
 _DIM = 768
 
 
@@ -230,12 +232,12 @@ def bench_knn(s: dict, device: torch.device) -> dict:
 
 
 def bench_evaluation(s: dict, device: torch.device) -> None:
-    """One evaluation of 13 layers of ViT-B end to end, with where its time goes."""
+    """One evaluation of 13 layers of ViT-B (ViT-Ti with --quick) end to end, with where its time goes."""
     from lab.data import ImageDataset
     from lab.metrics.report import compute_layer
 
     torch.manual_seed(0)
-    bb = backbones.load("vit_base_patch16_224", pretrained=False, in_chans=3, num_classes=0, device=device)
+    bb = backbones.load(s["eval_model"], pretrained=False, in_chans=3, num_classes=0, device=device)
     layers = [name for name in bb.layers if name != "stem"]             # 12 blocks + pre-logits
     n, k = s["eval_n"], s["eval_classes"]
     g = torch.Generator().manual_seed(0)
@@ -266,7 +268,7 @@ def bench_evaluation(s: dict, device: torch.device) -> None:
     del feats
     total = t_extract + sum(spent.values())
     parts = "  ".join(f"{group} {sec:.2f} s" for group, sec in spent.items())
-    print(f"evaluation  vit_base_patch16_224 {len(layers)} layers, N={n:,} images, {k} classes, batch {batch}: "
+    print(f"evaluation  {s['eval_model']} {len(layers)} layers, N={n:,} images, {k} classes, batch {batch}: "
           f"{total:.2f} s = extract {t_extract:.2f} s ({n / t_extract:.1f} img/s) + metrics "
           f"{sum(spent.values()):.2f} s: {parts}")
 
@@ -297,9 +299,9 @@ def _measure(args: argparse.Namespace) -> int:
           f"batch {s['batch']}, {s['pairs']} pairs{' (--quick)' if args.quick else ''}")
     print("ratio = lab images/s / bare images/s (median of back-to-back pairs); for kNN, lab time / X@X.T time")
     ok = True
-    for model in MODELS:
+    for model in s["models"]:
         ok &= _met("extraction", bench_extraction(model, s, device)["ratio"])
-    for model in MODELS:
+    for model in s["models"]:
         ok &= _met("fine-tuning", bench_training(model, s, device)["ratio"])
     ok &= _met("knn", bench_knn(s, device)["ratio"])
     bench_evaluation(s, device)

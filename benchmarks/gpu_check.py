@@ -109,12 +109,12 @@ def check_tests(table: Table, device: torch.device, quick: bool) -> None:
 
 def check_throughput(table: Table, device: torch.device, quick: bool) -> None:
     s = gpu_bench.QUICK if quick else gpu_bench.FULL
-    for model in gpu_bench.MODELS:
+    for model in s["models"]:
         r = gpu_bench.bench_extraction(model, s, device)
         table.add("throughput", f"extraction {model}, every layer",
                   f"{r['lab']:.0f} img/s vs bare {r['bare']:.0f} img/s = {r['ratio']:.3f}x", ">= 0.95x",
                   _judged(r["ratio"] >= 0.95, device))
-    for model in gpu_bench.MODELS:
+    for model in s["models"]:
         r = gpu_bench.bench_training(model, s, device)
         table.add("throughput", f"fine-tuning {model}, full, AdamW",
                   f"{r['lab']:.0f} img/s vs bare {r['bare']:.0f} img/s = {r['ratio']:.3f}x", ">= 0.90x",

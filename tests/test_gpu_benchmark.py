@@ -17,13 +17,13 @@ def test_quick_cpu_run_finishes_and_prints_each_ratio(repo_root):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     number = r"\d+\.\d{3}"
-    for model, layers in (("resnet50", 18), ("vit_base_patch16_224", 14)):
+    for model, layers in (("resnet18", 10), ("vit_tiny_patch16_224", 14)):      # --quick: the families' small models
         assert re.search(rf"^extraction  {model} +{layers} layers .* ratio {number}  goal >= 0.95: (met|NOT met)",
                          out, re.M), out
         assert re.search(rf"^fine-tuning {model} +full, AdamW .* ratio {number}  goal >= 0.9: (met|NOT met)",
                          out, re.M), out
     assert re.search(rf"^kNN metrics N=4,000 d=768 .* ratio {number}  goal <= 1.5: (met|NOT met)", out, re.M), out
-    assert re.search(r"^evaluation  vit_base_patch16_224 13 layers, N=16 images.* = extract .* \+ metrics .*"
+    assert re.search(r"^evaluation  vit_tiny_patch16_224 13 layers, N=16 images.* = extract .* \+ metrics .*"
                      r"kNN .* k-means NMI .* collapse ", out, re.M), out
     assert out.rstrip().endswith("goals are GPU goals: on CPU they are reported, not enforced")
 
