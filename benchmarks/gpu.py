@@ -55,8 +55,8 @@ MODELS = ("resnet50", "vit_base_patch16_224")
 FULL = {"batch": 64, "batches": 8, "pairs": 10, "knn_n": 50_000, "knn_classes": 100,
         "eval_n": 20_000, "eval_classes": 20, "eval_batch": 256, "models": MODELS, "eval_model": MODELS[1]}
 # the smoke test: the same code paths on the small models of the same two families (ResNet, ViT)
-QUICK = {"batch": 2, "batches": 2, "pairs": 1, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16, "eval_classes": 4, "eval_batch": 8,
-         "models": ("resnet18", "vit_tiny_patch16_224"), "eval_model": "vit_tiny_patch16_224"}
+QUICK = {"batch": 2, "batches": 2, "pairs": 1, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16, "eval_classes": 4,
+         "eval_batch": 8, "models": ("resnet18", "vit_tiny_patch16_224"), "eval_model": "vit_tiny_patch16_224"}
 _DIM = 768
 
 

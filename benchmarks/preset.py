@@ -13,7 +13,7 @@ Each seed's line also says the first epoch whose accuracy reaches the mean goal 
 zoo to get there in fewer epochs); ``--zoo DIR`` runs the preset on the zoo cards and weights in DIR
 (``$LAB_ZOO_DIR``) instead of the shipped ones, e.g. a previous zoo taken out of git.
 
-Run (about 2 1/2 minutes per seed on 2 cores)::
+Run (under 3 minutes per seed on 2 cores)::
 
     .venv/bin/python benchmarks/preset.py [--seeds 0 1 2] [--epochs N] [--zoo DIR] [--runs-dir DIR] [--save]
 """

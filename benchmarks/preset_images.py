@@ -27,8 +27,8 @@ def report(runs_dir: str) -> None:
     for run_id in sorted(store.ids()):
         table = lab.analysis.image_table(store, run_id)
         a = table.attrs
-        print(f"run {run_id}, seed {a['seed']}, epoch {a['epoch']}: {len(table)} unseen images; best layer {a['best_layer']}, "
-              f"final layer {a['final_layer']}")
+        print(f"run {run_id}, seed {a['seed']}, epoch {a['epoch']}: {len(table)} unseen images; "
+              f"best layer {a['best_layer']}, final layer {a['final_layer']}")
         counts = lab.analysis.arrival_counts(table)
         print("  images arriving at each layer: " + ", ".join(f"{layer} {n}" for layer, n in counts.items()))
         print(f"  right at the best layer {int(table[a['best_layer']].sum())}, at the final layer "
@@ -44,7 +44,8 @@ def report(runs_dir: str) -> None:
         print("  best layer by each measure (best share: bootstrap; spearman: layer order against NMI's):")
         for measure, row in agree.iterrows():
             share = "" if row["best_share"] != row["best_share"] else f", best in {100 * row['best_share']:.1f} %"
-            print(f"    {measure:<13} {row['best_layer']:<10} {row['value']:.3f}{share}, spearman {row['spearman']:.3f}")
+            print(f"    {measure:<13} {row['best_layer']:<10} {row['value']:.3f}{share}, "
+                  f"spearman {row['spearman']:.3f}")
 
 
 def main(argv=None) -> int:

@@ -24,8 +24,8 @@ PRESETS = MappingProxyType({
     DEFAULT_PRESET: MappingProxyType({
         "about": "Fine-tune the zoo's glyph-pretrained ResNet-18 (font and character recognition on 26 other CJK fonts) on "
                  "15 calligraphy styles and watch which layer best separates the 5 withheld styles "
-                 "(Dyballa et al. 2024; Gerritz et al. 2024). 4 epochs: about 2 1/2 minutes on a 2-core CPU "
-                 "(127-141 s a seed, benchmarks/preset.py).",
+                 "(Dyballa et al. 2024; Gerritz et al. 2024). 4 epochs: under 3 minutes on a 2-core CPU "
+                 "(127-177 s a seed, benchmarks/preset.py).",
         "split_mode": "paper default",
         "config": MappingProxyType(dict(
             dataset="glyphs", backbone="glyph_resnet18", strategy="full", epochs=4, lr=1e-3,
