@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _threads_per_worker() -> int | None:
     """Under pytest-xdist (``make test`` runs ``-n auto``), the cores each worker may use: the workers
-    share the machine, and torch's default of one thread per core in every worker oversubscribes it
-    (two 2-thread workers on 2 cores ran slower than one). None outside xdist."""
+    share the machine, and torch's default of one thread per core in every worker would put two threads
+    per core (that variant was not timed). None outside xdist."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers < 1:
         return None
