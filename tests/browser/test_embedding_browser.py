@@ -9,23 +9,14 @@ The screenshot goes to ``test-artifacts/embedding.png`` (gitignored).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, serve_embedding_page, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 N = 20_000                 # above the view's raster threshold: the plot is a Datashader image
 RADIUS = 6.0               # the page's blob k sits at RADIUS * (cos, sin)(2 pi k / 6) in layer_a
 
@@ -42,41 +33,8 @@ _FRAMES = """
 @pytest.fixture(scope="module")
 def server(chromium, free_port, tmp_path_factory):
     """The test page on 127.0.0.1."""
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "tests/browser/embedding_page.py",
-                             "--address", "127.0.0.1", "--port", str(port),
-                             "--allow-websocket-origin", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/embedding_page"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "?n=10", timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("panel serve did not answer within 120 s")
-        time.sleep(1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "embedding-server.log").write_text(text)
-    ours = [line for line in text.splitlines() if line.strip().startswith("File ") and str(ROOT / "app") in line]
-    assert not ours, "the server logged a traceback from app/; see test-artifacts/embedding-server.log"
+    with serve_embedding_page(free_port(), tmp_path_factory.mktemp("log") / "server.log", "embedding-server.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -94,22 +52,6 @@ def page(chromium, server):
         page.errors = errors
         yield page
         browser.close()
-
-
-def probe(page) -> dict:
-    raw = page.locator(".ls-embedding-probe").first.get_attribute("data-probe")
-    return json.loads(raw) if raw else {}
-
-
-def wait_probe(page, check, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    state = {}
-    while time.monotonic() < deadline:
-        state = probe(page)
-        if check(state):
-            return state
-        page.wait_for_timeout(200)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {state}")
 
 
 def frames(page) -> list[dict]:

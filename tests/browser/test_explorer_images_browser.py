@@ -8,23 +8,14 @@ Needs the ``chromium`` binary (``apt-get install chromium``); without it the tes
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, serve_embedding_page, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 
 # The data frame of every Bokeh figure on the page: its place on screen.
 _FRAMES = """
@@ -44,58 +35,9 @@ _MAPPERS = """
 def served(chromium, free_port, tiny_run, tmp_path_factory):
     """The explorer test page on 127.0.0.1, its store the session's tiny run's: (url, store, run_id)."""
     store, run_id, _ = tiny_run
-    port = free_port()
-    env = dict(os.environ, LAB_RUNS_DIR=str(store.root),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "tests/browser/embedding_page.py",
-                             "--address", "127.0.0.1", "--port", str(port),
-                             "--allow-websocket-origin", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/embedding_page"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "?n=10", timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("panel serve did not answer within 120 s")
-        time.sleep(1)
-    yield f"{url}?run={run_id}", store, run_id
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "explorer-images-server.log").write_text(text)
-    ours = [line for line in text.splitlines() if line.strip().startswith("File ") and str(ROOT / "app") in line]
-    assert not ours, "the server logged a traceback from app/; see test-artifacts/explorer-images-server.log"
-
-
-def probe(page) -> dict:
-    raw = page.locator(".ls-embedding-probe").first.get_attribute("data-probe")
-    return json.loads(raw) if raw else {}
-
-
-def wait_probe(page, check, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    state = {}
-    while time.monotonic() < deadline:
-        state = probe(page)
-        if check(state):
-            return state
-        page.wait_for_timeout(200)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {state}")
+    with serve_embedding_page(free_port(), tmp_path_factory.mktemp("log") / "server.log", "explorer-images-server.log",
+                              env={"LAB_RUNS_DIR": str(store.root)}) as url:
+        yield f"{url}?run={run_id}", store, run_id
 
 
 def wait_for(page, check, timeout: float, what: str):
