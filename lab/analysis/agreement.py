@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.ranks import rank_correlation
-from lab.analysis.summary import _names, generalization, layer_curve, layer_order
+from lab.analysis.summary import _higher_is_better, _names, generalization, layer_curve, layer_order
 
 __all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]
 
@@ -62,7 +62,7 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     for measure in measures:
         info = _info(measure)
         split = "seen" if info is not None and info.family == "transferability" else "unseen"
-        higher = info is None or info.higher_is_better
+        higher = _higher_is_better(measure)
         gen = generalization(_oriented(metrics, measure, higher), layers=layers, aliases=aliases,
                              metric=measure, split=split)
         if not gen.empty:
