@@ -51,11 +51,11 @@ class ImageAnswers:
         try:
             self.problem = analysis.image_record_problem(store, run_id, seed=seed, epoch=epoch)
             if self.problem is None:
-                self.table = analysis.image_table(store, run_id, epoch, seed=seed)
+                rec = store.load(run_id)                 # read once: the table and every selection use it
+                self.record = rec.image_record(seed, epoch)
+                self.table = analysis.record_table(rec, self.record)
                 self.seed, self.epoch = int(self.table.attrs["seed"]), int(self.table.attrs["epoch"])
-                rec = store.load(run_id)
-                self.record = rec.image_record(self.seed, self.epoch)
-                self.class_names = [str(c) for c in (rec.meta.get("split") or {}).get("unseen") or []]
+                self.class_names = list(self.table.attrs["class_names"])
         except Exception as exc:    # a run gone, a damaged file: one line (a bug: the file keeping its traceback)
             self.problem, self.table, self.record = user_message(exc), None, None
 

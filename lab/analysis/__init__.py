@@ -48,7 +48,7 @@ from __future__ import annotations
 from lab.analysis.agreement import AGREEMENT_COLUMNS, AGREEMENT_MEASURES, agreement_table, measure_agreement
 from lab.analysis.images import (
     IMAGE_VALUES, SELECTION_COLUMNS, arrival_counts, has_image_record, image_answers, image_record_problem,
-    image_table, selection_measures, selection_report,
+    image_table, record_table, selection_measures, selection_report,
 )
 from lab.analysis.intervals import (
     CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
@@ -66,7 +66,8 @@ __all__ = [
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
     "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
     "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
-    "image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures", "has_image_record",
+    "image_table", "record_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
+    "has_image_record",
     "image_record_problem",
     "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table", "AGREEMENT_MEASURES",
     "AGREEMENT_COLUMNS",

@@ -151,9 +151,16 @@ def image_table(store, run_id: str, epoch: int | None = None, *, seed: int | Non
     ValueError
         ``values`` not one of :data:`IMAGE_VALUES`.
     """
+    rec, record = _load(store, run_id, seed, epoch)
+    return record_table(rec, record, values=values)
+
+
+def record_table(rec, record, *, values: str = "right") -> pd.DataFrame:
+    """:func:`image_table` of an :class:`~lab.store.ImageRecord` already read from ``rec``
+    (``rec.image_record(seed, epoch)``), for a view that also keeps the record; ``attrs`` also holds
+    ``class_names``, the unseen class names the record's class codes index."""
     if values not in IMAGE_VALUES:
         raise ValueError(f"values must be one of {', '.join(map(repr, IMAGE_VALUES))}; got {values!r}")
-    rec, record = _load(store, run_id, seed, epoch)
     layers = list(record.layers)
     index = pd.RangeIndex(record.n_images, name="image")
     right = pd.DataFrame({layer: pd.array(np.where(record.voted[i], record.right[i], None), dtype="boolean")
@@ -172,11 +179,12 @@ def image_table(store, run_id: str, epoch: int | None = None, *, seed: int | Non
         per_layer = pd.DataFrame(record.margin.T.astype(np.float64), index=index, columns=layers)
     else:
         per_layer = pd.DataFrame(record.cluster.T, index=index, columns=layers)
-    table = pd.concat([pd.DataFrame({"class": _class_names(_unseen_names(rec), record.labels), "label": record.labels},
+    names = _unseen_names(rec)
+    table = pd.concat([pd.DataFrame({"class": _class_names(names, record.labels), "label": record.labels},
                                     index=index), answers[["arrival_layer", "forgotten", "n_right"]], per_layer],
                       axis=1)
-    table.attrs.update(run_id=run_id, seed=record.seed, epoch=record.epoch, layers=layers, best_layer=best,
-                       final_layer=layers[-1], values=values, notes=notes)
+    table.attrs.update(run_id=rec.run_id, seed=record.seed, epoch=record.epoch, layers=layers, best_layer=best,
+                       final_layer=layers[-1], values=values, notes=notes, class_names=names)
     return table
 
 
