@@ -179,3 +179,39 @@ def test_without_cuml_a_cuda_device_falls_back_to_umap_learn_with_one_warning_li
     assert proc.stdout.split() == ["umap-learn", "umap-learn", "umap-learn"]
     warned = [line for line in proc.stderr.splitlines() if "cuML's UMAP is not available" in line]
     assert len(warned) == 1 and "umap-learn" in warned[0]
+
+
+@pytest.mark.slow
+def test_umap_kernels_are_cached_on_disk_and_give_the_layout_of_uncached_ones(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lab.projection._umap_import import import_umap
+
+    umap = import_umap()
+    X, _ = _blobs(n_per=20)
+    knn = knn_graph(X, 15)
+    cached = umap_layout(X, knn=knn, seed=0, n_epochs=40)
+    # the kernels a fit runs carry numba's on-disk cache, and it has been written
+    for fn in (umap.layouts._nb_optimize_layout_euclidean_single_epoch, umap.umap_.smooth_knn_dist):
+        assert type(fn._cache).__name__ == "FunctionCache", fn
+        assert any(Path(fn._cache._cache_path).glob(f"*{fn.py_func.__name__}*.nbi"))
+    # its parallel twin shares the code, hence numba's cache key: it stays uncached
+    assert type(umap.layouts._nb_optimize_layout_euclidean_single_epoch_parallel._cache).__name__ == "NullCache"
+    # LAB_NUMBA_CACHE=0: compiled in memory as umap ships, the same layout bit for bit
+    np.save(tmp_path / "X.npy", X.numpy())
+    code = ("import sys, numpy as np, torch\n"
+            "from lab.projection import umap_layout, knn_graph\n"
+            "from lab.projection._umap_import import import_umap\n"
+            "umap = import_umap()\n"
+            "X = torch.from_numpy(np.load(sys.argv[1]))\n"
+            "np.save(sys.argv[2], umap_layout(X, knn=knn_graph(X, 15), seed=0, n_epochs=40))\n"
+            "print(type(umap.layouts._nb_optimize_layout_euclidean_single_epoch._cache).__name__)\n")
+    env = dict(__import__("os").environ, LAB_NUMBA_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "X.npy"), str(tmp_path / "plain.npy")],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["NullCache"]
+    np.testing.assert_array_equal(np.load(tmp_path / "plain.npy"), cached)

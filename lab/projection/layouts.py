@@ -186,9 +186,10 @@ def umap_layout(
 def _umap_learn(X_fit: torch.Tensor, X_rest: torch.Tensor, transform: bool, *, knn, init, k, min_dist, seed,
                 n_epochs) -> tuple[np.ndarray, np.ndarray | None]:
     """umap-learn fitted on ``X_fit`` with the precomputed graph ``knn``; ``X_rest`` placed when ``transform``."""
-    import umap
-
+    from lab.projection._umap_import import import_umap
     from lab.projection.budget import ExactIndex
+
+    umap = import_umap()
 
     with warnings.catch_warnings():
         # n_jobs overridden by random_state; the search index is ours, not an NNDescent
