@@ -175,7 +175,8 @@ def test_cli_export_messages(tmp_path):
 
 @pytest.fixture(scope="module")
 def finished_study(tmp_path_factory):
-    """A 4-cell study of tiny runs on a real LocalCluster (2 worker processes), exported and executed."""
+    """A 4-cell study of tiny runs on a real LocalCluster (one worker process: test_study runs two), exported and
+    executed."""
     tmp = tmp_path_factory.mktemp("study-export")
     marker = tmp / MARKER_NAME
     store = RunStore(tmp / "runs")
@@ -185,7 +186,7 @@ def finished_study(tmp_path_factory):
             "name": _evil(marker)}
     study = Study("tiny-export", base, {"label_noise": [0.0, 0.3], "lr": [0.001, 0.01]},
                   description=f"<b>tiny</b> {_evil(marker)}")
-    result = study.run(store=store, workers=2)
+    result = study.run(store=store, workers=1)
     assert not result.failed and len(result.run_ids) == 4
     path = study_to_notebook(study, tmp / "nb" / "study.ipynb", store=store, execute=True, timeout=300)
     return store, study, nbformat.read(path, as_version=4), marker
