@@ -138,6 +138,23 @@ def test_runs_list(populated, capsys):
     assert "blocks.0" in row and "0.750" in row and "0.900" in row
 
 
+def test_reading_the_store_does_not_load_torch(populated, repo_root):
+    """`runs list` and `runs show` answer in well under a second: nothing on their path imports torch
+    (the engine, the backbones and the zoo load it on first use; they took 3-4 s)."""
+    import subprocess
+
+    store, run_id = populated
+    code = ("import sys\nfrom lab.cli import main\n"
+            "codes = [main(['runs', 'list', '--runs-dir', sys.argv[1]]), "
+            "main(['runs', 'show', sys.argv[2], '--runs-dir', sys.argv[1]])]\n"
+            "print('CODES', codes, 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(store.root), run_id], capture_output=True, text=True,
+                          cwd=repo_root, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert run_id in done.stdout and "best layer" in done.stdout, done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "CODES [0, 0] False", done.stdout
+
+
 def test_runs_list_empty_and_damaged(tmp_path, capsys):
     root = tmp_path / "runs"
     assert main(["--runs-dir", str(root), "runs", "list"]) == 0

@@ -54,11 +54,34 @@ is stored with status "cancelled" and everything finished so far stays readable.
 """
 from __future__ import annotations
 
-from lab._cancel import Cancelled
-from lab.runs.compute import few_threads as _few_threads   # benchmarks/run.py times metrics the same way
-from lab.runs.data import RunData, prepare_data
-from lab.runs.engine import run
-from lab.runs.names import check_names
-from lab.runs.worker import CancelToken
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:       # what the names below are (for readers and the API reference); loaded on first use
+    from lab._cancel import Cancelled
+    from lab.runs.compute import few_threads as _few_threads   # benchmarks/run.py times metrics the same way
+    from lab.runs.data import RunData, prepare_data
+    from lab.runs.engine import run
+    from lab.runs.names import check_names
+    from lab.runs.worker import CancelToken
 
 __all__ = ["run", "CancelToken", "RunData", "prepare_data", "Cancelled", "check_names"]
+
+# The engine loads torch; a light submodule (lab.runs.timings, read by `python -m lab runs show`) must not.
+_EXPORTS = {"run": ("lab.runs.engine", "run"), "CancelToken": ("lab.runs.worker", "CancelToken"),
+            "RunData": ("lab.runs.data", "RunData"), "prepare_data": ("lab.runs.data", "prepare_data"),
+            "Cancelled": ("lab._cancel", "Cancelled"), "check_names": ("lab.runs.names", "check_names"),
+            "_few_threads": ("lab.runs.compute", "few_threads")}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        module, attr = _EXPORTS[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value          # once: later lookups are plain attribute reads
+        return value
+    raise AttributeError(f"module 'lab.runs' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

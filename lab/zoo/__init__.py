@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.backbones._zoo import read_card, zoo_names
+# lab.backbones (torch) is imported by the two functions below, not here: the command line imports this
+# package to build its `pretrain` parser, and `python -m lab runs list` must not wait seconds for torch.
 
 __all__ = ["ZOO_DIR", "CARD_KEYS", "RECIPE_KEYS", "names", "card"]
 
@@ -32,6 +33,8 @@ the per-epoch history."""
 
 def names() -> list[str]:
     """Names of the zoo models, sorted (:func:`lab.backbones.zoo_names`)."""
+    from lab.backbones._zoo import zoo_names
+
     return zoo_names()
 
 
@@ -44,5 +47,7 @@ def card(name: str) -> dict:
         ``name`` is not in the zoo (the message lists the closest names), or its card or
         weights are damaged.
     """
+    from lab.backbones._zoo import read_card
+
     data, weights = read_card(name)
     return {**data, "weights": str(weights)}
