@@ -4,18 +4,12 @@ Python state, read back as JSON)."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import pytest
+import served
+from served import ARTIFACTS  # noqa: F401  (the explorer's tests import it from here)
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
@@ -24,53 +18,17 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 def serve_embedding_page(port: int, log_path: Path, artifact: str, env: dict | None = None):
     """Serve the test page on ``port`` (``env``: extra environment) and yield its URL; on exit stop the
     server, copy its log to ``test-artifacts/<artifact>`` and fail on a traceback from app/."""
-    env = dict(os.environ, **(env or {}), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(log_path, "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "tests/browser/embedding_page.py",
-                             "--address", "127.0.0.1", "--port", str(port),
-                             "--allow-websocket-origin", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/embedding_page"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "?n=10", timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("panel serve did not answer within 120 s")
-        time.sleep(1)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / artifact).write_text(text)
-    ours = [line for line in text.splitlines() if line.strip().startswith("File ") and str(ROOT / "app") in line]
-    assert not ours, f"the server logged a traceback from app/; see test-artifacts/{artifact}"
+    cmd = [sys.executable, "-m", "panel", "serve", "tests/browser/embedding_page.py", "--address", "127.0.0.1",
+           "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}"]
+    with served.serve(cmd, url + "?n=10", log_path=log_path, artifact=artifact, what="panel serve", timeout=120,
+                      env=served.with_repo_on_path(env), tracebacks_from=("app",)):
+        yield url
 
 
 def probe(page) -> dict:
-    raw = page.locator(".ls-embedding-probe").first.get_attribute("data-probe")
-    return json.loads(raw) if raw else {}
+    return served.probe(page, ".ls-embedding-probe")
 
 
 def wait_probe(page, check, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    state = {}
-    while time.monotonic() < deadline:
-        state = probe(page)
-        if check(state):
-            return state
-        page.wait_for_timeout(200)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {state}")
+    return served.wait_probe(page, check, timeout, what, selector=".ls-embedding-probe", poll_ms=200)

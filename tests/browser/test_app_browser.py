@@ -8,19 +8,14 @@ except on CI (``CI=true``) where they fail. Screenshots and timings go to
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from served import ARTIFACTS, probe, serve, wait_probe, with_repo_on_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 TINY = "Tiny demo (fast)"
@@ -32,38 +27,11 @@ def server(chromium, free_port, tmp_path_factory):
     """`panel serve app` on a free localhost port with a temporary run store."""
     port = free_port()
     runs = tmp_path_factory.mktemp("runs")
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://localhost:{port}/app"
-    deadline = time.monotonic() + 240
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("panel serve did not answer within 240 s")
-        time.sleep(1)
-    yield {"url": url, "runs": runs, "log": log}
-    proc.terminate()
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    (ARTIFACTS / "server.log").write_text(text)
-    ours = [line for line in text.splitlines() if line.strip().startswith("File ")
-            and (str(ROOT / "app") in line or str(ROOT / "lab") in line)]
-    assert not ours, "the server logged a traceback from app/ or lab/; see test-artifacts/server.log"
+    with serve([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)], url,
+               log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="server.log", what="panel serve",
+               timeout=240, env=with_repo_on_path({"LAB_RUNS_DIR": str(runs)})):
+        yield {"url": url, "runs": runs}
 
 
 @pytest.fixture(scope="module")
@@ -91,22 +59,6 @@ def page(browser, server):
 
 
 # ------------------------------------------------------------------ helpers
-def probe(page) -> dict:
-    raw = page.locator(".ls-probe").first.get_attribute("data-probe")
-    return json.loads(raw) if raw else {}
-
-
-def wait_probe(page, check, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    state = {}
-    while time.monotonic() < deadline:
-        state = probe(page)
-        if check(state):
-            return state
-        page.wait_for_timeout(250)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last probe: {state}")
-
-
 _BOKEH_COUNTS = """
 () => {
   const out = {curve_layers: 0, heat_cells: 0, points: 0};

@@ -15,20 +15,17 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 import nbformat
 import pytest
+from served import ARTIFACTS, ROOT, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1800)]  # JupyterLab on 2 busy cores
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 NOTEBOOK = "01_quickstart.ipynb"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -75,32 +72,9 @@ def lab_server(chromium, free_port, tmp_path_factory):
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)    # JupyterLab autosaves: never the repo's copy
     port, token = free_port(), secrets.token_hex(24)
     cmd, env = lab_command(tmp, work, port, token)
-    log = open(tmp / "jupyterlab.log", "w+")
-    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 240
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=30) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("jupyter lab did not answer within 240 s")
-        time.sleep(1)
-    yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", "runs": tmp / "runs"}
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "jupyterlab.log").write_text(log.read())
+    with serve(cmd, f"http://127.0.0.1:{port}/api/status?token={token}", log_path=tmp / "jupyterlab.log",
+               artifact="jupyterlab.log", what="jupyter lab", timeout=240, env=env, cwd=work, tracebacks_from=()):
+        yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", "runs": tmp / "runs"}
 
 
 # ------------------------------------------------------------------ helpers

@@ -8,19 +8,15 @@ fails. The screenshot goes to ``test-artifacts/studies.png`` (gitignored).
 """
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from served import ARTIFACTS, serve, with_repo_on_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 SPEC_FILE = "tiny_browser_study.yaml"
@@ -54,42 +50,14 @@ def server(chromium, free_port, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     specs = tmp_path_factory.mktemp("studies")
     (specs / SPEC_FILE).write_text(SPEC)
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs), LAB_STUDIES_DIR=str(specs),
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("DASK_SCHEDULER_ADDRESS", None)          # the tab runs on its own local cluster
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", "app", "--address", "127.0.0.1",
-                             "--port", str(port), "--allow-websocket-origin", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/app"
-    deadline = time.monotonic() + 240
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"panel serve exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("panel serve did not answer within 240 s")
-        time.sleep(1)
-    yield {"url": url, "runs": runs}
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "studies-server.log").write_text(text)
-    ours = [line for line in text.splitlines() if line.strip().startswith("File ")
-            and (str(ROOT / "app") in line or str(ROOT / "lab") in line)]
-    assert not ours, "the server logged a traceback from app/ or lab/; see test-artifacts/studies-server.log"
+    cmd = [sys.executable, "-m", "panel", "serve", "app", "--address", "127.0.0.1", "--port", str(port),
+           "--allow-websocket-origin", f"127.0.0.1:{port}"]
+    env = with_repo_on_path({"LAB_RUNS_DIR": str(runs), "LAB_STUDIES_DIR": str(specs)})
+    env.pop("DASK_SCHEDULER_ADDRESS", None)          # the tab runs on its own local cluster
+    with serve(cmd, url, log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="studies-server.log",
+               what="panel serve", timeout=240, env=env):
+        yield {"url": url, "runs": runs}
 
 
 @pytest.fixture(scope="module")
