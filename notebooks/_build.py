@@ -7,7 +7,7 @@ Run from the repository root after editing a notebook's text or code here::
 
 The notebooks import ``lab`` and draw with ``app.plots``, the app's own plot module (the
 quickstart also shows the ``app`` component); they never define the library: no code cell
-holds a ``def`` or ``class`` (tests/test_export.py checks). Each has a ``FAST`` switch read
+holds a ``def`` or ``class`` (tests/lab/export/test_export.py checks). Each has a ``FAST`` switch read
 from the ``LAB_FAST`` environment variable that shrinks it to about a minute on a 2-core CPU
 (the notebook tests run them that way); the text says what the full setting shows.
 

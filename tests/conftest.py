@@ -38,10 +38,7 @@ def pytest_configure(config):
     torch.set_num_threads(threads)
 
 
-TINY = dict(dataset="digits", img_size=16, backbone="mlp:depth=2,width=16", n_unseen=4, unseen_per_class=10,
-            seen_per_class=6, strategy="full", epochs=2, batch_size=128, lr=1e-2, projection="pca",
-            device="cpu", metrics=("nmi", "knn_accuracy", "nc1", "cdnv"))
-"""A run that takes seconds on one CPU thread: layers fc1, fc2, pre_logits."""
+from tests.fixtures.configs import TINY  # noqa: E402  (re-exported for fixtures below)
 
 
 @pytest.fixture(scope="session")

@@ -83,4 +83,4 @@ SUPPORTED = (
     "clip_vision_model", "siglip_vision_model", "siglip2_vision_model", "dinov3_vit", "dinov3_convnext",
     "vit_mae",
 )
-"""Model types built, saved and loaded back by the test suite (tests/test_hf_models.py)."""
+"""Model types built, saved and loaded back by the test suite (tests/lab/backbones/test_hf_models.py)."""

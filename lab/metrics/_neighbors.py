@@ -11,7 +11,7 @@ the k nearest, weighted votes -- are served row by row by the compiled kernel in
 ``_knn_kernel`` while the block's row is in cache: no (block × N) key arrays and no
 per-request selection over them. Its keys are the same bits as the path here; the rows
 it flags as tied or too close to call are redone by the selection here, so the results
-are identical (tests/test_metrics_neighbors.py compares them with the per-metric code).
+are identical (tests/lab/metrics/test_metrics_neighbors.py compares them with the per-metric code).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from bokeh.document import Document
 
 from lab import events as ev
-from tests.test_app_live import LAYERS, synthetic_run
+from tests.fixtures.live_runs import LAYERS, synthetic_run
 
 hv.extension("bokeh")
 

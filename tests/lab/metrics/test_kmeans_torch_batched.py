@@ -15,7 +15,7 @@ from lab.metrics import _kmeans_torch
 from lab.metrics._kmeans_torch import (
     _kmeans_plusplus, _lloyd, _lloyd_batched, _plusplus_draws, kmeans_labels_torch,
 )
-from tests.test_metrics import blobs
+from tests.fixtures.blobs import blobs
 
 pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 

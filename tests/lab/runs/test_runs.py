@@ -16,7 +16,7 @@ from lab import events as ev
 from lab.config import RunConfig
 from lab.runs import CancelToken, prepare_data, run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 TINY = dict(dataset="digits", img_size=16, backbone="mlp:depth=2,width=16", n_unseen=4, unseen_per_class=10,
             seen_per_class=6, strategy="full", epochs=2, batch_size=128, lr=1e-2, projection="pca",

@@ -18,52 +18,7 @@ from lab import events as ev
 
 hv.extension("bokeh")
 
-LAYERS = ("stem", "block1", "block2", "pre_logits")
-UNSEEN = ["a", "b", "c"]
-
-
-def synthetic_run(run_id="r1", *, layers=LAYERS, epochs=2, seeds=(0,), fail_at=None, n=30, metrics=None,
-                  peak=None):
-    """A plausible event sequence of one run, in the engine's order (lab.events docstring).
-
-    Unseen NMI peaks at the second-to-last layer (at layer number ``peak(epoch)`` when given), and each
-    seed's Generalization event says so.
-    """
-    peak_at = peak or (lambda epoch: max(len(layers) - 2, 0))
-    metrics = metrics or ["nmi", "knn_accuracy", "linear_probe_accuracy", "nc1", "cdnv"]
-    cfg = {"dataset": "glyphs", "backbone": "resnet18", "strategy": "full", "epochs": epochs,
-           "seeds": list(seeds), "metrics": metrics}
-    yield ev.RunStarted(run_id, config=cfg, layers=[{"name": name, "kind": "map", "dim": 8} for name in layers],
-                        classes=UNSEEN + ["d", "e"], seen=["d", "e"], unseen=UNSEEN, device="cpu",
-                        n_images={"train": 10, "heldout": 4, "unseen": n}, seeds=list(seeds))
-    rng = np.random.default_rng(0)
-    for seed in seeds:
-        for epoch in range(epochs + 1):
-            peak = peak_at(epoch)
-            if fail_at is not None and epoch == fail_at:
-                yield ev.RunFailed(run_id, message="CUDA out of memory while training block2", seconds=1.0)
-                return
-            yield ev.Progress(run_id, stage="extract", done=1, total=2, seed=seed, epoch=epoch)
-            for i, layer in enumerate(layers):
-                nmi = 0.2 + 0.1 * i - 0.15 * max(i - peak, 0) + 0.05 * epoch + 0.01 * seed
-                unseen = {"nmi": nmi, "knn_accuracy": 0.5 + 0.1 * i,
-                          "linear_probe_accuracy": 0.6, "nc1": 10.0 / (i + 1 + epoch), "cdnv": 1.0 / (i + 1 + epoch)}
-                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="unseen",
-                                      values={k: v for k, v in unseen.items() if k in metrics})
-                yield ev.LayerMetrics(run_id, seed=seed, epoch=epoch, layer=layer, split="seen",
-                                      values={"nc1": 5.0 / (i + 1 + epoch), "cdnv": 0.5 / (i + 1 + epoch)})
-                yield ev.ProjectionReady(run_id, seed=seed, epoch=epoch, layer=layer, method="pca",
-                                         coords=rng.normal(size=(n, 2)).astype(np.float32),
-                                         labels=np.arange(n) % 3, indices=np.arange(n), class_names=UNSEEN)
-                if epoch:
-                    yield ev.LayerUtilization(run_id, seed=seed, epoch=epoch, layer=layer, absolute=0.1 * i,
-                                              relative=0.01 * i * epoch)
-            yield ev.EpochFinished(run_id, seed=seed, epoch=epoch, train_loss=None if epoch == 0 else 1.0 / epoch,
-                                   train_accuracy=None if epoch == 0 else 0.5 + 0.1 * epoch,
-                                   heldout_accuracy=0.3 + 0.2 * epoch, seconds=0.5)
-            yield ev.Generalization(run_id, epoch=epoch, g=0.2 + 0.1 * peak + 0.05 * epoch + 0.01 * seed,
-                                    layer=layers[peak], seed=seed)
-    yield ev.RunFinished(run_id, seconds=3.0, summary={})
+from tests.fixtures.live_runs import LAYERS, UNSEEN, synthetic_run  # noqa: E402
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from lab.export import tables
 from lab.progress import run_with_progress
 from lab.store import RunStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LAYERS = ["stem", "blocks.0", "blocks.1", "pre_logits"]
 SEEDS = (0, 1, 2)
 EPOCHS = 2

@@ -174,7 +174,7 @@ def test_without_cuml_a_cuda_device_falls_back_to_umap_learn_with_one_warning_li
     code = ("from lab.projection.budget import umap_backend\n"
             "print(umap_backend('cuda'), umap_backend('cuda:0'), umap_backend('cpu'))")
     proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+                          timeout=300, cwd=str(__import__("pathlib").Path(__file__).resolve().parents[3]))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["umap-learn", "umap-learn", "umap-learn"]
     warned = [line for line in proc.stderr.splitlines() if "cuML's UMAP is not available" in line]
@@ -211,7 +211,7 @@ def test_umap_kernels_are_cached_on_disk_and_give_the_layout_of_uncached_ones(tm
     env = dict(__import__("os").environ, LAB_NUMBA_CACHE="0")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "X.npy"), str(tmp_path / "plain.npy")],
                           capture_output=True, text=True, timeout=600, env=env,
-                          cwd=str(Path(__file__).resolve().parents[1]))
+                          cwd=str(Path(__file__).resolve().parents[3]))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["NullCache"]
     np.testing.assert_array_equal(np.load(tmp_path / "plain.npy"), cached)

@@ -282,7 +282,7 @@ def test_shipped_specs_are_the_repositorys_studies_folder(monkeypatch):
     from app.studies import shipped_specs
 
     monkeypatch.delenv("LAB_STUDIES_DIR", raising=False)
-    root = Path(__file__).resolve().parents[1] / "studies"
+    root = Path(__file__).resolve().parents[2] / "studies"
     assert shipped_specs() == {p.name: p for p in [*root.glob("*.yaml"), *root.glob("*.yml")]} != {}
 
 

@@ -59,7 +59,7 @@ def _n_blocks(config) -> int:
 
 def test_the_table_keeps_the_eight_original_families():
     """Their block paths (and so their tap names) are the table's; every other type goes by the
-    general rule (tests/test_hf_models.py)."""
+    general rule (tests/lab/backbones/test_hf_models.py)."""
     from lab.backbones._hf_families import FAMILIES
 
     assert set(FAMILIES) == set(TINY) and set(TINY) <= set(HF_FAMILIES)

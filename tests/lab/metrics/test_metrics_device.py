@@ -27,7 +27,7 @@ from lab import metrics
 from lab.metrics._kmeans_torch import _lloyd, _same_clustering, kmeans_labels_torch
 from lab.metrics._probe_torch import fit_probe
 from lab.metrics.separability import _nmi_torch
-from tests.test_metrics import blobs as _blobs
+from tests.fixtures.blobs import blobs as _blobs
 
 
 @pytest.fixture(autouse=True)

@@ -94,7 +94,7 @@ def test_identical_taps_agree_everywhere(tmp_path, cli, one_thread):
     from app.live._model import RunModel
     from lab.runs import run
     from lab.store import RunStore
-    from tests.conftest import TINY
+    from tests.fixtures.configs import TINY
 
     store = RunStore(tmp_path / "runs")
     events = list(run({**TINY, "backbone": "mlp:depth=1,width=16", "epochs": 1, "seeds": (0, 1)}, store=store))

@@ -18,7 +18,7 @@ from lab.store import RunStore
 from lab.study import Study, figures
 from lab.study.records import tag_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LAYERS = ["fc1", "fc2", "pre_logits"]
 MARKER_NAME = "layerscope-study-export-pwned"
 

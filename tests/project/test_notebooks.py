@@ -11,7 +11,7 @@ import pytest
 
 from lab.export import execute_notebook
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 SHIPPED = ["01_quickstart.ipynb", "02_neural_collapse_across_layers.ipynb",
            "03_which_layer_generalizes.ipynb", "04_layer_utilization.ipynb", "05_studies.ipynb",

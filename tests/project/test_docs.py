@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings_handlers.python")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

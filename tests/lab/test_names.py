@@ -17,7 +17,7 @@ from lab.config import RunConfig
 from lab.runs.names import check_names
 from lab.errors import UnknownNameError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _raises(check, name, kind, **kwargs) -> UnknownNameError:

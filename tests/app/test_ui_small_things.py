@@ -1,5 +1,5 @@
 """What a user sees of the live view's plots (issue 34, part 5): whole titles, y axes that follow the data, and
-plots that grow with the page. The layer player's choices are tested in ``tests/test_live_picker.py``, the plots'
+plots that grow with the page. The layer player's choices are tested in ``tests/app/test_live_picker.py``, the plots'
 widths in a browser in ``tests/browser/test_app_browser.py``.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bokeh.models import Plot
 
 from app import plots
 from lab import events as ev
-from tests.test_app_live import LAYERS, synthetic_run
+from tests.fixtures.live_runs import LAYERS, synthetic_run
 
 hv.extension("bokeh")
 

@@ -9,7 +9,7 @@ from lab.config import RunConfig
 from lab.export import tables
 from lab.runs import run
 from lab.runs.timings import STAGES, Timings, describe
-from tests.conftest import TINY
+from tests.fixtures.configs import TINY
 
 LAYERS = ["fc1", "fc2", "pre_logits"]
 

@@ -17,7 +17,7 @@ import lab
 from lab.export import build_notebook, escape_markdown, notebook_summary, py_literal, to_notebook
 from lab.store import RunNotFoundError, RunStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 LAYERS = ["stem", "blocks.0", "blocks.1", "pre_logits"]
 CLASSES = ["a<b>", "c|d", "e*f"]
 # The example name, with a side effect we can look for instead of `echo`.
@@ -145,7 +145,7 @@ def test_notebook_structure(store, tmp_path):
     assert "digits" in markdown and "g = " in markdown
     assert "a&lt;b&gt;, c\\|d, e\\*f" in markdown           # class names escaped
     code = "\n".join(_sources(nb, "code"))
-    # the figures come from the app's plot module (tests/test_plots.py: error bars, heatmap, ...)
+    # the figures come from the app's plot module (tests/app/test_plots.py: error bars, heatmap, ...)
     for needle in ("lab.RunStore(STORE_ROOT)", "store.load(run_id)", "plots.layer_curves", "plots.layer_epoch_heatmap",
                    "seen_accuracy", "LAYER = ", "projection_plot", "lab.RunConfig.from_dict", "lab.run(cfg",
                    "EmbeddingView(store=store, run_id=EXPLORE_RUN)"):

@@ -17,7 +17,7 @@ import pytest
 from lab.store import RunStore
 from lab.study import Study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = """\
 name: cli-tiny
 description: four tiny runs for the CLI tests.

@@ -24,7 +24,7 @@ from lab.device import (DeviceOutOfMemoryError, autocast_dtype, check_device, cu
 from lab.runs import CancelToken
 from lab.runs.worker import Worker
 
-from tests.conftest import TINY
+from tests.fixtures.configs import TINY
 
 
 def _cfg(**changes):

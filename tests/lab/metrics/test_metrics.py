@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import normalized_mutual_info_score
@@ -15,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from lab import metrics
 from lab.metrics._neighbors import _vote
+from tests.fixtures.blobs import blobs
 
 
 @pytest.fixture(autouse=True)
@@ -22,16 +24,6 @@ def _one_thread():
     # The CI box has 2 shared cores: OpenMP/BLAS thread spinning slows sklearn 10-20x.
     with threadpool_limits(limits=1):
         yield
-
-
-def blobs(n_per_class=40, k=4, d=8, spread=2.0, seed=0, dtype=np.float64):
-    """Gaussian classes around random centres (continuous, so no exact distance ties)."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=spread, size=(k, d))
-    X = np.concatenate([c + rng.normal(size=(n_per_class, d)) for c in centres])
-    y = np.repeat(np.arange(k), n_per_class)
-    order = rng.permutation(len(y))
-    return X[order].astype(dtype), y[order]
 
 
 def naive_nc1(X, y):
@@ -329,7 +321,7 @@ def test_gpu_agrees_with_cpu():
     X, y = blobs(n_per_class=30, k=4, d=16, spread=0.8, dtype=np.float32)
     cpu = metrics.compute_layer(torch.from_numpy(X), y, metrics=metrics.ALL_METRICS)
     gpu = metrics.compute_layer(torch.from_numpy(X).cuda(), torch.from_numpy(y).cuda(), metrics=metrics.ALL_METRICS)
-    # k-means and the probe run in torch on CUDA (tests/test_metrics_device.py): equal up to rounding
+    # k-means and the probe run in torch on CUDA (tests/lab/metrics/test_metrics_device.py): equal up to rounding
     device_paths = ("nmi", "linear_probe_accuracy")
     assert {m: gpu[m] for m in device_paths} == pytest.approx({m: cpu[m] for m in device_paths}, abs=0.02)
     rest = [m for m in cpu if m not in device_paths]
