@@ -105,31 +105,32 @@ def os_error_message(exc: OSError, fix: str | None = None) -> str | None:
     path = exc.filename if isinstance(exc.filename, (str, os.PathLike)) else None
     where = str(path) if path is not None else "a file"
     other = f" (and {exc.filename2})" if getattr(exc, "filename2", None) else ""
+
+    def advice(problem: str, default: str) -> str:
+        return problem + (fix or default)
+
     if code in (errno.EACCES, errno.EPERM):
-        return (f"permission denied on {where}{other}; make it writable/readable for this user "
-                f"(chmod/chown) or {(fix or 'choose another location')}")
+        return advice(f"permission denied on {where}{other}; make it writable/readable for this user "
+                      "(chmod/chown) or ", "choose another location")
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         what = "no space left" if code == errno.ENOSPC else "disk quota exceeded"
-        return (f"{what} on the disk holding {where}; free some space or "
-                f"{(fix or 'choose a location on another disk')}")
+        return advice(f"{what} on the disk holding {where}; free some space or ",
+                      "choose a location on another disk")
     if code == errno.EROFS:
-        return (f"{where} is on a read-only file system; "
-                f"{(fix or 'choose a writable location')}")
+        return advice(f"{where} is on a read-only file system; ", "choose a writable location")
     if code == errno.ENOTDIR:
         blocker = _first_file_in(Path(path)) if path is not None else None
         if blocker is not None:
             so = "" if blocker == Path(path).absolute() else f", so {where} cannot be used"
-            return (f"{blocker} is a file, not a folder{so}; move that file away or "
-                    f"{(fix or 'choose another path')}")
-        return f"{where} is not a folder; {(fix or 'give the path of a folder')}"
+            return advice(f"{blocker} is a file, not a folder{so}; move that file away or ",
+                          "choose another path")
+        return advice(f"{where} is not a folder; ", "give the path of a folder")
     if code == errno.EEXIST and path is not None and Path(path).exists() and not Path(path).is_dir():
-        return (f"{where} is a file, not a folder; move that file away or "
-                f"{(fix or 'choose another path')}")
+        return advice(f"{where} is a file, not a folder; move that file away or ", "choose another path")
     if code == errno.EISDIR:
-        return (f"{where} is a folder where a file is expected; "
-                f"{(fix or 'give the path of a file')}")
+        return advice(f"{where} is a folder where a file is expected; ", "give the path of a file")
     if code == errno.ENOENT:
-        return f"{where} does not exist; check the path or {(fix or 'create it first')}"
+        return advice(f"{where} does not exist; check the path or ", "create it first")
     if code == errno.ENAMETOOLONG:
         return f"the path {where} is too long for the file system; choose a shorter one"
     if code in (errno.EMFILE, errno.ENFILE):
