@@ -22,7 +22,7 @@ import traceback as _traceback
 from pathlib import Path
 
 __all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
-           "UnknownNameError", "NoImageRecordError"]
+           "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError"]
 
 _BUG = "This looks like a bug in layerscope rather than a problem with the input"
 
@@ -59,6 +59,39 @@ class UnknownNameError(ValueError):
 
     def __reduce__(self):   # Dask ships errors between processes: rebuild from the fields, not the text
         return type(self), (self.kind, self.value, self.suggestions, self.fix, self.reason)
+
+
+class CheckpointError(UnknownNameError):
+    """A checkpoint spec (a weights file, or ``run:ID[/SEED]``) that cannot be resolved, checked or read.
+
+    The one error of :func:`lab.backbones.resolve_checkpoint`, :func:`lab.backbones.check_checkpoint` and
+    :func:`lab.backbones.load`'s ``checkpoint=``: an :class:`UnknownNameError` with ``kind="checkpoint"``
+    (so a ValueError), whose ``reason`` says what is wrong and ``fix`` what to give instead.
+
+    ``str(exc)`` reads ``checkpoint 'w.pt': no such file (...); closest: ...; give ...``; a ``reason``
+    that names the spec itself (``no run 'x' for checkpoint 'run:x' in the stores [...]``) stands first.
+    """
+
+    def __init__(self, value, reason: str | None = None, suggestions=(), fix: str = ""):
+        super().__init__("checkpoint", value, suggestions, fix, reason)
+
+    def _message(self) -> str:
+        if self.reason is None or repr(self.value) not in self.reason:
+            return super()._message()
+        parts = [self.reason.rstrip(" .;")]
+        if self.suggestions:
+            parts.append("closest: " + ", ".join(repr(s) for s in self.suggestions))
+        if self.fix:
+            parts.append(self.fix.rstrip(" ."))
+        return _one_line("; ".join(parts))
+
+    def __reduce__(self):
+        return type(self), (self.value, self.reason, self.suggestions, self.fix)
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """A :class:`CheckpointError` for weights that are not there (no such file, no weights for that seed);
+    also a FileNotFoundError, as the store's lookups raised before."""
 
 
 class NoImageRecordError(KeyError):

@@ -55,24 +55,18 @@ def offline_note_html(models) -> str:
 
 def backbone_choices(offline=None) -> list[str]:
     """Backbone names for the search box: the models available offline here (``offline``, default
-    :func:`offline_backbones`), Hugging Face families, the seed papers', then timm's."""
-    try:
-        import timm
-
-        names = timm.list_models()
-    except Exception:
-        names = []
+    :func:`offline_backbones`), the names the model sources list (:func:`lab.backbones.list_models`: the zoo,
+    the ImageNet backbones, Hugging Face families, the MLP), the seed papers', then timm's."""
     offline = offline_backbones() if offline is None else offline
-    try:  # offline models first, then the Hugging Face families; any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
-        from lab.backbones import HF_FAMILIES, imagenet_names, zoo_names
+    try:  # any typed 'hf:ORG/NAME' or 'zoo:NAME' works too
+        from lab.backbones import list_models
 
-        first = ([m.name for m in offline] + list(zoo_names()) + list(imagenet_names())
-                 + [f"hf:{family}" for family in HF_FAMILIES])
+        named, every = list_models(fallback=False), list_models()
     except Exception:
-        first = [m.name for m in offline]
-    first = list(dict.fromkeys(first))
+        named, every = [], []
+    first = list(dict.fromkeys([m.name for m in offline] + named))
     return first + [n for n in SEED_ARCHITECTURES if n not in first] + [
-        n for n in names if n not in SEED_ARCHITECTURES and n not in first]
+        n for n in every if n not in SEED_ARCHITECTURES and n not in first]
 
 
 def field_widget(form: param.Parameterized, cls, name: str, **kwargs):

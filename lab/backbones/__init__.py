@@ -36,27 +36,35 @@ ConvNeXt-V2 (``convnextv2_atto``); CvT (which timm lacks) and PVT v1 through ``h
 :func:`offline_models` lists what loads here without a network (the zoo, the ImageNet backbones, timm
 and Hugging Face weights in the caches), with sizes on disk.
 
-:func:`check_name` tells, without building anything, whether a name can load here (and
-:func:`check_checkpoint` whether a checkpoint can): a study or the app checks its names up front.
+Each kind of name is one entry of the source registry (:data:`SOURCES`: its name rule, check, loader
+and listings), as timm's ``register_model`` serves ``create_model`` and ``list_models``; :func:`load`,
+:func:`check_name` (whether a name can load here, building nothing), :func:`list_models` and
+:func:`offline_models` read it.
 
-Checkpoints are paths; a stored run's weights (``"run:ID[/seed]"``) are resolved to a path
-by whoever holds the store (:func:`lab.store.resolve_checkpoint`; runs and the app do it).
+Checkpoints have one API: :func:`resolve_checkpoint` turns a spec (a weights file, or a stored run's
+weights ``"run:ID[/seed]"`` looked up in the store passed down, then the default store) into a
+:class:`Checkpoint` (path + kind), :func:`check_checkpoint` checks one up front, and both raise
+:class:`lab.errors.CheckpointError`. :func:`load` takes a file or a resolved :class:`Checkpoint`; it
+never looks into a store itself (runs and the app resolve ``run:`` specs with their store).
 """
 from __future__ import annotations
 
-from lab.backbones import _hf, _imagenet, _timm, _zoo
-from lab.backbones._checkpoint import checkpoint_path, load_checkpoint
+from lab.backbones._checkpoint import load_checkpoint, read_state_dict
 from lab.backbones._core import PRE_LOGITS, Backbone, Tap, first_tensor
 from lab.backbones._hf import HF_FAMILIES
 from lab.backbones._imagenet import imagenet_names
-from lab.backbones._names import check_checkpoint, check_name, source_of
-from lab.backbones._normalize import Normalization, from_stats, lab_default
-from lab.backbones._offline import OfflineModel, offline_models
-from lab.backbones._zoo import zoo_dir, zoo_names
+from lab.backbones._normalize import Normalization
+from lab.backbones._offline import OfflineModel, cache_problems, hub_cache_dir, torch_checkpoints_dir
+from lab.backbones._registry import (SOURCES, Checkpoint, Source, check_checkpoint, check_name, checkpoint_path,
+                                     file_checkpoint, list_models, offline_models, resolve_checkpoint, source_for)
+from lab.backbones._zoo import read_card as zoo_card, zoo_dir, zoo_names
 from lab.device import resolve_device
 
-__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "imagenet_names", "offline_models",
-           "OfflineModel", "first_tensor", "PRE_LOGITS", "HF_FAMILIES", "check_name", "check_checkpoint"]
+__all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "zoo_card", "imagenet_names",
+           "offline_models", "OfflineModel", "first_tensor", "PRE_LOGITS", "HF_FAMILIES", "check_name",
+           "check_checkpoint", "resolve_checkpoint", "Checkpoint", "SOURCES", "Source", "source_for", "list_models",
+           "read_state_dict", "load_checkpoint", "checkpoint_path", "cache_problems", "hub_cache_dir",
+           "torch_checkpoints_dir"]
 
 
 def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: int = 0, in_chans: int = 3,
@@ -76,12 +84,12 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         cached weights: a ValueError explaining how to pass ``checkpoint``). Hugging Face
         hub ids/directories, zoo and ImageNet models always carry their weights; ``hf:FAMILY``
         refuses it.
-    checkpoint : str or path, optional
+    checkpoint : str, path or Checkpoint, optional
         A ``.safetensors`` file or a PyTorch file read with ``weights_only=True`` (never
         arbitrary unpickling), loaded after the model is built. State dicts may be nested
         under ``"state_dict"``/``"model"``; ``"module."`` prefixes are stripped. A
         classifier of a different size is ignored (with a warning). ``"run:ID"`` specs
-        must be resolved first (:func:`lab.store.resolve_checkpoint`).
+        must be resolved first (:func:`resolve_checkpoint` with the store).
     num_classes : int
         Classifier outputs; 0 (default) for no classifier. An ImageNet backbone keeps its
         ImageNet classifier when this is 1000 (as timm's ``pretrained=True`` does).
@@ -110,7 +118,8 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
     ValueError
         Unknown name (with close matches or the valid families), a hub id missing from
         the cache, a directory without config.json, unusable arguments, missing
-        pretrained weights, or a checkpoint that is unsafe, unreadable or does not fit.
+        pretrained weights, or a checkpoint that is unsafe, unreadable or does not fit
+        (:class:`lab.errors.CheckpointError` when it is missing or no file).
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"backbone name must be a non-empty string. Got {name!r} instead.")
@@ -118,58 +127,13 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
     dev = resolve_device(device)
     if int(num_classes) < 0:
         raise ValueError(f"num_classes must be >= 0. Got {num_classes!r} instead.")
-    path = checkpoint_path(checkpoint) if checkpoint is not None else None
-    num_classes, in_chans = int(num_classes), int(in_chans)
-
-    source, spec = source_of(name)
-    if source == "hf":
-        model, config, folder, label = _hf.create(spec, pretrained=pretrained, num_classes=num_classes,
-                                                  in_chans=in_chans, img_size=img_size, kwargs=kwargs)
-        if path is not None:
-            load_checkpoint(model, path)
-        model = model.to(dev).eval()
-        size = _hf.input_size(config, img_size)
-        taps = _hf.build_catalogue(model, config, size, dev)
-        return Backbone(model, name=name, device=dev, taps=taps, stem_group=None, in_chans=size[0],
-                        input_size=size, normalization=_hf.normalization(config, folder, label), source="hf")
-
-    if source == "zoo":
-        if kwargs:
-            raise ValueError(f"zoo model {spec!r} is built from its card; options {sorted(kwargs)} do not apply.")
-        model, card = _zoo.build(spec, num_classes=num_classes)
-        size = tuple(int(v) for v in card["input_size"])
-        norm = from_stats(card["mean"], card["std"], size[0], f"zoo card ({spec})", size=size[1:])
-    elif source == "imagenet":
-        if kwargs:
-            raise ValueError(f"ImageNet backbone {spec!r} is built from its card; options {sorted(kwargs)} do not "
-                             f"apply (img_size and in_chans do).")
-        model, card = _imagenet.build(spec, num_classes=num_classes, in_chans=in_chans)
-        side = int(card["input_size"][1]) if img_size is None else int(img_size)   # any size: a ConvNet
-        size = (in_chans, side, side)
-        norm = from_stats(card["mean"], card["std"], in_chans, f"ImageNet card ({spec})")
-    elif source == "mlp":
-        from lab._mlp import MLP, parse_mlp_spec
-
-        if pretrained:
-            raise ValueError("the teaching 'mlp' has no pretrained weights; use pretrained=False "
-                             "(optionally with checkpoint=PATH).")
-        if kwargs:
-            raise ValueError(f"the 'mlp' backbone takes options in its name ('mlp:depth=8,width=256'), not "
-                             f"keywords. Got {sorted(kwargs)} instead.")
-        side = 32 if img_size is None else int(img_size)
-        model = MLP(**parse_mlp_spec(name), in_chans=in_chans, img_size=side, num_classes=num_classes)
-        size, norm = (in_chans, side, side), lab_default(in_chans)
-    else:
-        if not _timm.is_timm_name(name):  # "hf-hub:..." / "local-dir:..." go to timm as they are
-            raise _timm.unknown_model(name, zoo_names())
-        model = _timm.create(name, pretrained=pretrained, num_classes=num_classes, in_chans=in_chans,
-                             img_size=img_size, kwargs=kwargs)
-        size = _timm.input_size(model, in_chans, img_size)
-        norm = _timm.normalization(model, name, in_chans)
-    if path is not None:
-        load_checkpoint(model, path)
-    model = model.to(dev).eval()
-    taps, stem_group = _timm.build_catalogue(model, size, dev)
-    return Backbone(model, name=name, device=dev, taps=taps, stem_group=stem_group, in_chans=size[0],
-                    input_size=size, normalization=norm, source=source)
-
+    ckpt = file_checkpoint(checkpoint) if checkpoint is not None else None
+    source, spec = source_for(name)
+    built = source.load(spec, name=name, pretrained=pretrained, num_classes=int(num_classes),
+                        in_chans=int(in_chans), img_size=img_size, kwargs=kwargs)
+    if ckpt is not None:
+        load_checkpoint(built.model, ckpt)
+    model = built.model.to(dev).eval()
+    taps, stem_group = built.catalogue(model, built.input_size, dev)
+    return Backbone(model, name=name, device=dev, taps=taps, stem_group=stem_group, in_chans=built.input_size[0],
+                    input_size=built.input_size, normalization=built.normalization, source=source.name)

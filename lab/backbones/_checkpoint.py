@@ -5,8 +5,8 @@ into a model for 1-channel data (or the reverse) gets its stem convolution adapt
 adapts pretrained weights (``timm.models._manipulate.adapt_input_conv``: summed over RGB for
 one channel; repeated and scaled by 1/3 for three from one), with one warning saying so.
 
-``load(checkpoint=...)`` takes a path only. A stored run's weights (``"run:ID[/seed]"``)
-are resolved to a path first by whoever holds the store (``lab.store.resolve_checkpoint``).
+Which file a spec names is :func:`lab.backbones.resolve_checkpoint`'s job (the registry's
+checkpoint sources); this module reads and fits the file it resolved to.
 """
 from __future__ import annotations
 
@@ -16,17 +16,6 @@ import warnings
 
 import torch
 from torch import nn
-
-
-def checkpoint_path(checkpoint) -> str:
-    """The checkpoint's path, checked to be a file; a ``run:`` spec gets told where it is resolved."""
-    spec = os.fspath(checkpoint)
-    if not os.path.isfile(spec):
-        if spec.startswith("run:"):
-            raise ValueError(f"checkpoint {spec!r} names a stored run, not a file; resolve it first with "
-                             f"lab.store.resolve_checkpoint({spec!r}) (runs and the app do this for you).")
-        raise ValueError(f"checkpoint file {spec!r} does not exist; expected a .safetensors or PyTorch file.")
-    return spec
 
 
 def classifier_name(model: nn.Module) -> str | None:
@@ -46,9 +35,12 @@ def classifier_name(model: nn.Module) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def read_state_dict(path: str) -> dict[str, torch.Tensor]:
-    """Read a checkpoint without arbitrary unpickling; unwrap 'state_dict'/'model'; strip wrapper prefixes."""
-    if path.endswith(".safetensors"):
+def read_state_dict(path) -> dict[str, torch.Tensor]:
+    """Read a checkpoint file (a path or a :class:`lab.backbones.Checkpoint`) without arbitrary unpickling;
+    unwrap 'state_dict'/'model'; strip wrapper prefixes."""
+    kind = getattr(path, "kind", None) or ("safetensors" if os.fspath(path).endswith(".safetensors") else "torch")
+    path = os.fspath(path)
+    if kind == "safetensors":
         from safetensors.torch import load_file
 
         try:
@@ -115,8 +107,12 @@ def _adapt_stem(model: nn.Module, state: dict, own: dict, path: str) -> dict:
     return {**state, key: adapt_input_conv(want[1], state[key], base_chans=got[1]).to(state[key].dtype)}
 
 
-def load_checkpoint(model: nn.Module, path: str) -> None:
-    state = read_state_dict(path)
+def load_checkpoint(model: nn.Module, checkpoint) -> None:
+    """Copy the weights of ``checkpoint`` (a path or a resolved :class:`lab.backbones.Checkpoint`) into
+    ``model``: strict, except a classifier of another size (kept, with a warning) and a 1 <-> 3 channel stem
+    (adapted, with a warning). Raises ValueError naming the missing, unexpected and mismatched keys."""
+    state = read_state_dict(checkpoint)
+    path = os.fspath(checkpoint)
     own = model.state_dict()
     state = _adapt_stem(model, state, own, path)
     head = classifier_name(model)

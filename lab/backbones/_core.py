@@ -162,7 +162,7 @@ class Backbone:
     Attributes
     ----------
     model : torch.nn.Module
-        The timm model (also for zoo models), :class:`lab._mlp.MLP`, or a Hugging Face
+        The timm model (also for zoo models), :class:`lab.backbones._mlp.MLP`, or a Hugging Face
         model behind timm's interface; in eval mode on ``device``.
     name : str
         The name it was loaded by.

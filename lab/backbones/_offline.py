@@ -13,6 +13,9 @@ Four places, read without touching the network or building a model:
   older weight files, matched to their architecture by the file name of timm's ``pretrained_cfg`` URL;
   they load as ``checkpoint=PATH`` on that architecture.
 
+Each model source of :mod:`lab.backbones._registry` lists its own part (``offline``);
+:func:`lab.backbones.offline_models` joins them in the registry's order.
+
 Sizes are bytes on disk: the weight file, or the files of the snapshot (each stored blob once).
 """
 from __future__ import annotations
@@ -22,7 +25,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["OfflineModel", "offline_models", "hub_cache_dir", "torch_checkpoints_dir", "cache_problems"]
+__all__ = ["OfflineModel", "hub_cache_dir", "torch_checkpoints_dir", "cache_problems", "zoo_models", "imagenet_models",
+           "hub_models", "torch_hub_models"]
 
 _WEIGHT_EXTS = (".safetensors", ".bin", ".pth", ".pt", ".ckpt", ".npz", ".h5", ".msgpack")
 
@@ -96,7 +100,8 @@ def _size(paths) -> int:
     return total
 
 
-def _zoo() -> list[OfflineModel]:
+def zoo_models() -> list[OfflineModel]:
+    """The zoo's models, each with its card's summary (a damaged card: listed with ``loads=False``)."""
     from lab.backbones import _zoo
 
     out = []
@@ -114,7 +119,8 @@ def _zoo() -> list[OfflineModel]:
     return out
 
 
-def _imagenet() -> list[OfflineModel]:
+def imagenet_models() -> list[OfflineModel]:
+    """The ImageNet backbones, each with its package's weight file (a missing package: ``loads=False``)."""
     from lab.backbones import _imagenet
 
     out = []
@@ -206,13 +212,14 @@ def _hub_entry(repo: Path) -> OfflineModel | None:
     return OfflineModel(f"hf:{repo_id}", "hf", size, str(snapshot), about, loads=problem is None, note=problem or "")
 
 
-def _hub() -> list[OfflineModel]:
+def hub_models(kind: str) -> list[OfflineModel]:
+    """The models of ``kind`` (``"timm"`` or ``"hf"``) in the Hugging Face hub cache."""
     root = hub_cache_dir()
     try:
         repos = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("models--"))
     except OSError:
         return []
-    return [entry for entry in map(_hub_entry, repos) if entry is not None]
+    return [entry for entry in map(_hub_entry, repos) if entry is not None and entry.kind == kind]
 
 
 def _timm_files() -> dict[str, str]:
@@ -229,7 +236,8 @@ def _timm_files() -> dict[str, str]:
     return out
 
 
-def _torch_hub() -> list[OfflineModel]:
+def torch_hub_models() -> list[OfflineModel]:
+    """timm weight files in torch hub's cache (each loads as ``checkpoint=PATH`` on its architecture)."""
     folder = torch_checkpoints_dir()
     try:
         files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_EXTS))
@@ -264,13 +272,3 @@ def cache_problems() -> list[str]:
             found = "a file" if os.path.exists(os.path.expanduser(path)) else "nothing"
             out.append(f"{var}={path}: found {found} there; set it to {what}, or unset it for the default")
     return out
-
-
-def offline_models() -> list[OfflineModel]:
-    """Every model that can load here without a network, in this order: the zoo, the ImageNet backbones,
-    timm weights in the Hugging Face hub cache, ``transformers`` models there, timm files in torch hub's
-    cache. Entries that cannot load (``loads=False``) are listed too, with the reason in ``note``.
-    """
-    hub = _hub()
-    return (_zoo() + _imagenet() + [m for m in hub if m.kind == "timm"] + [m for m in hub if m.kind == "hf"]
-            + _torch_hub())

@@ -1,4 +1,5 @@
-"""``python -m lab models``: the models that load here without a network (:func:`lab.backbones.offline_models`)."""
+"""``python -m lab models``: the models that load here without a network (:func:`lab.backbones.offline_models`:
+each model source of the registry, :data:`lab.backbones.SOURCES`, lists its own)."""
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ def _megabytes(size: int) -> str:
 
 def format_models(models, *, hub: str, torch_hub: str, show_all: bool = False, problems=()) -> str:
     """The table ``python -m lab models`` prints: loadable models, then (``show_all``) the others, the
-    caches read, and ``problems`` (:func:`lab.backbones._offline.cache_problems`), one line each."""
+    caches read, and ``problems`` (:func:`lab.backbones.cache_problems`), one line each."""
     usable = [m for m in models if m.loads]
     others = [m for m in models if not m.loads]
     rows = usable + (others if show_all else [])
@@ -57,8 +58,7 @@ def format_models(models, *, hub: str, torch_hub: str, show_all: bool = False, p
 
 
 def _cmd_models(args) -> int:
-    from lab.backbones import offline_models
-    from lab.backbones._offline import cache_problems, hub_cache_dir, torch_checkpoints_dir
+    from lab.backbones import cache_problems, hub_cache_dir, offline_models, torch_checkpoints_dir
 
     models = offline_models()
     if args.json:

@@ -50,7 +50,6 @@ import re
 import secrets
 import shutil
 import socket
-import threading
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -80,8 +79,6 @@ __all__ = [
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
-_KNOWN_ROOTS: list[Path] = []
-_KNOWN_ROOTS_LOCK = threading.Lock()
 
 
 def _slug(text: Any, limit: int = 32) -> str:
@@ -157,11 +154,6 @@ class RunStore:
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else default_root()
-        resolved = self.root.resolve()
-        with _KNOWN_ROOTS_LOCK:
-            if resolved in _KNOWN_ROOTS:
-                _KNOWN_ROOTS.remove(resolved)
-            _KNOWN_ROOTS.insert(0, resolved)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
@@ -345,62 +337,26 @@ class RunStore:
 
     # -- checkpoints -------------------------------------------------------------------------
     def checkpoint_path(self, spec: str) -> Path:
-        """``"run:ID"`` or ``"run:ID/SEED"`` (or ``"ID[/SEED]"``) → path of the fine-tuned weights."""
-        run_id, seed = _parse_checkpoint_spec(spec)
-        return self.load(run_id).weights_path(seed)
+        """``"run:ID"`` or ``"run:ID/SEED"`` → path of the fine-tuned weights, looked up in this store
+        (then the default store): :func:`lab.backbones.resolve_checkpoint` with ``store=self``."""
+        from lab.backbones import resolve_checkpoint as resolve
 
-
-def _parse_checkpoint_spec(spec: str) -> tuple[str, int | None]:
-    body = spec[4:] if spec.startswith("run:") else spec
-    run_id, _, seed = body.partition("/")
-    if seed and not re.fullmatch(r"\d+", seed):
-        raise ValueError(f"checkpoint {spec!r} is not valid: expected 'run:ID' or 'run:ID/SEED' with an "
-                         f"integer seed; got seed {seed!r}")
-    return run_id, int(seed) if seed else None
+        return resolve(spec if spec.startswith("run:") else f"run:{spec}", store=self).path
 
 
 def check_run_checkpoint(spec: str, store: "RunStore | None" = None) -> None:
-    """Raise :class:`lab.errors.UnknownNameError` (``kind="checkpoint"``) unless ``"run:ID[/SEED]"``
-    names stored weights, looked up as a run does it: in ``store`` (default: :class:`RunStore`) first,
-    then in the default and the other stores opened in this process (:func:`resolve_checkpoint`).
-    Nothing is loaded."""
-    import difflib
+    """Raise :class:`lab.errors.CheckpointError` (an UnknownNameError, ``kind="checkpoint"``) unless
+    ``spec`` names weights: :func:`lab.backbones.check_checkpoint` with ``store`` (looked up there, then in
+    the default store). Nothing is loaded."""
+    from lab.backbones import check_checkpoint
 
-    from lab.errors import UnknownNameError
-
-    store = RunStore() if store is None else store
-    for lookup in (store.checkpoint_path, resolve_checkpoint):
-        try:
-            lookup(spec)
-            return
-        except RunNotFoundError:                  # not in this store: look where a run looks next
-            continue
-        except (ValueError, FileNotFoundError) as exc:   # a bad seed or id, a damaged run, no such weights
-            raise UnknownNameError("checkpoint", spec, [], "", reason=str(exc)) from exc
-    close = difflib.get_close_matches(spec, [f"run:{i}" for i in store.ids()], n=5, cutoff=0.6)
-    raise UnknownNameError("checkpoint", spec, close, "`python -m lab runs list` shows the stored runs; give "
-                           "run:ID[/SEED] of one of them, or the path of a weights file",
-                           reason=f"no such run in the store {store.root.resolve()}")
+    check_checkpoint(spec, store=store)
 
 
 def resolve_checkpoint(spec: str, root: str | os.PathLike | None = None) -> Path:
-    """Resolve ``"run:ID[/seed]"`` to the run's ``weights/seed{seed}.safetensors``.
+    """Resolve a checkpoint spec (``"run:ID[/seed]"``: the run's ``weights/seed{seed}.safetensors``; or a
+    file) to its path: :func:`lab.backbones.resolve_checkpoint` with the store at ``root`` (then the default
+    store), or the default store only. Raises :class:`lab.errors.CheckpointError`."""
+    from lab.backbones import resolve_checkpoint as resolve
 
-    Looks in ``root`` when given, else in the default store and in every store
-    opened in this process (most recent first).
-    """
-    if root is not None:
-        return RunStore(root).checkpoint_path(spec)
-    run_id, _seed = _parse_checkpoint_spec(spec)
-    with _KNOWN_ROOTS_LOCK:
-        roots = [default_root().resolve()] + [r for r in _KNOWN_ROOTS]
-    seen: list[Path] = []
-    for r in roots:
-        if r in seen:
-            continue
-        seen.append(r)
-        validate_run_id(run_id, r)
-        if (r / run_id / "meta.json").is_file():
-            return RunStore(r).checkpoint_path(spec)
-    raise RunNotFoundError(f"no run {run_id!r} for checkpoint {spec!r} in the stores "
-                           f"{[str(s) for s in seen]}; set $LAB_RUNS_DIR or open the store first")
+    return resolve(spec, store=root).path

@@ -245,7 +245,7 @@ def test_checkpoint_mismatch_lists_keys(tmp_path):
         load("mlp:depth=3,width=8", in_chans=1, img_size=8, device="cpu", checkpoint=path)
     with pytest.raises(ValueError, match=r"shape mismatches: fc1.0.weight \(8, 64\) vs model \(8, 16\)"):
         load("mlp:depth=2,width=8", in_chans=1, img_size=4, device="cpu", checkpoint=path)
-    with pytest.raises(ValueError, match=r"checkpoint file '.*nope.pt' does not exist"):
+    with pytest.raises(ValueError, match=r"checkpoint '.*nope.pt': no such file"):
         load("mlp", checkpoint=tmp_path / "nope.pt")
 
 

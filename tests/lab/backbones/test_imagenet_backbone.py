@@ -16,7 +16,7 @@ import torch
 timm = pytest.importorskip("timm")
 
 from lab.backbones import _imagenet, check_name, imagenet_names, load  # noqa: E402
-from lab.backbones._names import source_of  # noqa: E402
+from lab.backbones import source_for  # noqa: E402
 from lab.errors import UnknownNameError  # noqa: E402
 
 NAME = "imagenet_efficientnet_lite0"
@@ -114,7 +114,8 @@ def test_the_head_is_kept_only_for_imagenet_classes():
 
 def test_the_name_resolves_and_is_checked():
     assert NAME in imagenet_names()
-    assert source_of(NAME) == ("imagenet", NAME)
+    source, spec = source_for(NAME)
+    assert (source.name, spec) == ("imagenet", NAME)
     check_name(NAME)
     with pytest.raises(UnknownNameError, match="closest: 'imagenet_efficientnet_lite0'"):
         check_name("imagenet_efficientnet_lite")

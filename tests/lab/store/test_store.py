@@ -200,13 +200,30 @@ def test_weights_round_trip_and_checkpoint_resolver(store):
     assert path == w.path / "weights" / "seed1.safetensors"
     loaded = load_file(path)
     assert torch.equal(loaded["b.weight"], lin.weight.detach()) and int(loaded["steps"]) == 7
-    assert resolve_checkpoint(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"  # first seed
+    assert resolve_checkpoint(f"run:{w.run_id}", store.root) == w.path / "weights" / "seed0.safetensors"  # 1st seed
     with pytest.raises(FileNotFoundError, match="no weights for seed 5"):
         resolve_checkpoint(f"run:{w.run_id}/5", store.root)
     with pytest.raises(ValueError, match="integer seed"):
         resolve_checkpoint(f"run:{w.run_id}/x", store.root)
     with pytest.raises(ValueError, match="is not valid"):
         resolve_checkpoint("run:../../etc", store.root)
+
+
+def test_opening_a_store_does_not_change_what_resolves(store, tmp_path, monkeypatch):
+    """RunStore() keeps no record of the stores opened: a run: checkpoint resolves in the store passed
+    down (then the default store), never in one that happened to be opened earlier."""
+    from lab.errors import CheckpointError
+
+    monkeypatch.setenv("LAB_RUNS_DIR", str(tmp_path / "default"))
+    w = store.create(CONFIG)
+    (w.path / "weights").mkdir()
+    (w.path / "weights" / "seed0.safetensors").write_bytes(b"")
+    RunStore(store.root)                                   # opened again: changes nothing
+    with pytest.raises(CheckpointError, match=rf"no run '{w.run_id}' for checkpoint 'run:{w.run_id}' in the "
+                                              rf"stores \['{tmp_path / 'default'}'\]"):
+        resolve_checkpoint(f"run:{w.run_id}")
+    assert resolve_checkpoint(f"run:{w.run_id}", store.root) == w.path / "weights" / "seed0.safetensors"
+    assert store.checkpoint_path(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"
 
 
 def test_backbones_load_a_stored_run(store):
@@ -218,7 +235,7 @@ def test_backbones_load_a_stored_run(store):
                                          r"lab.store.resolve_checkpoint"):
         backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, checkpoint=f"run:{w.run_id}/0")
     again = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu",
-                           checkpoint=resolve_checkpoint(f"run:{w.run_id}/0"))
+                           checkpoint=resolve_checkpoint(f"run:{w.run_id}/0", store.root))
     for (k, a), (_, b) in zip(bb.model.state_dict().items(), again.model.state_dict().items()):
         assert (a == b).all(), k
 
