@@ -1,8 +1,9 @@
 """The one catalogue of metric and strategy names (torch-free).
 
-Config validation, ``lab.metrics.compute_layer``, the app's plots and form, the CLI and
-exported notebooks all read names, labels and display hints from here, so that a new
-metric or strategy is added in one place.
+Config validation, ``lab.metrics.compute_layer``, the app's plots and form, the CLI and exported
+notebooks all read names, labels and display hints from here; ``compute_layer`` also reads how to
+compute each metric (its function, options and needs), so that a new metric is one entry here plus
+one function in ``lab.metrics`` (docs/development.md, "Adding a metric").
 
 Examples
 --------
@@ -10,10 +11,13 @@ Examples
 ('NC1', True, False)
 >>> [m.name for m in metrics_for("unseen")][:3]
 ['nmi', 'knn_accuracy', 'knn_purity']
+>>> dict(METRICS["knn_accuracy"].options), METRICS["knn_accuracy"].function
+({'k': 1, 'metric': 'euclidean'}, 'lab.metrics.separability:knn_accuracy_of_layer')
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
@@ -22,10 +26,13 @@ __all__ = [
     "CONFIDENCE_METRICS", "metric_label", "metrics_for",
 ]
 
+_FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("seen", "unseen"), "transferability": ("seen",)}
+"""The evaluation splits a family is measured on unless its entry says otherwise."""
+
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """How one per-layer metric is named, where it is measured and how it is drawn.
+    """How one per-layer metric is named, drawn, and computed.
 
     Attributes
     ----------
@@ -36,7 +43,21 @@ class MetricInfo:
     higher_is_better : True when a larger value means better separated / more collapsed classes
     log_scale : drawn on a log axis (spans orders of magnitude across layers)
     default : measured by a run unless its config lists metrics explicitly
-    doc : one line on what it measures (METRICS.md has the exact definition)
+    doc : one line on what it measures (docs/METRICS.md has the exact definition)
+    function : ``"module:function"`` that computes it: ``f(layer, **options) -> float``, ``layer`` a
+        ``lab.metrics.LayerContext`` that holds the checked inputs and the work metrics share. Resolved
+        only when a metric is computed, so this module never imports torch.
+    options : the options ``params`` may set and their defaults (the one place they are written; the
+        public functions of ``lab.metrics`` take their defaults from here)
+    check : ``"module:function"`` run with the same arguments for every requested metric before any is
+        computed: validates the options against the inputs and asks the layer for shared work
+        (``layer.want_neighbors``); None when there is nothing to check
+    needs : what the metric reads besides the features: ``"labels"`` (y); an entry needing other
+        inputs (a trained head, augmented views) names them, and ``compute_layer`` passes them on
+    per_class : samples every class needs (2 for within-class spread)
+    repeatable : the function takes ``repeat`` (0, 1, ...) and varies its seed with it; ``compute_layer``
+        reports the mean over ``repeats`` and, with more than one, ``<name>_std``
+    splits : the evaluation splits it is computed on (default: by family)
     """
 
     name: str
@@ -46,11 +67,19 @@ class MetricInfo:
     log_scale: bool = False
     default: bool = True
     doc: str = ""
+    function: str = ""
+    options: Mapping[str, object] = field(default_factory=dict, hash=False)
+    check: str | None = None
+    needs: tuple[str, ...] = ("labels",)
+    per_class: int = 1
+    repeatable: bool = False
+    splits: tuple[str, ...] = ()
 
-    @property
-    def splits(self) -> tuple[str, ...]:
-        """The evaluation splits this metric is computed on."""
-        return {"separability": ("unseen",), "transferability": ("seen",)}.get(self.family, ("seen", "unseen"))
+    def __post_init__(self):
+        # frozen: the defaults are filled in once, here
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        if not self.splits:
+            object.__setattr__(self, "splits", _FAMILY_SPLITS[self.family])
 
 
 @dataclass(frozen=True)
@@ -63,33 +92,46 @@ class StrategyInfo:
     needs_block: bool = False
 
 
+_SEP, _COL, _TRA = "lab.metrics.separability:", "lab.metrics.collapse:", "lab.metrics.transfer:"
+
 _METRIC_LIST = (
     MetricInfo("nmi", "NMI", "separability", True,
+               function=_SEP + "nmi_of_layer", check=_SEP + "check_nmi", options={"n_init": None, "seed": None},
+               repeatable=True,
                doc="normalized mutual information of a k-means clustering of the unseen classes"),
     MetricInfo("knn_accuracy", "kNN accuracy", "separability", True,
+               function=_SEP + "knn_accuracy_of_layer", check=_SEP + "check_knn_accuracy",
+               options={"k": 1, "metric": "euclidean"},
                doc="leave-one-out k-nearest-neighbour accuracy (k=1: the papers' NNk1)"),
     MetricInfo("knn_purity", "kNN purity", "separability", True,
+               function=_SEP + "knn_purity_of_layer", check=_SEP + "check_knn_purity",
+               options={"k": None, "metric": "euclidean"},
                doc="mean fraction of same-class neighbours (the papers' NNk500)"),
     MetricInfo("weighted_knn_accuracy", "weighted kNN", "separability", True, default=False,
+               function=_SEP + "weighted_knn_accuracy_of_layer", check=_SEP + "check_weighted_knn_accuracy",
+               options={"k": 20, "temperature": 0.07},
                doc="cosine, temperature-weighted 20-NN accuracy (DINOv2 protocol)"),
     MetricInfo("linear_probe_accuracy", "linear probe", "separability", True, default=False,
+               function=_SEP + "linear_probe_accuracy_of_layer", check=_SEP + "check_linear_probe_accuracy",
+               options={"folds": 5, "C": 1.0, "seed": 0, "max_iter": 1000},
                doc="cross-validated multinomial logistic-regression accuracy"),
-    MetricInfo("nc1", "NC1", "collapse", False, log_scale=True,
+    MetricInfo("nc1", "NC1", "collapse", False, log_scale=True, function=_COL + "nc1_of_layer", per_class=2,
                doc="tr(Σ_W Σ_B⁺)/K: within-class variability against between-class spread"),
-    MetricInfo("cdnv", "CDNV", "collapse", False, log_scale=True,
+    MetricInfo("cdnv", "CDNV", "collapse", False, log_scale=True, function=_COL + "cdnv_of_layer", per_class=2,
                doc="class-distance normalized variance, mean over class pairs"),
-    MetricInfo("numerical_rank", "numerical rank", "collapse", False,
+    MetricInfo("numerical_rank", "numerical rank", "collapse", False, function=_COL + "numerical_rank_of_layer",
                doc="mean over classes of ‖H_k‖_F² / ‖H_k‖_2²"),
-    MetricInfo("nc2_equinorm", "NC2 equinorm", "collapse", False,
+    MetricInfo("nc2_equinorm", "NC2 equinorm", "collapse", False, function=_COL + "nc2_equinorm_of_layer",
                doc="std/mean of the centred class-mean norms"),
     MetricInfo("nc2_equiangularity", "NC2 equiangularity", "collapse", False,
+               function=_COL + "nc2_equiangularity_of_layer",
                doc="mean |cos + 1/(K-1)| between centred class means"),
-    MetricInfo("ncc_accuracy", "NCC accuracy", "collapse", True,
+    MetricInfo("ncc_accuracy", "NCC accuracy", "collapse", True, function=_COL + "ncc_accuracy_of_layer",
                doc="nearest-class-centre accuracy (NC4)"),
-    MetricInfo("logme", "LogME", "transferability", True,
+    MetricInfo("logme", "LogME", "transferability", True, function=_TRA + "logme_of_layer",
                doc="log evidence of a Bayesian linear model from the seen classes' features to their labels, "
                    "before fine-tuning (You et al. 2021)"),
-    MetricInfo("sfda", "SFDA", "transferability", True,
+    MetricInfo("sfda", "SFDA", "transferability", True, function=_TRA + "sfda_of_layer",
                doc="true-class probability in a self-challenging Fisher space of the seen classes, before "
                    "fine-tuning (Shao et al. 2022)"),
 )

@@ -1,9 +1,29 @@
 """Per-layer metrics: separability of unseen classes, neural collapse, weight utilization.
 
-Plain functions ``f(X, y, *, option) -> float`` on one layer's pooled features ``X``
-(torch tensor on any device, or numpy, shape (N, d)) and integer labels ``y`` (N,).
-They compute on X's device and return Python floats (``nc2`` returns a dict). Exact
-definitions: ``METRICS.md``. :func:`layer_report` tabulates every layer::
+The contract: every per-layer metric is a plain function ``f(X, y, *, options) -> float`` on one layer's pooled
+features ``X`` (torch tensor on any device, or numpy, shape (N, d)) and integer labels ``y`` (N,),
+with keyword-only options whose defaults come from :data:`lab.catalogue.METRICS` (the one place they
+are written). It computes on X's device and returns a Python float: :func:`nmi`, :func:`knn_accuracy`,
+:func:`knn_purity`, :func:`weighted_knn_accuracy`, :func:`linear_probe_accuracy`, :func:`nc1`,
+:func:`cdnv`, :func:`numerical_rank`, :func:`ncc_accuracy`, :func:`logme`, :func:`sfda`. The others
+return, exactly:
+
+- :func:`nc2` -> dict ``{"equinorm": float, "equiangularity": float}`` (the catalogue's columns
+  ``nc2_equinorm`` and ``nc2_equiangularity``);
+- :func:`cka` ``(X, Y, *, unbiased)`` -> float, two feature sets of the same images;
+  :class:`CKAAccumulator` accumulates it over minibatches;
+- :func:`knn_indices` ``(X, k, ...)`` -> :class:`Neighbors`, the tuple ``(distances, indices)``, each (N, k);
+- :func:`utilization` ``(model, initial_state, modules)`` -> DataFrame, one row per layer;
+- :func:`compute_layer` -> dict of str to float, one entry per requested metric (``nmi_std`` too when
+  repeated), or ``(values, samples)`` with ``return_samples``;
+- :func:`layer_report` -> DataFrame, one row per layer, one column per metric.
+
+Inside, each catalogue entry's ``function`` computes its metric from a layer context
+(``f(layer, **options) -> float``, ``lab.metrics._context``), which checks X and y once and keeps the
+work metrics share: one neighbour pass for every kNN variant, one set of class statistics for nc1,
+cdnv, nc2 and ncc, one host copy of X for scikit-learn. The public functions above build a context
+for one metric; :func:`compute_layer` builds one per layer for all of them and loops over the
+catalogue. Exact definitions: ``docs/METRICS.md``. :func:`layer_report` tabulates every layer::
 
     from lab import metrics
     metrics.nmi(X, y)                       # k-means + NMI (scikit-learn; torch on X's GPU)

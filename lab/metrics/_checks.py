@@ -1,8 +1,9 @@
 """The one input checker every metric goes through, and the degenerate-input error.
 
-Every public metric calls :func:`_check_inputs` once; :func:`lab.metrics.compute_layer`
-calls it once per layer with the strongest requirement of the metrics it computes, then
-hands the checked inputs to the private ``_from_checked`` helpers.
+Every metric's inputs go through :func:`_check_inputs` once, by way of the layer context
+(:class:`lab.metrics._context.LayerContext`), which the public functions and
+:func:`lab.metrics.compute_layer` build; per-metric needs (samples per class, folds) are checked
+against the same class counts by :func:`_check_per_class` and :func:`_check_folds`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import torch
 
 __all__ = ["DegenerateFeaturesError", "DegenerateLayerWarning"]
 
+BACKENDS = ("auto", "sklearn", "torch")
+"""Implementations of k-means and the linear probe: "auto" (torch for features on a CUDA device,
+scikit-learn otherwise), "sklearn" (a CPU copy, scikit-learn's exact numbers), "torch" (X's device)."""
 # Rows per block when scanning X for non-finite values or constancy (bounded memory).
 _SCAN_ELEMENTS = 1 << 24
 
@@ -174,26 +178,37 @@ def _check_inputs(
             f"y must contain at least 2 classes; got {len(labels)} (label {labels[0].item()!r}). "
             "These metrics compare classes: pass samples from two or more classes."
         )
-    smallest = int(np.argmin(counts))
-    if counts[smallest] < need_per_class:
-        what = need_for or "this metric"
-        raise ValueError(
-            f"{what} needs at least {need_per_class} samples per class; class "
-            f"{labels[smallest].item()!r} has {int(counts[smallest])}. Drop that class or add samples."
-        )
+    _check_per_class(labels, counts, need_per_class, need_for)
     if k is not None:
         _check_k(k, n, include_self=include_self)
     if folds is not None:
-        if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
-            raise ValueError(f"folds must be an integer >= 2; got {folds!r}.")
-        if folds > counts[smallest]:
-            raise ValueError(
-                f"folds={folds} is too large for the smallest class: class {labels[smallest].item()!r} has "
-                f"{int(counts[smallest])} samples and stratified {folds}-fold cross-validation needs at "
-                f"least {folds} per class. Use folds <= {int(counts[smallest])} or add samples."
-            )
+        _check_folds(folds, labels, counts)
     codes_t = torch.as_tensor(codes.astype(np.int64), device=X.device)
     return _Checked(X=X, codes=codes_t, labels=labels, counts=counts.astype(np.int64))
+
+
+def _check_per_class(labels: np.ndarray, counts: np.ndarray, need: int, need_for: str | None) -> None:
+    """Raise ValueError naming the smallest class when it has fewer than ``need`` samples."""
+    smallest = int(np.argmin(counts))
+    if counts[smallest] < need:
+        what = need_for or "this metric"
+        raise ValueError(
+            f"{what} needs at least {need} samples per class; class "
+            f"{labels[smallest].item()!r} has {int(counts[smallest])}. Drop that class or add samples."
+        )
+
+
+def _check_folds(folds, labels: np.ndarray, counts: np.ndarray) -> None:
+    """Raise ValueError unless stratified ``folds``-fold cross-validation fits every class."""
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ValueError(f"folds must be an integer >= 2; got {folds!r}.")
+    smallest = int(np.argmin(counts))
+    if folds > counts[smallest]:
+        raise ValueError(
+            f"folds={folds} is too large for the smallest class: class {labels[smallest].item()!r} has "
+            f"{int(counts[smallest])} samples and stratified {folds}-fold cross-validation needs at "
+            f"least {folds} per class. Use folds <= {int(counts[smallest])} or add samples."
+        )
 
 
 def _check_k(k, n: int, *, include_self: bool = False) -> None:
@@ -235,6 +250,17 @@ def _check_protocol(protocol: str) -> str:
     if protocol not in ("default", "paper"):
         raise ValueError(f"protocol must be 'default' or 'paper'; got {protocol!r} instead.")
     return protocol
+
+
+def _check_backend(backend) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r} instead.")
+    return backend
+
+
+def _on_device(c: _Checked, backend: str) -> bool:
+    """Whether k-means and the probe run in torch on X's device (else scikit-learn on a CPU copy)."""
+    return backend == "torch" or (backend == "auto" and c.X.device.type == "cuda")
 
 
 def _is_constant(X: torch.Tensor) -> bool:

@@ -6,12 +6,16 @@ distance helper (5 calls per restart). Here k-means++ is scikit-learn's own algo
 with the same float64 distances cast to the input's float type and the same draws from
 the same ``RandomState`` stream, every restart runs scikit-learn's compiled Lloyd, and the
 best restart is chosen by scikit-learn's rule, so the labels are the same (tests compare
-them with ``KMeans`` on many inputs). If scikit-learn's private helpers move, ``KMeans`` is
-used as is.
+them with ``KMeans`` on many inputs). If scikit-learn's private helpers move or take other
+arguments (checked when this module loads, and a TypeError from them caught when called),
+``KMeans`` is used as is: slower, the same labels.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
+from sklearn.cluster import KMeans
 
 try:   # private in scikit-learn; guarded so an upgrade degrades to KMeans, never breaks
     from sklearn.cluster._kmeans import _is_same_clustering, _kmeans_single_lloyd, _tolerance
@@ -20,6 +24,23 @@ except ImportError:          # pragma: no cover - depends on the installed sciki
     _kmeans_single_lloyd = None
 
 __all__ = ["kmeans_labels"]
+
+
+def _takes(function, *names: str) -> bool:
+    """Whether ``function`` accepts these parameter names (and has no other required ones)."""
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):          # pragma: no cover - a builtin without a signature
+        return False
+    required = {n for n, p in params.items() if p.default is p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return set(names) <= set(params) and required <= set(names)
+
+
+if _kmeans_single_lloyd is not None and not (
+        _takes(_kmeans_single_lloyd, "X", "sample_weight", "centers_init", "max_iter", "verbose", "tol", "n_threads")
+        and _takes(_tolerance, "X", "tol") and _takes(_is_same_clustering, "labels1", "labels2", "n_clusters")):
+    _kmeans_single_lloyd = None     # pragma: no cover - an installed scikit-learn whose helpers changed
 
 _TOL = 1e-4        # KMeans defaults
 _MAX_ITER = 300
@@ -42,9 +63,16 @@ def kmeans_labels(X: np.ndarray, n_clusters: int, *, n_init: int, seed: int) -> 
     -------
     numpy.ndarray of int32, shape (N,)
     """
-    if _kmeans_single_lloyd is None:   # pragma: no cover
-        from sklearn.cluster import KMeans
-        return KMeans(n_clusters, init="k-means++", n_init=n_init, random_state=seed).fit(X).labels_
+    if _kmeans_single_lloyd is not None:
+        try:
+            return _kmeans_private(X, n_clusters, n_init=n_init, seed=seed)
+        except TypeError:        # a private helper's arguments changed after all: the public path
+            pass
+    return KMeans(n_clusters, init="k-means++", n_init=n_init, random_state=seed).fit(X).labels_
+
+
+def _kmeans_private(X: np.ndarray, n_clusters: int, *, n_init: int, seed: int) -> np.ndarray:
+    """:func:`kmeans_labels` through scikit-learn's private k-means helpers."""
     dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
     X = np.array(X, dtype=dtype, order="C", copy=True)
     tol = _tolerance(X, _TOL)                     # on the raw X, as KMeans does

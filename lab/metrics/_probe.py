@@ -7,7 +7,8 @@ the same calls in the same order with the same dtypes — scikit-learn's ``Stand
 its compiled ``HalfMultinomialLoss``, ``scipy.optimize.minimize`` with the options
 ``LogisticRegression`` passes — so the optimiser sees bit-identical losses and gradients
 and returns bit-identical coefficients (tests compare them). Two classes (a binomial
-model in scikit-learn) and a scikit-learn without these private helpers use the pipeline.
+model in scikit-learn) and a scikit-learn without these private helpers, or whose helpers take
+other arguments (a TypeError from them is caught), use the pipeline.
 """
 from __future__ import annotations
 
@@ -20,11 +21,19 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from ._kmeans import _takes
+
 try:   # private in scikit-learn; guarded so an upgrade degrades to the pipeline, never breaks
     from sklearn._loss.loss import HalfMultinomialLoss
     from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 except ImportError:          # pragma: no cover - depends on the installed scikit-learn
     HalfMultinomialLoss = None
+
+if HalfMultinomialLoss is not None and not (
+        _takes(HalfMultinomialLoss, "n_classes")
+        and _takes(HalfMultinomialLoss.loss_gradient, "self", "y_true", "raw_prediction", "sample_weight",
+                   "n_threads")):
+    HalfMultinomialLoss = None      # pragma: no cover - an installed scikit-learn whose loss changed
 
 __all__ = ["probe_accuracy"]
 
@@ -35,9 +44,17 @@ def probe_accuracy(X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray,
                    *, n_classes: int, C: float, max_iter: int) -> float:
     """Accuracy on (X_test, y_test) of the scaled logistic-regression probe fitted on the
     training part; y are class codes 0..n_classes-1, every class present in y_train."""
-    if HalfMultinomialLoss is None or n_classes < 3:
-        probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
-        return float(probe.fit(X_train, y_train).score(X_test, y_test))
+    if HalfMultinomialLoss is not None and n_classes >= 3:
+        try:
+            return _probe_private(X_train, y_train, X_test, y_test, n_classes=n_classes, C=C, max_iter=max_iter)
+        except TypeError:        # a private helper's arguments changed: the public pipeline instead
+            pass
+    probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=max_iter))
+    return float(probe.fit(X_train, y_train).score(X_test, y_test))
+
+
+def _probe_private(X_train, y_train, X_test, y_test, *, n_classes: int, C: float, max_iter: int) -> float:
+    """:func:`probe_accuracy` through scikit-learn's private loss (bit-identical coefficients)."""
     scaler = StandardScaler().fit(X_train)
     A, B = scaler.transform(X_train), scaler.transform(X_test)
     if A.dtype not in (np.float32, np.float64):          # LogisticRegression's lbfgs dtypes

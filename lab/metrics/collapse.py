@@ -1,13 +1,14 @@
 """Neural-collapse measures of one layer's features.
 
-Definitions: ``/work/shared/METRICS.md`` ("Collapse"), after Papyan, Han & Donoho (2020),
+Definitions: ``docs/METRICS.md`` ("Collapse"), after Papyan, Han & Donoho (2020),
 "Prevalence of neural collapse during the terminal phase of deep learning" (PNAS), Galanti
 et al. (2022) for CDNV, and Li, Liu et al., "Principled and efficient transfer learning of
 deep models via neural collapse" for layer-wise NC1 and the numerical rank.
 
-All class statistics come from one :class:`_ClassStats` (two blocked passes over X in
-float64): class means, the K × K Gram of the centred means, per-class scatter, the
-projected within-class scatter ``Mᵀ Σ_W M`` and the nearest-class-centre predictions.
+All class statistics come from one :class:`_ClassStats` per layer (two blocked passes over X
+in float64; :func:`class_stats` keeps it in the layer context, so nc1, cdnv, nc2 and ncc share
+it): class means, the K × K Gram of the centred means, per-class scatter, the projected
+within-class scatter ``Mᵀ Σ_W M`` and the nearest-class-centre predictions.
 No d × d matrix is ever formed.
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _single_thread_on_cpu
+from ._checks import DegenerateFeaturesError, _Checked, _single_thread_on_cpu
+from ._context import LayerContext, measure
 from ._neighbors import _matmul_t
 
 __all__ = ["nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy"]
@@ -203,6 +205,51 @@ class _ClassStats:
         return correct / self.c.n
 
 
+def class_stats(layer: LayerContext) -> _ClassStats:
+    """The layer's class statistics, computed once for every metric that reads them."""
+    return layer.shared("class_stats", lambda layer: _ClassStats(layer.checked))
+
+
+def nc1_of_layer(layer: LayerContext) -> float:
+    """:func:`nc1` of a prepared layer (catalogue function)."""
+    return class_stats(layer).nc1()
+
+
+def cdnv_of_layer(layer: LayerContext) -> float:
+    """:func:`cdnv` of a prepared layer (catalogue function)."""
+    return class_stats(layer).cdnv()
+
+
+def nc2_equinorm_of_layer(layer: LayerContext) -> float:
+    """The equinorm of :func:`nc2` of a prepared layer (catalogue function)."""
+    return class_stats(layer).nc2_equinorm()
+
+
+def nc2_equiangularity_of_layer(layer: LayerContext) -> float:
+    """The equiangularity of :func:`nc2` of a prepared layer (catalogue function)."""
+    return class_stats(layer).nc2_equiangularity()
+
+
+def ncc_accuracy_of_layer(layer: LayerContext) -> float:
+    """:func:`ncc_accuracy` of a prepared layer (catalogue function)."""
+    return class_stats(layer).ncc_accuracy()
+
+
+def margin_samples(layer: LayerContext) -> dict[str, np.ndarray]:
+    """What the per-image record reads from the class statistics (docs/METRICS.md, "The answer per image").
+
+    ``"margin"``: each sample's nearest-class-centre margin (N,) float64; ``"cdnv_pairs"``: the CDNV term
+    of every class pair (K, K) float64 (NaN on the diagonal; classes in sorted label order). Both NaN
+    when undefined (every class mean in one place).
+    """
+    c = layer.checked
+    try:
+        stats = class_stats(layer)
+        return {"margin": stats.margins().numpy(), "cdnv_pairs": stats.cdnv_pairs().numpy()}
+    except DegenerateFeaturesError:
+        return {"margin": np.full(c.n, np.nan), "cdnv_pairs": np.full((c.n_classes, c.n_classes), np.nan)}
+
+
 def nc1(X, y) -> float:
     """NC1 within-class variability collapse: (1/K) · tr(Σ_W Σ_B⁺).
 
@@ -232,8 +279,7 @@ def nc1(X, y) -> float:
     ----------
     Papyan, Han & Donoho (2020), PNAS 117(40); Li, Liu et al., neural-collapse transfer.
     """
-    c = _check_inputs(X, y, need_per_class=2, need_for="nc1")
-    return _ClassStats(c).nc1()
+    return measure("nc1", X, y)
 
 
 def cdnv(X, y) -> float:
@@ -261,8 +307,7 @@ def cdnv(X, y) -> float:
     ----------
     Galanti, György & Hutter (2022), "On the role of neural collapse in transfer learning", ICLR.
     """
-    c = _check_inputs(X, y, need_per_class=2, need_for="cdnv")
-    return _ClassStats(c).cdnv()
+    return measure("cdnv", X, y)
 
 
 def nc2(X, y) -> dict[str, float]:
@@ -291,9 +336,8 @@ def nc2(X, y) -> dict[str, float]:
     ----------
     Papyan, Han & Donoho (2020), PNAS 117(40).
     """
-    c = _check_inputs(X, y)
-    stats = _ClassStats(c)
-    return {"equinorm": stats.nc2_equinorm(), "equiangularity": stats.nc2_equiangularity()}
+    layer = LayerContext(X, y)
+    return {"equinorm": nc2_equinorm_of_layer(layer), "equiangularity": nc2_equiangularity_of_layer(layer)}
 
 
 def ncc_accuracy(X, y) -> float:
@@ -318,13 +362,13 @@ def ncc_accuracy(X, y) -> float:
     ----------
     Papyan, Han & Donoho (2020), PNAS 117(40) (NC4).
     """
-    c = _check_inputs(X, y)
-    return _ClassStats(c).ncc_accuracy()
+    return measure("ncc_accuracy", X, y)
 
 
-def _numerical_rank_from_checked(c: _Checked) -> float:
-    with _single_thread_on_cpu(c.X.device):
-        return _numerical_rank_impl(c)
+def numerical_rank_of_layer(layer: LayerContext) -> float:
+    """:func:`numerical_rank` of a prepared layer (catalogue function)."""
+    with _single_thread_on_cpu(layer.X.device):
+        return _numerical_rank_impl(layer.checked)
 
 
 def _numerical_rank_impl(c: _Checked) -> float:
@@ -385,5 +429,4 @@ def numerical_rank(X, y) -> float:
     ----------
     Li, Liu et al., "Principled and efficient transfer learning of deep models via neural collapse".
     """
-    c = _check_inputs(X, y)
-    return _numerical_rank_from_checked(c)
+    return measure("numerical_rank", X, y)

@@ -17,18 +17,9 @@ import pandas as pd
 
 from lab import catalogue as _catalogue
 
-from ._checks import (
-    DegenerateFeaturesError, DegenerateLayerWarning, _check_inputs, _check_k, _check_protocol,
-    _is_constant, _reject_constant,
-)
-from ._neighbors import _neighbor_graphs
-from .collapse import _ClassStats, _numerical_rank_from_checked
-from .separability import (
-    _accuracy_from_predictions, _check_backend, _check_C, _check_metric, _check_n_init, _check_temperature,
-    _default_purity_k, _knn_correct, _knn_purity_from_counts, _nmi_and_clusters, _nmi_params, _on_device,
-    _probe_from_checked,
-)
-from .transfer import _logme_from_checked, _sfda_from_checked
+from ._checks import DegenerateFeaturesError, DegenerateLayerWarning, _check_backend, _check_protocol
+from ._context import LayerContext, columns, evaluate, prepare
+from .collapse import margin_samples
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
 
@@ -38,18 +29,10 @@ DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != 
 DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
 ALL_METRICS = _catalogue.METRIC_NAMES
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
-_SEPARABILITY = {"nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy"}
-_UNDEFINED_IF_CONSTANT = _SEPARABILITY | {"logme", "sfda"}
-_COLLAPSE_STATS = {"nc1", "cdnv", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy"}
 
-# Options each metric accepts through ``params`` (None = chosen from the protocol / data).
-_OPTIONS = {
-    "nmi": {"n_init": None, "seed": None},
-    "knn_accuracy": {"k": 1, "metric": "euclidean"},
-    "knn_purity": {"k": None, "metric": "euclidean"},
-    "weighted_knn_accuracy": {"k": 20, "temperature": 0.07},
-    "linear_probe_accuracy": {"folds": 5, "C": 1.0, "seed": 0, "max_iter": 1000},
-}
+_OPTIONS = {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}
+"""Options each metric accepts through ``params``, with their defaults: a view of the catalogue's entries
+(lab.runs.data reads the probe's folds here)."""
 
 
 def _resolve_metrics(metrics) -> tuple[str, ...]:
@@ -166,46 +149,16 @@ def compute_layer(
     _check_backend(backend)
     opts = _resolve_params(params, metrics)
     where = f"layer {layer!r}: " if layer is not None else ""
+    requested = [(_catalogue.METRICS[name], opts.get(name, {})) for name in metrics]
 
-    # -- validate once, with the strongest requirement of the requested metrics
-    need, need_for = 1, None
-    for name in ("nc1", "cdnv"):
-        if name in metrics:
-            need, need_for = 2, name
-    if "knn_purity" in metrics and opts["knn_purity"]["k"] is None and protocol == "default":
-        need, need_for = 2, "knn_purity with the default k"
-    folds = opts["linear_probe_accuracy"]["folds"] if "linear_probe_accuracy" in metrics else None
+    # -- validate once, every requested metric, before any is computed
+    context = LayerContext(X, y, protocol=protocol, backend=backend, return_samples=return_samples)
     try:
-        c = _check_inputs(X, y, need_per_class=need, need_for=need_for, folds=folds)
-        requests = {}
-        for name in ("knn_accuracy", "knn_purity", "weighted_knn_accuracy"):
-            if name not in metrics:
-                continue
-            o = opts[name]
-            k = o["k"]
-            if name == "weighted_knn_accuracy":
-                _check_temperature(o["temperature"])
-                metric = "cosine"
-            else:
-                metric = _check_metric(o["metric"])
-            if name == "knn_purity" and k is None:
-                k = _default_purity_k(c, protocol)
-            _check_k(k, c.n)
-            # knn_accuracy's tie rule needs nearest-first order, purity a count, weighted kNN its vote.
-            if name == "weighted_knn_accuracy":
-                requests[name] = (metric, k, "weighted", float(o["temperature"]))
-            else:
-                requests[name] = (metric, k, "ordered" if name == "knn_accuracy" else "same_class")
-        if "nmi" in metrics:
-            _check_n_init(_nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)[0])
-        if "linear_probe_accuracy" in metrics:
-            _check_C(opts["linear_probe_accuracy"]["C"])
+        prepare(context, requested)
     except DegenerateFeaturesError:
         raise
     except ValueError as exc:
         raise ValueError(f"{where}{exc}") from exc
-
-    results: dict[str, float] = {}
 
     def degenerate(name: str, exc: DegenerateFeaturesError) -> float:
         if on_degenerate == "raise":
@@ -213,72 +166,19 @@ def compute_layer(
         warnings.warn(f"{where}{name} set to NaN: {exc}", DegenerateLayerWarning, stacklevel=3)
         return float("nan")
 
-    constant = _is_constant(c.X) if any(m in _UNDEFINED_IF_CONSTANT for m in metrics) else False
-    samples: dict[str, np.ndarray] = {}
-    # One distance / similarity computation, blockwise, feeds every kNN variant.
-    graphs = (_neighbor_graphs(c.X, requests, codes=c.codes, n_classes=c.n_classes)
-              if (requests and not constant) else {})
-    host = not _on_device(c, backend) and ("nmi" in metrics or "linear_probe_accuracy" in metrics)
-    X_np = c.X_numpy() if host else None
-    stats = None
-
-    for name in metrics:
+    # -- each metric reads the shared work (neighbours, class statistics, host copy) from the context
+    results: dict[str, float] = {}
+    for info, options in requested:
         try:
-            if name in _UNDEFINED_IF_CONSTANT:
-                _reject_constant(c.X, name, constant=constant)
-            if name == "nmi":
-                base_n_init, base_seed = _nmi_params(opts["nmi"]["n_init"], opts["nmi"]["seed"], protocol)
-                values = []
-                for r in range(repeats):
-                    value, clusters = _nmi_and_clusters(c, n_init=base_n_init, seed=base_seed + r, X_np=X_np,
-                                                        backend=backend)
-                    values.append(value)
-                    if r == 0 and return_samples:     # N cluster ids, not features, cross to the host
-                        samples["nmi"] = clusters.cpu().numpy() if hasattr(clusters, "cpu") else clusters
-                results["nmi"] = float(np.mean(values))
-                if repeats > 1:
-                    results["nmi_std"] = float(np.std(values, ddof=1))
-                continue
-            if name == "knn_accuracy":
-                correct = _knn_correct(c, graphs[name], requests[name][1])
-                if return_samples:
-                    samples["knn_accuracy"] = correct.cpu().numpy()
-                value = float(correct.double().mean())
-            elif name == "knn_purity":
-                value = _knn_purity_from_counts(graphs[name], requests[name][1])
-            elif name == "weighted_knn_accuracy":
-                value = _accuracy_from_predictions(c, graphs[name])
-            elif name == "linear_probe_accuracy":
-                o = opts[name]
-                value = _probe_from_checked(c, folds=o["folds"], C=o["C"], seed=o["seed"],
-                                            max_iter=o["max_iter"], X_np=X_np, backend=backend)
-            elif name == "numerical_rank":
-                value = _numerical_rank_from_checked(c)
-            elif name == "logme":
-                value = _logme_from_checked(c)
-            elif name == "sfda":
-                value = _sfda_from_checked(c)
-            else:   # class-statistics metrics
-                if stats is None:
-                    stats = _ClassStats(c)
-                value = getattr(stats, name)()
+            results.update(evaluate(context, info, options, repeats))
         except DegenerateFeaturesError as exc:
-            value = degenerate(name, exc)
-            if name == "nmi":
-                results["nmi"] = value
-                if repeats > 1:
-                    results["nmi_std"] = float("nan")
-                continue
-        results[name] = value
-    if return_samples and return_margins:
-        try:
-            stats = stats if stats is not None else _ClassStats(c)
-            samples["margin"] = stats.margins().numpy()
-            samples["cdnv_pairs"] = stats.cdnv_pairs().numpy()
-        except DegenerateFeaturesError:          # every class mean in one place: no margin, no pair term
-            samples["margin"] = np.full(c.n, np.nan)
-            samples["cdnv_pairs"] = np.full((c.n_classes, c.n_classes), np.nan)
-    return (results, samples) if return_samples else results
+            value = degenerate(info.name, exc)
+            results.update(dict.fromkeys(columns(info, repeats), value))
+    if not return_samples:
+        return results
+    if return_margins:
+        context.samples.update(margin_samples(context))
+    return results, context.samples
 
 
 def layer_report(

@@ -1,6 +1,6 @@
 """Separability of (unseen) classes in one layer's features.
 
-Definitions: ``/work/shared/METRICS.md`` ("Separability of unseen classes"), after
+Definitions: ``docs/METRICS.md`` ("Separability of unseen classes"), after
 Dyballa, Gerritz & Zucker 2024 (arXiv 2405.01524) and Gerritz, Dyballa & Zucker 2024
 (arXiv 2402.14095). ``protocol="paper"`` reproduces their public code
 (dyballa/generalization, ``compute_nmis``): one k-means++ run with ``random_state=42``,
@@ -25,10 +25,11 @@ import torch
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.model_selection import StratifiedKFold
 
-from ._checks import _check_inputs, _check_k, _check_protocol, _Checked, _as_features, _reject_constant
+from ._checks import BACKENDS, _as_features, _check_k, _Checked, _on_device
+from ._context import LayerContext, measure, option_default
 from ._kmeans import kmeans_labels
 from ._kmeans_torch import kmeans_labels_torch
-from ._neighbors import _Graph, _neighbor_graphs, _vote
+from ._neighbors import _neighbor_graphs, _vote
 from ._probe import probe_accuracy
 from ._probe_torch import probe_accuracy_torch
 
@@ -38,9 +39,6 @@ __all__ = [
 ]
 
 _METRICS = ("euclidean", "cosine")
-BACKENDS = ("auto", "sklearn", "torch")
-"""Implementations of k-means and the linear probe: "auto" (torch for features on a CUDA device,
-scikit-learn otherwise), "sklearn" (a CPU copy, scikit-learn's exact numbers), "torch" (X's device)."""
 PAPER_SEED = 42
 
 
@@ -113,22 +111,6 @@ def _check_C(C) -> None:
         raise ValueError(f"C must be a positive number; got {C!r}.")
 
 
-def _check_backend(backend) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r} instead.")
-    return backend
-
-
-def _on_device(c: _Checked, backend: str) -> bool:
-    """Whether k-means and the probe run in torch on X's device (else scikit-learn on a CPU copy)."""
-    return backend == "torch" or (backend == "auto" and c.X.device.type == "cuda")
-
-
-def _nmi_from_checked(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None,
-                      backend: str = "auto") -> float:
-    return _nmi_and_clusters(c, n_init=n_init, seed=seed, X_np=X_np, backend=backend)[0]
-
-
 def _nmi_and_clusters(c: _Checked, *, n_init: int, seed: int, X_np: np.ndarray | None = None,
                       backend: str = "auto") -> tuple[float, np.ndarray | torch.Tensor]:
     """NMI and the k-means cluster of every sample (N,) int64 it was computed from (the bootstrap reuses
@@ -169,8 +151,8 @@ def _nmi_torch(codes: torch.Tensor, clusters: torch.Tensor, n_classes: int, n_cl
     return float(mi / ((h_true + h_pred) / 2))
 
 
-def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: str = "default",
-        backend: str = "auto") -> float:
+def nmi(X, y, *, n_init: int | None = option_default("nmi", "n_init"),
+        seed: int | None = option_default("nmi", "seed"), protocol: str = "default", backend: str = "auto") -> float:
     """Normalized mutual information between k-means clusters and the classes.
 
     k-means (scikit-learn ``KMeans``, k-means++ init, ``n_init`` restarts keeping the
@@ -207,21 +189,28 @@ def nmi(X, y, *, n_init: int | None = None, seed: int | None = None, protocol: s
     ----------
     Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524.
     """
-    _check_protocol(protocol)
-    _check_backend(backend)
-    c = _check_inputs(X, y)
-    _reject_constant(c.X, "nmi")
-    n_init, seed = _nmi_params(n_init, seed, protocol)
-    return _nmi_from_checked(c, n_init=n_init, seed=seed, backend=backend)
+    return measure("nmi", X, y, protocol=protocol, backend=backend, n_init=n_init, seed=seed)
+
+
+def check_nmi(layer: LayerContext, *, n_init, seed) -> None:
+    _check_n_init(_nmi_params(n_init, seed, layer.protocol)[0])
+
+
+def nmi_of_layer(layer: LayerContext, *, n_init, seed, repeat: int = 0) -> float:
+    """:func:`nmi` of a prepared layer, k-means seeded ``seed + repeat`` (catalogue function)."""
+    layer.reject_constant("nmi")
+    n_init, seed = _nmi_params(n_init, seed, layer.protocol)
+    X_np = None if layer.on_device else layer.X_numpy()
+    value, clusters = _nmi_and_clusters(layer.checked, n_init=n_init, seed=seed + repeat, X_np=X_np,
+                                        backend=layer.backend)
+    if repeat == 0:
+        layer.keep_sample("nmi", clusters)
+    return value
 
 
 # ---------------------------------------------------------------------------------- kNN
 
-def _knn_accuracy_from_graph(c: _Checked, g: _Graph, k: int) -> float:
-    return float(_knn_correct(c, g, k).double().mean())
-
-
-def _knn_correct(c: _Checked, g: _Graph, k: int) -> torch.Tensor:
+def _knn_correct(c: _Checked, g, k: int) -> torch.Tensor:
     """Whether each sample's leave-one-out k-NN vote is its own class: bool (N,) (the bootstrap reuses it)."""
     neighbor_codes = c.codes[g.indices[:, :k]]                       # (N, k)
     pred = _vote(neighbor_codes, c.n_classes)                        # (N,)
@@ -245,7 +234,8 @@ def _default_purity_k(c: _Checked, protocol: str) -> int:
     return smallest if protocol == "paper" else smallest - 1
 
 
-def knn_accuracy(X, y, *, k: int = 1, metric: str = "euclidean") -> float:
+def knn_accuracy(X, y, *, k: int = option_default("knn_accuracy", "k"),
+                 metric: str = option_default("knn_accuracy", "metric")) -> float:
     """Leave-one-out k-nearest-neighbour classification accuracy.
 
     Each sample is classified by the majority vote of its k nearest *other* samples
@@ -275,14 +265,26 @@ def knn_accuracy(X, y, *, k: int = 1, metric: str = "euclidean") -> float:
     ----------
     Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524 (NNk1).
     """
+    return measure("knn_accuracy", X, y, k=k, metric=metric)
+
+
+def check_knn_accuracy(layer: LayerContext, *, k, metric) -> None:
     _check_metric(metric)
-    c = _check_inputs(X, y, k=k)
-    _reject_constant(c.X, "knn_accuracy")
-    g = _neighbor_graphs(c.X, {"knn": (metric, k, "ordered")})["knn"]
-    return _knn_accuracy_from_graph(c, g, k)
+    _check_k(k, layer.n)
+    # the tie rule (nearest among the tied classes) needs the neighbours nearest first
+    layer.want_neighbors("knn_accuracy", (metric, k, "ordered"))
 
 
-def knn_purity(X, y, *, k: int | None = None, metric: str = "euclidean", protocol: str = "default") -> float:
+def knn_accuracy_of_layer(layer: LayerContext, *, k, metric) -> float:
+    """:func:`knn_accuracy` of a prepared layer (catalogue function)."""
+    layer.reject_constant("knn_accuracy")
+    correct = _knn_correct(layer.checked, layer.neighbors("knn_accuracy"), k)
+    layer.keep_sample("knn_accuracy", correct)
+    return float(correct.double().mean())
+
+
+def knn_purity(X, y, *, k: int | None = option_default("knn_purity", "k"),
+               metric: str = option_default("knn_purity", "metric"), protocol: str = "default") -> float:
     """Mean fraction of each sample's k nearest other samples that share its class.
 
     Parameters
@@ -311,15 +313,24 @@ def knn_purity(X, y, *, k: int | None = None, metric: str = "euclidean", protoco
     ----------
     Dyballa, Gerritz & Zucker (2024), arXiv 2405.01524 (NNk500).
     """
+    return measure("knn_purity", X, y, protocol=protocol, k=k, metric=metric)
+
+
+def check_knn_purity(layer: LayerContext, *, k, metric) -> None:
     _check_metric(metric)
-    _check_protocol(protocol)
-    need = 2 if (k is None and protocol == "default") else 1
-    c = _check_inputs(X, y, need_per_class=need, need_for="knn_purity with the default k")
-    k = _default_purity_k(c, protocol) if k is None else k
-    _check_k(k, c.n)
-    _reject_constant(c.X, "knn_purity")
-    same = _neighbor_graphs(c.X, {"knn": (metric, k, "same_class")}, codes=c.codes)["knn"]
-    return _knn_purity_from_counts(same, k)
+    if k is None:
+        if layer.protocol == "default":
+            layer.require_per_class(2, "knn_purity with the default k")
+        k = _default_purity_k(layer.checked, layer.protocol)
+    _check_k(k, layer.n)
+    layer.want_neighbors("knn_purity", (metric, k, "same_class"))     # a count of same-class neighbours
+
+
+def knn_purity_of_layer(layer: LayerContext, *, k, metric) -> float:
+    """:func:`knn_purity` of a prepared layer (catalogue function)."""
+    layer.reject_constant("knn_purity")
+    k = layer.neighbor_request("knn_purity")[1]                         # k=None resolved by the check
+    return _knn_purity_from_counts(layer.neighbors("knn_purity"), k)
 
 
 def _check_temperature(temperature) -> float:
@@ -328,7 +339,8 @@ def _check_temperature(temperature) -> float:
     return float(temperature)
 
 
-def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> float:
+def weighted_knn_accuracy(X, y, *, k: int = option_default("weighted_knn_accuracy", "k"),
+                          temperature: float = option_default("weighted_knn_accuracy", "temperature")) -> float:
     """Leave-one-out weighted k-NN accuracy, the DINO/DINOv2 (and solo-learn) protocol.
 
     Features are L2-normalised (a zero vector stays zero); each sample's k most
@@ -359,12 +371,19 @@ def weighted_knn_accuracy(X, y, *, k: int = 20, temperature: float = 0.07) -> fl
     Caron et al. (2021), DINO, ``eval_knn.py``; Oquab et al. (2023), DINOv2,
     ``dinov2/eval/knn.py``; Wu et al. (2018), instance discrimination.
     """
+    return measure("weighted_knn_accuracy", X, y, k=k, temperature=temperature)
+
+
+def check_weighted_knn_accuracy(layer: LayerContext, *, k, temperature) -> None:
     temperature = _check_temperature(temperature)
-    c = _check_inputs(X, y, k=k)
-    _reject_constant(c.X, "weighted_knn_accuracy")
-    pred = _neighbor_graphs(c.X, {"knn": ("cosine", k, "weighted", temperature)}, codes=c.codes,
-                            n_classes=c.n_classes)["knn"]
-    return _accuracy_from_predictions(c, pred)
+    _check_k(k, layer.n)
+    layer.want_neighbors("weighted_knn_accuracy", ("cosine", k, "weighted", temperature))   # the vote
+
+
+def weighted_knn_accuracy_of_layer(layer: LayerContext, *, k, temperature) -> float:
+    """:func:`weighted_knn_accuracy` of a prepared layer (catalogue function)."""
+    layer.reject_constant("weighted_knn_accuracy")
+    return _accuracy_from_predictions(layer.checked, layer.neighbors("weighted_knn_accuracy"))
 
 
 # ---------------------------------------------------------------------------------- probe
@@ -390,7 +409,10 @@ def _probe_from_checked(c: _Checked, *, folds: int, C: float, seed: int, max_ite
     return float(np.mean(scores))
 
 
-def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0, max_iter: int = 1000,
+def linear_probe_accuracy(X, y, *, folds: int = option_default("linear_probe_accuracy", "folds"),
+                          C: float = option_default("linear_probe_accuracy", "C"),
+                          seed: int = option_default("linear_probe_accuracy", "seed"),
+                          max_iter: int = option_default("linear_probe_accuracy", "max_iter"),
                           backend: str = "auto") -> float:
     """Cross-validated accuracy of a multinomial logistic-regression probe.
 
@@ -422,6 +444,16 @@ def linear_probe_accuracy(X, y, *, folds: int = 5, C: float = 1.0, seed: int = 0
     float
         In [0, 1]. Constant features give the majority-class rate of each test fold.
     """
-    _check_backend(backend)
-    c = _check_inputs(X, y, folds=folds)
-    return _probe_from_checked(c, folds=folds, C=C, seed=seed, max_iter=max_iter, backend=backend)
+    return measure("linear_probe_accuracy", X, y, backend=backend, folds=folds, C=C, seed=seed, max_iter=max_iter)
+
+
+def check_linear_probe_accuracy(layer: LayerContext, *, folds, C, seed, max_iter) -> None:
+    layer.require_folds(folds)
+    _check_C(C)
+
+
+def linear_probe_accuracy_of_layer(layer: LayerContext, *, folds, C, seed, max_iter) -> float:
+    """:func:`linear_probe_accuracy` of a prepared layer (catalogue function)."""
+    X_np = None if layer.on_device else layer.X_numpy()
+    return _probe_from_checked(layer.checked, folds=folds, C=C, seed=seed, max_iter=max_iter, X_np=X_np,
+                               backend=layer.backend)

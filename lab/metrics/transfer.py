@@ -22,7 +22,8 @@ import math
 import numpy as np
 import scipy.linalg
 
-from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _reject_constant
+from ._checks import DegenerateFeaturesError, _Checked
+from ._context import LayerContext, measure
 
 __all__ = ["logme", "sfda"]
 
@@ -114,9 +115,13 @@ def logme(X, y) -> float:
     ----------
     You, Liu, Wang & Long (2021), ICML, arXiv 2102.11005, Algorithm 1 and eq. (2)-(3).
     """
-    c = _check_inputs(X, y)
-    _reject_constant(c.X, "logme")
-    return _logme_from_checked(c)
+    return measure("logme", X, y)
+
+
+def logme_of_layer(layer: LayerContext) -> float:
+    """:func:`logme` of a prepared layer (catalogue function)."""
+    layer.reject_constant("logme")
+    return _logme_from_checked(layer.checked)
 
 
 # ---------------------------------------------------------------------------------------------- SFDA
@@ -211,6 +216,10 @@ def sfda(X, y) -> float:
     Shao et al. (2022), ECCV, arXiv 2207.03036, section 3 (eq. 4-8); the largest eigenvalue is computed
     exactly here, where the authors' code estimates it with three power iterations.
     """
-    c = _check_inputs(X, y)
-    _reject_constant(c.X, "sfda")
-    return _sfda_from_checked(c)
+    return measure("sfda", X, y)
+
+
+def sfda_of_layer(layer: LayerContext) -> float:
+    """:func:`sfda` of a prepared layer (catalogue function)."""
+    layer.reject_constant("sfda")
+    return _sfda_from_checked(layer.checked)

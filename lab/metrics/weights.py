@@ -1,6 +1,6 @@
 """How far each layer's weights moved from where the run started.
 
-Definition: ``/work/shared/METRICS.md`` ("Weights"), after Wang & Yang, "With greater
+Definition: ``docs/METRICS.md`` ("Weights"), after Wang & Yang, "With greater
 distance comes worse performance": a layer's utilization is ‖W_L − W_L⁰‖₂ over all
 parameters of its module (Frobenius norm of the flattened difference), also reported
 relative to ‖W_L⁰‖₂.
