@@ -21,34 +21,19 @@ this file at server start) does not import the whole app twice.
 """
 from __future__ import annotations
 
-import importlib
+from lab._lazy import lazy_exports
 
 __all__ = ["LayerScope", "ConfigPanel", "EmbeddingView", "LiveView", "RunControl", "RunsPanel", "extension",
            "plots", "similarity_plots", "study_plots"]
-
-_EXPORTS = {
-    "LayerScope": "app.layerscope",
-    "ConfigPanel": "app.choose",
-    "EmbeddingView": "app.explorer",
-    "LiveView": "app.live",
-    "RunControl": "app.live",
-    "RunsPanel": "app.compare",
-    "extension": "app.base",
-}
-_MODULES = {
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "LayerScope": "app.layerscope:LayerScope",
+    "ConfigPanel": "app.choose:ConfigPanel",
+    "EmbeddingView": "app.explorer:EmbeddingView",
+    "LiveView": "app.live:LiveView",
+    "RunControl": "app.live:RunControl",
+    "RunsPanel": "app.compare:RunsPanel",
+    "extension": "app.base:extension",
     "plots": "app.base.plots",
     "similarity_plots": "app.compare.similarity_plots",
     "study_plots": "app.studies.study_plots",
-}
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    if name in _MODULES:
-        return importlib.import_module(_MODULES[name])
-    raise AttributeError(f"module 'app' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+})

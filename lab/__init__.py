@@ -13,35 +13,20 @@ imported only when used)::
 """
 from __future__ import annotations
 
-import importlib
+from lab._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {
-    "data", "backbones", "features", "metrics", "finetune", "runs", "events",
-    "config", "store", "projection", "export", "device", "analysis", "catalogue",
-    "tables", "progress", "study", "archive",
-}
-# public name -> (module, attribute)
+_SUBMODULES = ("data", "backbones", "features", "metrics", "finetune", "runs", "events", "config", "store",
+               "projection", "export", "device", "analysis", "catalogue", "progress", "study", "archive",
+               "errors", "zoo")
 _ATTRS = {
-    "RunConfig": ("lab.config", "RunConfig"),
-    "run": ("lab.runs", "run"),
-    "RunStore": ("lab.store", "RunStore"),
-    "Cancelled": ("lab._cancel", "Cancelled"),
-    "Study": ("lab.study", "Study"),
+    "RunConfig": "lab.config:RunConfig",
+    "run": "lab.runs:run",
+    "RunStore": "lab.store:RunStore",
+    "Cancelled": "lab._cancel:Cancelled",
+    "Study": "lab.study:Study",
 }
 
-__all__ = sorted(_SUBMODULES | set(_ATTRS) | {"__version__"})
-
-
-def __getattr__(name: str):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"lab.{name}")
-    if name in _ATTRS:
-        module, attr = _ATTRS[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'lab' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__all__ = sorted({*_SUBMODULES, *_ATTRS, "__version__"})
+__getattr__, __dir__ = lazy_exports(__name__, {**{name: f"lab.{name}" for name in _SUBMODULES}, **_ATTRS})

@@ -2,11 +2,20 @@
 
 The notebook set-up :func:`extension` and the process-wide :func:`shared` resources (device locks,
 dataset cache) live in :mod:`app.base.resources`; :mod:`app.base.plots` is the one plotting module
-of the app and of every notebook (``from app import plots``). The private modules keep a session's
-document safe from other threads (``_doclock``, ``_dispatch``, ``_redraw``), show notifications
-(``_notify``), serve hover thumbnails (``_thumbs``) and hold the plots' shared style
-(``_plot_style``). Importing this package loads no UI library; the plot module loads HoloViews.
+of the app and of every notebook (``from app import plots``). The views import what they share from
+here: :class:`DocDispatcher` and :class:`RedrawQueue` keep a session's document safe from other
+threads (``_dispatch``, ``_redraw``, with ``_doclock``), :func:`notify` shows a notification
+(``_notify``), :class:`ThumbnailSource` serves hover thumbnails (``_thumbs``), and
+:func:`lazy_exports` gives a view's package names that load on first use; ``_plot_style`` holds the
+plots' shared style. Importing this package loads no UI library; the names that need Panel load it
+on first use, and the plot module loads HoloViews.
 """
+from lab._lazy import lazy_exports
+
 from .resources import extension, shared
 
-__all__ = ["extension", "shared"]
+__all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "notify"]
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
+    "ThumbnailSource": "._thumbs:ThumbnailSource", "notify": "._notify:notify",
+})

@@ -1,19 +1,13 @@
-"""Names of a package that load on first use, so that importing a light module of a view (its presets,
-its event model) does not load Panel and HoloViews with the view."""
+"""Kept for the view packages that still import ``lazy_exports`` from here, in its old form (``{name:
+".submodule"}``, the name read from that submodule); new code imports :func:`lab._lazy.lazy_exports` from
+:mod:`app.base` (``{name: ".submodule:attr"}``)."""
 from __future__ import annotations
 
-import importlib
+from lab._lazy import lazy_exports as _lazy_exports
+
+__all__ = ["lazy_exports"]
 
 
 def lazy_exports(package: str, exports: dict[str, str]):
-    """``__getattr__`` and ``__dir__`` for ``package``: ``exports`` maps a name to the submodule (relative,
-    e.g. ``".view"``) that defines it."""
-    def __getattr__(name: str):
-        if name in exports:
-            return getattr(importlib.import_module(exports[name], package), name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-
-    def __dir__():
-        return sorted(exports)
-
-    return __getattr__, __dir__
+    """``__getattr__`` and ``__dir__`` for ``package``: ``exports`` maps a name to the submodule that defines it."""
+    return _lazy_exports(package, {name: f"{module}:{name}" for name, module in exports.items()})

@@ -15,26 +15,14 @@ Names load lazily, so that image-decoding worker processes (which import
 """
 from __future__ import annotations
 
-import importlib
-
-_ATTRS = {
-    "load": "._sources", "SPECS": "._names", "check_name": "._names", "ImageDataset": "._dataset",
-    "standardize": "._dataset", "Split": ".splits", "UnsafePickleError": "._cifar", "cache_dir": "._folder",
-}
+from lab._lazy import lazy_exports
 
 __all__ = ["load", "Dataset", "ImageDataset", "Split", "SPECS", "UnsafePickleError", "standardize",
            "cache_dir", "check_name"]
-
-
-def __getattr__(name: str):
-    if name == "Dataset":   # the name used in the shared contracts
-        name = "ImageDataset"
-    if name in _ATTRS:
-        return getattr(importlib.import_module(_ATTRS[name], __name__), name)
-    if name in ("glyphs", "splits"):
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'lab.data' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "load": "._sources:load", "SPECS": "._names:SPECS", "check_name": "._names:check_name",
+    "ImageDataset": "._dataset:ImageDataset", "standardize": "._dataset:standardize", "Split": ".splits:Split",
+    "UnsafePickleError": "._cifar:UnsafePickleError", "cache_dir": "._folder:cache_dir",
+    "Dataset": "._dataset:ImageDataset",     # the name used in the shared contracts
+    "glyphs": ".glyphs", "splits": ".splits",
+})

@@ -54,8 +54,9 @@ is stored with status "cancelled" and everything finished so far stays readable.
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from lab._lazy import lazy_exports
 
 if TYPE_CHECKING:       # what the names below are (for readers and the API reference); loaded on first use
     from lab._cancel import Cancelled
@@ -68,20 +69,8 @@ if TYPE_CHECKING:       # what the names below are (for readers and the API refe
 __all__ = ["run", "CancelToken", "RunData", "prepare_data", "Cancelled", "check_names"]
 
 # The engine loads torch; a light submodule (lab.runs.timings, read by `python -m lab runs show`) must not.
-_EXPORTS = {"run": ("lab.runs.engine", "run"), "CancelToken": ("lab.runs.worker", "CancelToken"),
-            "RunData": ("lab.runs.data", "RunData"), "prepare_data": ("lab.runs.data", "prepare_data"),
-            "Cancelled": ("lab._cancel", "Cancelled"), "check_names": ("lab.runs.names", "check_names"),
-            "_few_threads": ("lab.runs.compute", "few_threads")}
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        module, attr = _EXPORTS[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value          # once: later lookups are plain attribute reads
-        return value
-    raise AttributeError(f"module 'lab.runs' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "run": ".engine:run", "CancelToken": ".worker:CancelToken", "RunData": ".data:RunData",
+    "prepare_data": ".data:prepare_data", "Cancelled": "lab._cancel:Cancelled", "check_names": ".names:check_names",
+    "_few_threads": ".compute:few_threads",
+})

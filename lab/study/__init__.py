@@ -15,6 +15,7 @@ Importing this package does not import Dask; running a study does.
 """
 from __future__ import annotations
 
+from lab._lazy import lazy_exports
 from lab.study._keys import REPEAT_AXES, group_label
 from lab.study.figures import figures
 from lab.study.records import StudyResult, study_status
@@ -23,12 +24,6 @@ from lab.study.spec import Cell, Study, load_study
 
 __all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status", "figures", "group_label",
            "REPEAT_AXES", "find_study", "save_spec", "local_cluster", "run_study", "gpu_count"]
-
-
-def __getattr__(name: str):
-    # the runner imports Dask: only when asked for
-    if name in ("local_cluster", "run_study", "machine_cores", "gpu_count"):
-        from lab.study import runner
-
-        return getattr(runner, name)
-    raise AttributeError(f"module 'lab.study' has no attribute {name!r}")
+# the runner imports Dask: only when asked for
+__getattr__, __dir__ = lazy_exports(__name__, {name: f".runner:{name}" for name in (
+    "local_cluster", "run_study", "machine_cores", "gpu_count")})
