@@ -43,7 +43,7 @@ from ._answers import NO_RUN
 from ._answers_bar import AnswersBar
 from ._data import ArrayLayouts, LiveLayouts, StoredLayouts, check_selection, neighbour_layer, points_in_box, \
     points_in_polygon
-from ._text import hover_html, selection_html
+from ._hover_and_selection import hover_html, selection_html
 
 __all__ = ["EmbeddingView"]
 

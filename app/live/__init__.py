@@ -2,11 +2,11 @@
 
 :class:`LiveView` draws a run's events (metric curves, heatmaps, the verdict, the embedding explorer
 at any layer) from its event model (``_model``); ``_streams`` says what each plot's stream carries,
-``_text`` writes the status line and messages, ``_picker`` chooses the explorer's layer and epoch.
-:class:`RunControl` (``runner``) turns the Choose form's config into a run in a worker thread and
+``_status`` writes the status line and messages, ``_picker`` chooses the explorer's layer and epoch.
+:class:`RunControl` (``run_controls``) turns the Choose form's config into a run in a worker thread and
 hands its events to a LiveView.
 """
-from app.base._lazy import lazy_exports
+from app.base import lazy_exports
 
 __all__ = ["LiveView", "RunControl"]
-__getattr__, __dir__ = lazy_exports(__name__, {"LiveView": ".view", "RunControl": ".runner"})
+__getattr__, __dir__ = lazy_exports(__name__, {"LiveView": ".view:LiveView", "RunControl": ".run_controls:RunControl"})

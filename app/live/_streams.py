@@ -9,8 +9,7 @@ import pandas as pd
 
 from lab.catalogue import CONFIDENCE_METRICS, METRIC_NAMES
 
-from app.base import plots
-from app.base._thumbs import ThumbnailSource
+from app.base import ThumbnailSource, plots
 
 from ._model import RunModel
 

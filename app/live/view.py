@@ -10,12 +10,12 @@ verdict with, under it, the best layer by each measure (:mod:`app.live._agreemen
 completes). Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
-:mod:`app.live._streams`, the status line's text from :mod:`app.live._text`, and the redraws
-run in turns through an :class:`~app.base._redraw.RedrawQueue`.
+:mod:`app.live._streams`, the status line's text from :mod:`app.live._status`, and the redraws
+run in turns through an :class:`~app.base.RedrawQueue`.
 
 Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
 thread calls :meth:`LiveView.push` instead, which hands events to the session's
-document through a :class:`~app.base._dispatch.DocDispatcher` (batched, lock-safe).
+document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
@@ -27,10 +27,7 @@ import param
 
 from lab import events as ev
 
-from app.base import plots
-from app.base._dispatch import DocDispatcher
-from app.base._redraw import RedrawQueue
-from app.base._thumbs import ThumbnailSource
+from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
@@ -39,7 +36,7 @@ from ._streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_spe
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
-from ._text import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
+from ._status import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView", "CURVE_SPECS"]

@@ -23,7 +23,7 @@ def live():
 
 # ------------------------------------------------------------------ RunControl
 def test_bad_input_does_not_start_a_run(live):
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     def bad():
         raise ValueError("unknown model 'resnet1800'; did you mean 'resnet18'?")
@@ -38,7 +38,7 @@ def test_second_run_queues_on_a_busy_device_and_stop_cancels_the_wait(live):
     import lab
 
     from app.base.resources import shared
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     cfg = lab.RunConfig(dataset="digits", backbone="mlp:depth=2,width=16", epochs=1, n_unseen=3, device="cpu")
     control = RunControl(live, lambda: cfg, store=False)
@@ -63,7 +63,7 @@ def test_second_run_queues_on_a_busy_device_and_stop_cancels_the_wait(live):
 def test_a_name_that_cannot_load_is_refused_before_the_run_starts(live, fields, message):
     import lab
 
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     cfg = lab.RunConfig(epochs=1, **{"n_unseen": 3, **fields})
     control = RunControl(live, lambda: cfg, store=False)
@@ -76,7 +76,7 @@ def test_a_name_that_cannot_load_is_refused_before_the_run_starts(live, fields, 
 def test_a_refusal_after_a_failed_run_shows_the_refusal_not_the_old_failure(live):
     import lab
 
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     failing = lab.RunConfig(epochs=1, dataset="digits", backbone="mlp", n_unseen=9)
     control = RunControl(live, lambda: failing, store=False)
@@ -90,7 +90,7 @@ def test_a_refusal_after_a_failed_run_shows_the_refusal_not_the_old_failure(live
 def test_bad_input_to_the_engine_becomes_a_readable_alert(live):
     import lab
 
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     cfg = lab.RunConfig(epochs=1, dataset="digits", backbone="mlp", n_unseen=9)
     control = RunControl(live, lambda: cfg, store=False)
@@ -102,7 +102,7 @@ def test_bad_input_to_the_engine_becomes_a_readable_alert(live):
 
 
 def test_readable_error():
-    from app.live.runner import readable_error
+    from app.live.run_controls import readable_error
 
     assert readable_error(ValueError("bad checkpoint")) == "bad checkpoint"
     bug = readable_error(RuntimeError("boom"))     # a genuine bug: its traceback is kept in a named file

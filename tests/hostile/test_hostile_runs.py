@@ -298,7 +298,7 @@ def test_genuine_bug_with_an_unwritable_run_folder_keeps_it_in_the_cache(cache_d
 
 
 def test_app_reports_os_errors_without_traceback():
-    from app.live.runner import readable_error
+    from app.live.run_controls import readable_error
 
     message = readable_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/runs/r1/tables"))
     assert message.startswith("no space left on the disk holding /data/runs/r1/tables")

@@ -250,7 +250,7 @@ def test_the_cli_refuses_a_missing_gpu_with_status_2_before_any_run_starts(monke
 def test_the_app_refuses_a_missing_gpu_with_an_alert(monkeypatch):
     pytest.importorskip("panel")
     from app.live import LiveView
-    from app.live.runner import RunControl
+    from app.live.run_controls import RunControl
 
     _fake_cuda(monkeypatch, n=1)
     live = LiveView()

@@ -73,7 +73,7 @@ def test_meta_json_holds_the_timings_of_the_run_and_of_every_epoch(store, capsys
 
 
 def test_the_live_status_line_says_where_the_last_epoch_went():
-    from app.live._text import status_html
+    from app.live._status import status_html
     from app.live._model import RunModel
     from lab import events as ev
 

@@ -23,9 +23,7 @@ from lab.device import check_device
 from lab.runs.names import check_names
 from lab.runs.projections import notices_to
 
-from app.base._notify import notify as _notify
-from app.base._thumbs import ThumbnailSource
-from app.base.resources import shared
+from app.base import ThumbnailSource, notify as _notify, shared
 
 from .view import LiveView
 
