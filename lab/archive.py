@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Iterable
 
 from lab.store import RunStore, validate_run_id
+from lab.store._old_calls import store_was_first
+from lab.store.lookup import is_record, open_store, run_id_of
 
 __all__ = ["pack", "unpack", "pack_bytes", "unpack_bytes", "ArchiveError"]
 
@@ -35,8 +37,9 @@ class ArchiveError(ValueError):
     """The file is not a layerscope run archive, or holds something unsafe."""
 
 
-def _runs_to_tar(store: RunStore, run_ids: Iterable[str], fileobj) -> list[str]:
-    ids = [validate_run_id(r, store.root) for r in run_ids]
+def _runs_to_tar(runs: Iterable, store: RunStore, fileobj) -> list[str]:
+    runs = [runs] if isinstance(runs, str) or is_record(runs) else runs
+    ids = [validate_run_id(run_id_of(r), store.root) for r in runs]
     if not ids:
         raise ValueError("give at least one run id to pack; `python -m lab runs list` shows them")
     for run_id in ids:
@@ -55,13 +58,16 @@ def _runs_to_tar(store: RunStore, run_ids: Iterable[str], fileobj) -> list[str]:
     return ids
 
 
-def pack(store: RunStore, run_ids: Iterable[str], path: str | os.PathLike) -> Path:
-    """Write the given runs into one archive file at ``path`` (written atomically)."""
+@store_was_first
+def pack(runs: Iterable, path: str | os.PathLike, *, store=None) -> Path:
+    """Write the given runs (ids or records, of ``store``: None the default store, a RunStore or a folder
+    path) into one archive file at ``path`` (written atomically)."""
+    store = open_store(store)
     path = Path(path)
     tmp = path.with_name(f".tmp-{path.name}.{secrets.token_hex(4)}")
     try:
         with open(tmp, "wb") as f:
-            _runs_to_tar(store, run_ids, f)
+            _runs_to_tar(runs, store, f)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -69,10 +75,11 @@ def pack(store: RunStore, run_ids: Iterable[str], path: str | os.PathLike) -> Pa
     return path
 
 
-def pack_bytes(store: RunStore, run_ids: Iterable[str]) -> bytes:
+@store_was_first
+def pack_bytes(runs: Iterable, *, store=None) -> bytes:
     """The archive of the given runs as bytes (what a study worker sends back)."""
     buf = io.BytesIO()
-    _runs_to_tar(store, run_ids, buf)
+    _runs_to_tar(runs, open_store(store), buf)
     return buf.getvalue()
 
 
@@ -125,8 +132,11 @@ def _import(store: RunStore, tar: tarfile.TarFile, where: str) -> list[str]:
     return imported
 
 
-def unpack(store: RunStore, path: str | os.PathLike) -> list[str]:
-    """Import every run of the archive at ``path`` that the store lacks; returns their ids."""
+@store_was_first
+def unpack(path: str | os.PathLike, *, store=None) -> list[str]:
+    """Import every run of the archive at ``path`` that ``store`` (None: the default store, a RunStore or a
+    folder path) lacks; returns their ids."""
+    store = open_store(store)
     path = Path(path)
     try:
         tar = tarfile.open(path, mode="r:*")
@@ -140,8 +150,10 @@ def unpack(store: RunStore, path: str | os.PathLike) -> list[str]:
         return _import(store, tar, str(path))
 
 
-def unpack_bytes(store: RunStore, data: bytes) -> list[str]:
-    """Import the runs of an archive held in memory (see :func:`pack_bytes`)."""
+@store_was_first
+def unpack_bytes(data: bytes, *, store=None) -> list[str]:
+    """Import the runs of an archive held in memory (see :func:`pack_bytes`) into ``store``."""
+    store = open_store(store)
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
     except tarfile.TarError as exc:

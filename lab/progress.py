@@ -12,17 +12,20 @@ Examples
 """
 from __future__ import annotations
 
+from lab.store._old_calls import store_was_positional
+
 __all__ = ["run_with_progress"]
 
 
-def run_with_progress(config, store=None, *, check: bool = True, desc: str | None = None) -> str:
+@store_was_positional("store")
+def run_with_progress(config, *, store=None, check: bool = True, desc: str | None = None) -> str:
     """Run ``config`` to its end with a tqdm bar (one step per seed and epoch); return the run id.
 
     Parameters
     ----------
     config : lab.RunConfig or dict
-    store : lab.RunStore, None or False
-        As for :func:`lab.run` (None: ``$LAB_RUNS_DIR`` or ``./runs``).
+    store : lab.RunStore, None or False, keyword
+        As for :func:`lab.run` (None: ``$LAB_RUNS_DIR`` or ``./runs``; False: store nothing).
     check : bool
         Raise when the run fails or is cancelled (default); with False, return its id anyway and
         let the caller read the outcome from the store (``store.load(run_id).status``).

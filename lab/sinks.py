@@ -22,10 +22,12 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
+
+from lab.store._old_calls import store_was_first
+from lab.store.lookup import is_record, load_run
 
 __all__ = ["to_tensorboard", "to_mlflow", "metric_tag"]
 
@@ -42,15 +44,11 @@ def metric_tag(split: str, metric: str, layer: str, seed: int | None = None) -> 
     return _TAG_SAFE.sub("_", tag)
 
 
-def _records(store, run_ids: Iterable[str]) -> list:
-    if store is None:
-        from lab.store import RunStore
-
-        store = RunStore()
-    ids = [run_ids] if isinstance(run_ids, str) else list(run_ids)
+def _records(runs, store) -> list:
+    ids = [runs] if isinstance(runs, str) or is_record(runs) else list(runs)
     if not ids:
         raise ValueError("no run ids given; list the stored runs with `python -m lab runs list`.")
-    return [store.load(run_id) for run_id in ids]     # unknown ids fail before anything is written
+    return [load_run(run, store) for run in ids]     # unknown ids fail before anything is written
 
 
 def _seeds(record) -> list[int]:
@@ -119,19 +117,20 @@ def _sprites(images, indices: np.ndarray):
     return x
 
 
-def to_tensorboard(store, run_ids, logdir, *, embeddings: str = "last") -> list[Path]:
+@store_was_first
+def to_tensorboard(runs, logdir, *, embeddings: str = "last", store=None) -> list[Path]:
     """Write stored runs as TensorBoard event files under ``logdir/<run_id>`` (``/seed<n>`` for several seeds).
 
     Parameters
     ----------
-    store : lab.RunStore or None
-        Where the runs are (None: the default store).
-    run_ids : str or iterable of str
+    runs : run id or record, or an iterable of them
     logdir : path
         Point ``tensorboard --logdir`` here.
     embeddings : {"last", "all", "none"}
         Which stored unseen-class embeddings go to the projector: each layer's last epoch,
         every epoch, or none.
+    store : lab.RunStore, path or None
+        Where the runs are (None: the default store).
 
     Returns
     -------
@@ -140,7 +139,7 @@ def to_tensorboard(store, run_ids, logdir, *, embeddings: str = "last") -> list[
     """
     if embeddings not in ("last", "all", "none"):
         raise ValueError(f"embeddings must be 'last', 'all' or 'none'; got {embeddings!r}.")
-    records = _records(store, run_ids)
+    records = _records(runs, store)
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as exc:
@@ -201,27 +200,28 @@ def _params(record) -> dict[str, str]:
     return out
 
 
-def to_mlflow(store, run_ids, tracking_uri: str | None = None, *, experiment: str = "layerscope") -> list[str]:
+@store_was_first
+def to_mlflow(runs, tracking_uri: str | None = None, *, experiment: str = "layerscope", store=None) -> list[str]:
     """Log stored runs to MLflow: params, metrics per epoch and layer, and the run folder as artefacts.
 
     Parameters
     ----------
-    store : lab.RunStore or None
-        Where the runs are (None: the default store).
-    run_ids : str or iterable of str
+    runs : run id or record, or an iterable of them
     tracking_uri : str, optional
         MLflow tracking URI (a server, or ``file:///path`` for a local store); None: MLflow's
         default (``$MLFLOW_TRACKING_URI`` or its local default).
     experiment : str
         MLflow experiment to log into (created when missing).
+    store : lab.RunStore, path or None
+        Where the runs are (None: the default store).
 
     Returns
     -------
     list of str
-        The MLflow run ids, in the order of ``run_ids``. Each MLflow run is tagged
+        The MLflow run ids, in the order of ``runs``. Each MLflow run is tagged
         ``layerscope.run_id``; its step is the epoch.
     """
-    records = _records(store, run_ids)
+    records = _records(runs, store)
     try:
         import mlflow
         from mlflow.entities import Metric, Param, RunTag

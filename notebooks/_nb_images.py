@@ -61,19 +61,21 @@ if FAST:
 print(cfg.describe())
 run_id = run_with_progress(cfg)
 store = lab.RunStore()
-print(lab.analysis.image_record_problem(store, run_id) or "the run stored its per-image record")
+print(lab.analysis.image_record_problem(run_id) or "the run stored its per-image record")
 '''),
         md('''
 ## The answer per image
 
-`lab.analysis.image_table` gives one row per unseen image of the run's last evaluation: its
+`lab.analysis.image_table(run_id)` gives one row per unseen image of the run's last evaluation: its
 style (`class`), its arrival layer, whether it is forgotten, how many layers have it right
 (`n_right`), then one column per layer from input to output: `True` where that layer's kNN vote
 for the image is right. The index (`image`) is the image's position among the unseen images,
-the same position that the stored layouts and the app's embedding explorer use.
+the same position that the stored layouts and the app's embedding explorer use. Like every
+function on stored runs, it takes the run first (its id, or the record `store.load(run_id)`) and
+reads the default store (`$LAB_RUNS_DIR` or `./runs`) unless given another as `store=`.
 '''),
         code('''
-table = lab.analysis.image_table(store, run_id)
+table = lab.analysis.image_table(run_id)
 layers = table.attrs["layers"]                                   # input -> output
 best, final = table.attrs["best_layer"], table.attrs["final_layer"]
 print(f"{len(table)} unseen images, epoch {table.attrs['epoch']}, seed {table.attrs['seed']}")
@@ -143,7 +145,7 @@ view
         md('''
 ## A selection's report
 
-`lab.analysis.selection_report(store, run_id, indices)` measures any set of unseen images,
+`lab.analysis.selection_report(run_id, indices)` measures any set of unseen images,
 layer by layer: the share with a right vote (`share_right`), their mean margin, the NMI of their
 styles against their k-means clusters, and the CDNV of their styles. The same measures on all
 unseen images are in the `all_*` columns. Here the selection is one style: the one that the
@@ -155,7 +157,7 @@ styles.
 by_style = table.groupby("class")[final].mean()                   # share right at the final layer, per style
 style = by_style.idxmin()
 chosen = table.index[table["class"] == style].tolist()
-report = lab.analysis.selection_report(store, run_id, chosen)
+report = lab.analysis.selection_report(run_id, chosen)
 print(f"selection: the {len(chosen)} images of {style!r} (share right at {final}: {by_style[style]:.2f})")
 for note in report.attrs["notes"]:
     print("note:", note)
@@ -179,7 +181,7 @@ in the same order, 0 means the orders are unrelated. With about ten layers and o
 interval; it describes this run only.
 '''),
         code('''
-agreement = lab.analysis.measure_agreement(store, run_id)
+agreement = lab.analysis.measure_agreement(run_id)
 for note in agreement.attrs["notes"]:
     print("note:", note)
 agreement[["label", "epoch", "best_layer", "value", "best_share", "spearman", "n_layers"]]
@@ -192,10 +194,10 @@ agreement[["label", "epoch", "best_layer", "value", "best_share", "spearman", "n
    Layer by layer, what share of them has a right vote?
 2. **Another seed.** Run the same config with `seeds=[1]`. Is the set of forgotten images the
    same? (Compare the two `forgotten.index` lists.)
-3. **Earlier in training.** `image_table(store, run_id, epoch=0)` reads the evaluation before
+3. **Earlier in training.** `image_table(run_id, epoch=0)` reads the evaluation before
    fine-tuning. How do the arrival counts differ from those of the last epoch?
 4. **Your own selection.** Draw a lasso around a group of points in the explorer above, then run
-   `lab.analysis.selection_report(store, run_id, view.selection)`. Which styles does the group
+   `lab.analysis.selection_report(run_id, view.selection)`. Which styles does the group
    hold, and at which layers are its votes right?
 '''),
     ]

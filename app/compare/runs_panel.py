@@ -298,7 +298,7 @@ class RunsPanel(pn.viewable.Viewer):
         if not self.embedding.selection or shown not in ids:
             return None
         try:
-            first = next((run_id for run_id in ids if analysis.has_image_record(self.store, run_id)), None)
+            first = next((run_id for run_id in ids if analysis.has_image_record(run_id, store=self.store)), None)
         except (KeyError, ValueError, OSError):       # a run gone or damaged: the export itself says so
             return None
         return list(self.embedding.selection) if first == shown else None

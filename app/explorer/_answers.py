@@ -49,7 +49,7 @@ class ImageAnswers:
         self.class_names: list[str] = []
         self.seed, self.epoch = seed, epoch
         try:
-            self.problem = analysis.image_record_problem(store, run_id, seed=seed, epoch=epoch)
+            self.problem = analysis.image_record_problem(run_id, seed=seed, epoch=epoch, store=store)
             if self.problem is None:
                 rec = store.load(run_id)                 # read once: the table and every selection use it
                 self.record = rec.image_record(seed, epoch)

@@ -35,7 +35,7 @@ class AgreementTable(pn.viewable.Viewer):
             self._pane.object = ""
             return
         try:
-            self.table = analysis.measure_agreement(store, run_id)
+            self.table = analysis.measure_agreement(run_id, store=store)
         except Exception as exc:     # the run not (yet) in that store: one line (a bug: the file with its traceback)
             self._pane.object = (f"<span style='color:#777;font-size:12px'>No best layer by each measure: "
                                  f"{html.escape(user_message(exc))}</span>")

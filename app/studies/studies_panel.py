@@ -133,7 +133,7 @@ class StudiesPanel(pn.viewable.Viewer):
             return
         from lab.study import figures
 
-        self._show(study.status(self.store), figures(study, self.store))
+        self._show(study.status(store=self.store), figures(study, store=self.store))
         self.message.object = (f"**{study.name}** — {len(study.cells())} runs "
                                f"({' × '.join(f'{k} [{len(v)}]' for k, v in study.axes.items())}). "
                                f"{study.description}")
@@ -209,8 +209,8 @@ class StudiesPanel(pn.viewable.Viewer):
 
         def on_event(msg: dict) -> None:
             if msg.get("kind") in ("cell_done", "cell_failed"):
-                dispatcher.push({"kind": "figures", "status": study.status(self.store),
-                                 "figs": figures(study, self.store)})
+                dispatcher.push({"kind": "figures", "status": study.status(store=self.store),
+                                 "figs": figures(study, store=self.store)})
             dispatcher.push(msg, urgent=msg.get("kind") != "progress")
 
         def on_wait(holder: str) -> None:

@@ -16,6 +16,8 @@ import pandas as pd
 
 from lab.analysis.ranks import rank_correlation
 from lab.analysis.summary import _higher_is_better, _names, generalization, layer_curve, layer_order
+from lab.store._old_calls import store_was_first
+from lab.store.lookup import load_run
 
 __all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]
 
@@ -117,17 +119,18 @@ def _label(measure: str) -> str:
     return metric_label(measure)
 
 
-def measure_agreement(store, run_id: str, epoch: int | None = None, *,
-                      measures: Sequence[str] = AGREEMENT_MEASURES) -> pd.DataFrame:
+@store_was_first
+def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] = AGREEMENT_MEASURES,
+                      store=None) -> pd.DataFrame:
     """Do the measures agree? For one evaluation, the best layer by each measure the run computed.
 
     Parameters
     ----------
-    store : the run store (``store.load(run_id)``)
-    run_id : the run
+    run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     epoch : the evaluation; None: the last complete one (as g's)
     measures : metric names, default :data:`AGREEMENT_MEASURES` (NMI, kNN accuracy, linear probe, NCC
         accuracy, LogME)
+    store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 
     Returns
     -------
@@ -141,6 +144,6 @@ def measure_agreement(store, run_id: str, epoch: int | None = None, *,
     with fewer than 3 layers or a constant side) and n_layers (the layers it was computed over).
     ``attrs["notes"]`` says what could not be given and why.
     """
-    rec = store.load(run_id)
+    rec = load_run(run, store)
     return agreement_table(rec.metrics, layers=rec.meta.get("layers"), aliases=rec.meta.get("layer_aliases"),
                            epoch=epoch, measures=measures)

@@ -13,8 +13,9 @@ whether its leave-one-out kNN vote is right, its nearest-class-centre margin and
   ``attrs["notes"]``, never by raising;
 - :func:`has_image_record` / :func:`image_record_problem`: whether a run has the record, and why not.
 
-``store`` is a :class:`lab.store.RunStore` (anything with ``load(run_id)``): this module reads the run
-through it and imports nothing from the store.
+Each takes the run first, as an id or a :class:`lab.store.RunRecord` already read, and ``store=`` as a
+keyword (None: the default store; a :class:`lab.store.RunStore`; a folder path), as every function on
+stored runs does (:mod:`lab.store.lookup`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import pandas as pd
 
 from lab.analysis.intervals import nmi_from_contingency
 from lab.analysis.summary import generalization
+from lab.store._old_calls import store_was_first
+from lab.store.lookup import load_run
 
 __all__ = ["image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
            "has_image_record", "image_record_problem", "SELECTION_COLUMNS", "IMAGE_VALUES"]
@@ -38,19 +41,22 @@ SELECTION_COLUMNS = ["layer_index", "n", "n_classes", "share_right", "mean_margi
 _SHOWN = 5            # indices quoted in a note
 
 
-def image_record_problem(store, run_id: str, *, seed: int | None = None, epoch: int | None = None) -> str | None:
-    """Why ``run_id`` has no per-image record (for ``seed``, ``epoch``), in one line, or None when it has one.
+@store_was_first
+def image_record_problem(run, *, seed: int | None = None, epoch: int | None = None, store=None) -> str | None:
+    """Why ``run`` (an id in ``store``, or a record) has no per-image record (for ``seed``, ``epoch``), in one
+    line, or None when it has one.
 
     Cheap (lists files, reads none): what a view calls to disable its per-image controls with a reason.
     ``seed`` None: the run's first seed; ``epoch`` None: its latest evaluation.
     """
-    return store.load(run_id).image_record_problem(seed, epoch)
+    return load_run(run, store).image_record_problem(seed, epoch)
 
 
-def has_image_record(store, run_id: str, *, seed: int | None = None, epoch: int | None = None) -> bool:
-    """Whether :func:`image_table` and :func:`selection_report` can read ``run_id`` (why not:
+@store_was_first
+def has_image_record(run, *, seed: int | None = None, epoch: int | None = None, store=None) -> bool:
+    """Whether :func:`image_table` and :func:`selection_report` can read ``run`` (why not:
     :func:`image_record_problem`)."""
-    return image_record_problem(store, run_id, seed=seed, epoch=epoch) is None
+    return image_record_problem(run, seed=seed, epoch=epoch, store=store) is None
 
 
 def image_answers(right: pd.DataFrame, best_layer: str | None = None) -> pd.DataFrame:
@@ -117,24 +123,25 @@ def _class_names(names: Sequence[str] | None, codes: np.ndarray) -> list[str]:
     return [str(names[c]) if 0 <= c < len(names) else str(c) for c in codes]
 
 
-def _load(store, run_id: str, seed: int | None, epoch: int | None):
-    rec = store.load(run_id)
+def _load(run, store, seed: int | None, epoch: int | None):
+    rec = load_run(run, store)
     return rec, rec.image_record(seed, epoch)
 
 
-def image_table(store, run_id: str, epoch: int | None = None, *, seed: int | None = None,
-                values: str = "right") -> pd.DataFrame:
+@store_was_first
+def image_table(run, epoch: int | None = None, *, seed: int | None = None, values: str = "right",
+                store=None) -> pd.DataFrame:
     """One row per unseen image of one evaluation: its class, arrival layer, forgetting, one column per layer.
 
     Parameters
     ----------
-    store : the run store (``store.load(run_id)``)
-    run_id : the run
+    run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     epoch : the evaluation; None: the latest with a record
     seed : None: the run's first seed
     values : what the per-layer columns hold: ``"right"`` (its leave-one-out kNN vote is right; boolean, NA
         where the layer has no vote), ``"margin"`` (its nearest-class-centre margin) or ``"cluster"`` (its
         k-means cluster, -1 where NMI was not measured)
+    store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 
     Returns
     -------
@@ -151,7 +158,7 @@ def image_table(store, run_id: str, epoch: int | None = None, *, seed: int | Non
     ValueError
         ``values`` not one of :data:`IMAGE_VALUES`.
     """
-    rec, record = _load(store, run_id, seed, epoch)
+    rec, record = _load(run, store, seed, epoch)
     return record_table(rec, record, values=values)
 
 
@@ -255,19 +262,20 @@ def _gaps(record, values: np.ndarray, what: str, why: str) -> str | None:
     return f"{what}: not given at layer(s) {', '.join(missing)} ({why})" if missing else None
 
 
-def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | None = None, *,
-                     seed: int | None = None) -> pd.DataFrame:
+@store_was_first
+def selection_report(run, indices: Sequence[int], epoch: int | None = None, *, seed: int | None = None,
+                     store=None) -> pd.DataFrame:
     """Per layer, how a selection of unseen images fares, next to all images (one evaluation's record).
 
     Parameters
     ----------
-    store : the run store (``store.load(run_id)``)
-    run_id : the run
+    run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     indices : positions among the unseen images (:func:`image_table`'s index): integers 0 to N - 1.
         Positions outside that range are left out and repeats counted once, each with a note; anything
         that is not a list of integers gives no measure, with a note
     epoch : the evaluation; None: the latest with a record
     seed : None: the run's first seed
+    store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 
     Returns
     -------
@@ -291,9 +299,9 @@ def selection_report(store, run_id: str, indices: Sequence[int], epoch: int | No
         The run (seed, epoch) has no per-image record (a KeyError with one line saying why); a bad selection
         never raises.
     """
-    rec, record = _load(store, run_id, seed, epoch)
+    rec, record = _load(run, store, seed, epoch)
     frame = selection_measures(record, indices, class_names=_unseen_names(rec))
-    frame.attrs = {"run_id": run_id, **frame.attrs}
+    frame.attrs = {"run_id": rec.run_id, **frame.attrs}
     return frame
 
 

@@ -1,5 +1,5 @@
 """What every command of ``python -m lab`` shares: exit statuses, the one-line usage error, the
-parser that reports it, the run store the flags name, and small formatting helpers."""
+parser that reports it, commands with actions, the run store the flags name, and small formatting helpers."""
 from __future__ import annotations
 
 import argparse
@@ -7,13 +7,15 @@ import math
 import sys
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lab.errors import os_error_message
 from lab.store import RunStore
+from lab.store.lookup import open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CANCELLED", "UsageError", "Parser", "one_line",
-           "message_of", "missing", "store_of", "fmt", "check_writable", "check_notebook_path"]
+           "message_of", "missing", "command_with_actions", "store_of", "fmt", "check_writable",
+           "check_notebook_path"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -45,8 +47,29 @@ def missing(parser: argparse.ArgumentParser, what: str) -> int:
     return EXIT_USAGE
 
 
+def command_with_actions(sub, name: str, common, parser_class, *, help: str, description: str,
+                         actions: str) -> Callable[..., argparse.ArgumentParser]:
+    """Add command ``name`` whose first argument is an action (``python -m lab runs list``).
+
+    Returns ``add(action, func, **parser_options)``, which adds one action with the common flags and
+    ``func`` as its handler, and returns its parser for the action's own arguments. The command given
+    without an action says so and lists ``actions`` (text, e.g. ``"run or show"``).
+    """
+    command = sub.add_parser(name, parents=[common], help=help, description=description)
+    command.set_defaults(func=lambda args: missing(command, f"an action: {actions}"))
+    choices = command.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=parser_class)
+
+    def add(action: str, func: Callable, **options: Any) -> argparse.ArgumentParser:
+        parser = choices.add_parser(action, parents=[common], **options)
+        parser.set_defaults(func=func)
+        return parser
+
+    return add
+
+
 def store_of(args) -> RunStore:
-    return RunStore(getattr(args, "runs_dir", None))
+    """The run store that ``--runs-dir`` names (default: ``$LAB_RUNS_DIR`` or ``./runs``)."""
+    return open_store(getattr(args, "runs_dir", None))
 
 
 def fmt(value: Any, digits: int = 3) -> str:

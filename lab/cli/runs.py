@@ -8,45 +8,37 @@ from typing import Any
 
 from lab import analysis
 from lab.catalogue import metric_label
-from lab.cli._common import EXIT_OK, EXIT_USAGE, fmt, missing, one_line, store_of
+from lab.cli._common import EXIT_OK, EXIT_USAGE, command_with_actions, fmt, one_line, store_of
 
 __all__ = ["add_runs_parser"]
 
 
 def add_runs_parser(sub, common, parser_class) -> None:
-    runs = sub.add_parser("runs", parents=[common], help="list, show, delete, pack, unpack or export stored runs",
-                          description="Stored runs.")
-    runs_sub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=parser_class)
-    p = runs_sub.add_parser("list", parents=[common], help="table of the stored runs, newest first")
-    p.set_defaults(func=_cmd_list)
-    p = runs_sub.add_parser("show", parents=[common], help="config, summary and per-layer table of a run")
+    action = command_with_actions(sub, "runs", common, parser_class,
+                                  help="list, show, delete, pack, unpack or export stored runs",
+                                  description="Stored runs.",
+                                  actions="list, show, delete, pack, unpack, to-tensorboard or to-mlflow")
+    action("list", _cmd_list, help="table of the stored runs, newest first")
+    p = action("show", _cmd_show, help="config, summary and per-layer table of a run")
     p.add_argument("run_id", metavar="RUN_ID")
-    p.set_defaults(func=_cmd_show)
-    p = runs_sub.add_parser("delete", parents=[common], help="delete a stored run")
+    p = action("delete", _cmd_delete, help="delete a stored run")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--force", action="store_true", help="delete even if the run is still running")
-    p.set_defaults(func=_cmd_delete)
-    p = runs_sub.add_parser("to-tensorboard", parents=[common], help="write runs as TensorBoard event files",
-                            description="Per-layer metrics, training curves and the unseen-class embeddings "
-                                        "(projector, with labels and image sprites); then tensorboard --logdir DIR.")
+    p = action("to-tensorboard", _cmd_to_tensorboard, help="write runs as TensorBoard event files",
+               description="Per-layer metrics, training curves and the unseen-class embeddings "
+                           "(projector, with labels and image sprites); then tensorboard --logdir DIR.")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     p.add_argument("logdir", metavar="DIR", help="folder of the event files (one sub-folder per run)")
-    p.set_defaults(func=_cmd_to_tensorboard)
-    p = runs_sub.add_parser("to-mlflow", parents=[common], help="log runs to MLflow (needs mlflow)",
-                            description="Params, metrics per epoch and layer, and the run folder as artefacts.")
+    p = action("to-mlflow", _cmd_to_mlflow, help="log runs to MLflow (needs mlflow)",
+               description="Params, metrics per epoch and layer, and the run folder as artefacts.")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     p.add_argument("--tracking-uri", metavar="URI", default=None,
                    help="MLflow tracking URI, e.g. file:///path/mlruns (default: $MLFLOW_TRACKING_URI)")
-    p.set_defaults(func=_cmd_to_mlflow)
-    p = runs_sub.add_parser("pack", parents=[common], help="pack stored runs into one archive file")
+    p = action("pack", _cmd_pack, help="pack stored runs into one archive file")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
-    p.set_defaults(func=_cmd_pack)
-    p = runs_sub.add_parser("unpack", parents=[common], help="import the runs of an archive into the store")
+    p = action("unpack", _cmd_unpack, help="import the runs of an archive into the store")
     p.add_argument("archive", metavar="FILE")
-    p.set_defaults(func=_cmd_unpack)
-    runs.set_defaults(func=lambda args: missing(
-        runs, "an action: list, show, delete, pack, unpack, to-tensorboard or to-mlflow"))
 
 
 def _cmd_list(args) -> int:
@@ -163,7 +155,7 @@ def _cmd_to_tensorboard(args) -> int:
     from lab.sinks import to_tensorboard
 
     try:
-        folders = to_tensorboard(store_of(args), args.run_ids, args.logdir)
+        folders = to_tensorboard(args.run_ids, args.logdir, store=store_of(args))
     except ModuleNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -177,7 +169,7 @@ def _cmd_to_mlflow(args) -> int:
     from lab.sinks import to_mlflow
 
     try:
-        ids = to_mlflow(store_of(args), args.run_ids, tracking_uri=args.tracking_uri)
+        ids = to_mlflow(args.run_ids, tracking_uri=args.tracking_uri, store=store_of(args))
     except ModuleNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -189,7 +181,7 @@ def _cmd_to_mlflow(args) -> int:
 def _cmd_pack(args) -> int:
     from lab.archive import pack
 
-    path = pack(store_of(args), args.run_ids, args.output)
+    path = pack(args.run_ids, args.output, store=store_of(args))
     print(f"packed {len(args.run_ids)} run(s) into {path}")
     return EXIT_OK
 
@@ -198,7 +190,7 @@ def _cmd_unpack(args) -> int:
     from lab.archive import unpack
 
     store = store_of(args)
-    imported = unpack(store, args.archive)
+    imported = unpack(args.archive, store=store)
     print(f"imported {len(imported)} run(s) into {store.root}" + (": " + ", ".join(imported) if imported else
                                                                    " (all were already there)"))
     return EXIT_OK

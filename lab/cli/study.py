@@ -5,16 +5,17 @@ import os
 import sys
 import threading
 
-from lab.cli._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, missing, store_of
+from lab.cli._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, command_with_actions, store_of
 
 __all__ = ["add_study_parser"]
 
 
 def add_study_parser(sub, common, parser_class) -> None:
-    study = sub.add_parser("study", parents=[common], help="run or show a grid of runs (a study) on Dask",
-                           description="Studies: a base RunConfig and axes over its fields, run as a grid.")
-    study_sub = study.add_subparsers(dest="study_command", metavar="ACTION", parser_class=parser_class)
-    p = study_sub.add_parser("run", parents=[common], help="run every unfinished cell of a study spec")
+    action = command_with_actions(sub, "study", common, parser_class,
+                                  help="run or show a grid of runs (a study) on Dask",
+                                  description="Studies: a base RunConfig and axes over its fields, run as a grid.",
+                                  actions="run or show")
+    p = action("run", _cmd_study_run, help="run every unfinished cell of a study spec")
     p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (see studies/)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else a local cluster)")
@@ -26,11 +27,8 @@ def add_study_parser(sub, common, parser_class) -> None:
     p.add_argument("--cells-per-gpu", type=int, default=1, metavar="K",
                    help="local cluster on GPUs: runs that share one GPU at a time (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=_cmd_study_run)
-    p = study_sub.add_parser("show", parents=[common], help="every cell of a study with its status, and its figures")
+    p = action("show", _cmd_study_show, help="every cell of a study with its status, and its figures")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
-    p.set_defaults(func=_cmd_study_show)
-    study.set_defaults(func=lambda args: missing(study, "an action: run or show"))
 
 
 class _StudyConsole:
@@ -95,7 +93,7 @@ def _cmd_study_run(args) -> int:
 
     study = Study.from_file(args.spec)             # ValueError/FileNotFoundError: exit 2, one line
     store = store_of(args)
-    study.check_names(store)                       # a typo in any cell: exit 2, nothing started
+    study.check_names(store=store)                 # a typo in any cell: exit 2, nothing started
     if not (args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")):
         study.check_devices()                      # "cuda" on a machine without: exit 2, nothing started
     if args.cells_per_gpu < 1:
@@ -135,13 +133,13 @@ def _cmd_study_show(args) -> int:
 
     store = store_of(args)
     study = find_study(args.name, store)
-    status = study.status(store)
+    status = study.status(store=store)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200,
                            "display.float_format", "{:.3f}".format):
         print(f"study {study.name!r}: {len(status)} cells, "
               + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
         print(status.drop(columns=["g_std"]).to_string(index=False))
-        figs = figures(study, store)
+        figs = figures(study, store=store)
         if not figs["generalization"].empty:
             print("\ng per condition (max over layers of unseen NMI, mean over seeds) and seen accuracy:")
             print(figs["generalization"].to_string(index=False))

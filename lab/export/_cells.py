@@ -1,5 +1,5 @@
 """What every exported notebook is made of: user data as Python literals, code templates
-filled with those literals, the store it reads, and writing (and optionally executing) it.
+filled with those literals, and writing (and optionally executing) it.
 
 Everything a user typed reaches a code cell only through :func:`py_literal` (``repr`` checked
 with :func:`ast.literal_eval`) and :func:`fill`; nothing typed is ever executed as code.
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["py_literal", "fill", "resolve_store", "check_ipynb", "write_notebook"]
+__all__ = ["py_literal", "fill", "check_ipynb", "write_notebook"]
 
 
 def py_literal(value: Any, *, width: int = 96) -> str:
@@ -79,18 +79,6 @@ def fill(template: str, **slots: str) -> str:
     source = _SLOT_RE.sub(lambda m: slots[m.group(1)], template).strip("\n")
     ast.parse(source)                             # every code cell must at least be valid Python
     return source
-
-
-def resolve_store(store):
-    from lab.store import RunStore
-
-    if store is None:
-        return RunStore()
-    if isinstance(store, (str, os.PathLike)):
-        return RunStore(store)
-    if not hasattr(store, "load") or not hasattr(store, "root"):
-        raise ValueError(f"store must be a lab.RunStore, a folder path or None. Got {type(store).__name__} instead.")
-    return store
 
 
 def write_notebook(nb, path: str | os.PathLike, *, execute: bool, timeout: int, what: str = "notebook") -> Path:

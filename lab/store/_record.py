@@ -90,6 +90,16 @@ def _summary(record: "RunRecord") -> dict:
     return {"status": record.status, **out}
 
 
+def _stored_table(table: str) -> functools.cached_property:
+    """A :class:`RunRecord` attribute that reads the stored table ``table`` on first access and keeps it."""
+    def read(self) -> pd.DataFrame:
+        return self._table(table)
+
+    read.__name__ = table
+    read.__doc__ = f"The run's {table} table (read on first access, then kept)."
+    return functools.cached_property(read)
+
+
 class RunRecord:
     """One stored run, read back as tidy pandas frames and numpy arrays.
 
@@ -141,25 +151,14 @@ class RunRecord:
     def name(self) -> str | None:
         return self.meta.get("name")
 
-    @functools.cached_property
-    def metrics(self) -> pd.DataFrame:
-        """Long table: seed, epoch, layer, split, metric, value."""
-        return self._table("metrics")
-
-    @functools.cached_property
-    def training(self) -> pd.DataFrame:
-        """One row per (seed, epoch): train_loss, train_accuracy, heldout_accuracy, heldout_loss, ..."""
-        return self._table("training")
-
-    @functools.cached_property
-    def utilization(self) -> pd.DataFrame:
-        """seed, epoch, layer, absolute, relative."""
-        return self._table("utilization")
-
-    @functools.cached_property
-    def contribution(self) -> pd.DataFrame:
-        """seed, layer, metric, value."""
-        return self._table("contribution")
+    metrics = _stored_table("metrics")
+    """Long table: seed, epoch, layer, split, metric, value."""
+    training = _stored_table("training")
+    """One row per (seed, epoch): train_loss, train_accuracy, heldout_accuracy, heldout_loss, ..."""
+    utilization = _stored_table("utilization")
+    """seed, epoch, layer, absolute, relative."""
+    contribution = _stored_table("contribution")
+    """seed, layer, metric, value."""
 
     # -- arrays ------------------------------------------------------------------------------
     def _array_keys(self, kind: str) -> pd.DataFrame:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lab.store._old_calls import store_was_positional
 from lab.study._keys import REPEAT_AXES, cell_key, group_label, short_value
 
 __all__ = ["figures"]
 
 
-def figures(study, store=None) -> dict:
+@store_was_positional("store")
+def figures(study, *, store=None) -> dict:
     """The papers' figures for a study's finished runs, every number from :mod:`lab.analysis`.
 
     Returns
@@ -32,7 +34,7 @@ def figures(study, store=None) -> dict:
     """
     from lab import analysis
 
-    records = study.records(store)
+    records = study.records(store=store)
     axes = [a for a in study.axes if a not in REPEAT_AXES]
     groups, trainings, layers, aliases, scalars = {}, {}, {}, {}, []
     by_key = {c.key: c for c in study.cells()}

@@ -7,9 +7,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from lab.store._old_calls import store_was_first, store_was_positional
+from lab.store.lookup import is_record, open_store, run_id_of
 from lab.study._keys import cell_key, short_value
 
-__all__ = ["StudyResult", "default_store", "runs_by_cell", "study_status", "tag_run"]
+__all__ = ["StudyResult", "runs_by_cell", "study_status", "tag_run"]
 
 
 @dataclass
@@ -24,16 +26,13 @@ class StudyResult:
     seconds: float = 0.0
 
 
-def default_store(store):
-    from lab.store import RunStore
-
-    return store if store is not None else RunStore()
-
-
-def runs_by_cell(store, name: str) -> dict[str, Any]:
-    """The stored runs tagged with study ``name``, newest finished first per cell key."""
+@store_was_first
+def runs_by_cell(name: str, *, store=None) -> dict[str, Any]:
+    """The runs of ``store`` (None: the default store, a RunStore or a folder path) tagged with study
+    ``name``, newest finished first per cell key."""
     import warnings
 
+    store = open_store(store)
     best: dict[str, Any] = {}
     rank = {"finished": 3, "running": 2, "cancelled": 1, "interrupted": 1, "failed": 0}
     with warnings.catch_warnings():
@@ -54,12 +53,12 @@ def runs_by_cell(store, name: str) -> dict[str, Any]:
     return best
 
 
-def study_status(study, store=None) -> pd.DataFrame:
+@store_was_positional("store")
+def study_status(study, *, store=None) -> pd.DataFrame:
     """One row per cell: its axis values, status and run, and the run's :func:`lab.analysis.run_summary`
     (best layer, g with seed std, bootstrap interval g_low-g_high and best_share, seen accuracy; None
     where not measured, e.g. runs recorded before the bootstrap)."""
-    store = default_store(store)
-    by_cell = runs_by_cell(store, study.name)
+    by_cell = runs_by_cell(study.name, store=store)
     rows = []
     for cell in study.cells():
         rec = by_cell.get(cell.key)
@@ -73,11 +72,14 @@ def study_status(study, store=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tag_run(store, run_id: str, study: str, cell: Mapping) -> None:
-    """Record the study and the cell in a finished run's meta (atomic rewrite of meta.json)."""
+@store_was_first
+def tag_run(run, study: str, cell: Mapping, *, store=None) -> None:
+    """Record the study and the cell in the meta of a finished ``run`` (an id in ``store``, or a record)
+    (atomic rewrite of meta.json)."""
     from lab.store import _read_json, _write_json
 
-    path = store.path(run_id) / "meta.json"
+    folder = run.path if is_record(run) else open_store(store).path(run_id_of(run))
+    path = folder / "meta.json"
     meta = _read_json(path)
     meta.update(study=study, cell=dict(cell))
     if isinstance(meta.get("summary"), dict):

@@ -38,7 +38,9 @@ import pandas as pd
 
 from lab.config import RunConfig
 from lab.study._keys import axis_fields, cell_key, group_label, short_value
-from lab.study.records import StudyResult, default_store, runs_by_cell, study_status
+from lab.store._old_calls import store_was_positional
+from lab.store.lookup import open_store
+from lab.study.records import StudyResult, runs_by_cell, study_status
 
 __all__ = ["Study", "Cell", "load_study"]
 
@@ -172,7 +174,8 @@ class Study:
         self._cells = cells
         return cells
 
-    def check_names(self, store=None) -> None:
+    @store_was_positional("store")
+    def check_names(self, *, store=None) -> None:
         """Resolve every cell's dataset, backbone and checkpoint here, without building anything.
 
         A name is otherwise only resolved when a worker loads it: a typo in one cell of a large study
@@ -210,15 +213,16 @@ class Study:
         _check_cuda(self, self.cells(), gpu_count())
 
     # -- the store ----------------------------------------------------------------------------------
-    def status(self, store=None) -> pd.DataFrame:
+    @store_was_positional("store")
+    def status(self, *, store=None) -> pd.DataFrame:
         """One row per cell: index, its axis values, status ("pending" when never run), run_id, and
         the run's g, best layer and seen accuracy (from the store's summary, i.e. lab.analysis)."""
-        return study_status(self, store)
+        return study_status(self, store=store)
 
-    def records(self, store=None, *, finished_only: bool = True) -> list:
+    @store_was_positional("store")
+    def records(self, *, store=None, finished_only: bool = True) -> list:
         """The stored runs of this study (the newest per cell), in cell order."""
-        store = default_store(store)
-        by_cell = runs_by_cell(store, self.name)
+        by_cell = runs_by_cell(self.name, store=store)
         out = []
         for cell in self.cells():
             rec = by_cell.get(cell.key)
@@ -234,8 +238,8 @@ class Study:
         """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""
         from lab.study.runner import run_study
 
-        store = default_store(store)
-        self.check_names(store)                    # before any cluster starts
+        store = open_store(store)
+        self.check_names(store=store)              # before any cluster starts
         return run_study(self, scheduler=scheduler, store=store, workers=workers,
                          threads_per_worker=threads_per_worker, on_event=on_event, cancel=cancel,
                          on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu)

@@ -39,7 +39,7 @@ def _shown(view) -> tuple[int, int]:
 def _table(tiny_run, view) -> pd.DataFrame:
     store, run_id, _ = tiny_run
     seed, epoch = _shown(view)
-    return analysis.image_table(store, run_id, epoch, seed=seed)
+    return analysis.image_table(run_id, epoch, seed=seed, store=store)
 
 
 def _highlighted(view, side: int = 0) -> list[int]:
@@ -111,7 +111,7 @@ def test_the_selection_curve_is_selection_measures_on_the_record(tiny_run, view)
         np.testing.assert_allclose(curves[1].dimension_values("value"), expected[measure])
     # view.selection_report() is lab's, read from the store
     report = view.selection_report()
-    lab_report = analysis.selection_report(store, run_id, chosen, epoch, seed=seed)
+    lab_report = analysis.selection_report(run_id, chosen, epoch, seed=seed, store=store)
     pd.testing.assert_frame_equal(report, lab_report)
     assert report.attrs == lab_report.attrs
     # a one-class selection: the notes say why NMI and CDNV are missing
@@ -136,7 +136,7 @@ def test_without_a_record_the_controls_are_off_with_labs_reason(tiny_run, tmp_pa
     shutil.rmtree(old.root / run_id / "tables" / "images")
     view = EmbeddingView(store=old, run_id=run_id)
     seed, epoch = _shown(view)
-    reason = analysis.image_record_problem(old, run_id, seed=seed, epoch=epoch)
+    reason = analysis.image_record_problem(run_id, seed=seed, epoch=epoch, store=old)
     assert reason and "before layerscope kept a per-image record" in reason
     bar = view._bar
     assert bar.color_w.disabled and bar.forgotten_w.disabled
@@ -169,7 +169,7 @@ def test_the_live_view_reads_the_agreement_and_the_record_when_an_evaluation_com
     assert live.agreement.table is None and not calls
     live.consume(events[first:])
     assert len(calls) == 1                        # once per batch that completes an evaluation, not per layer
-    expected = analysis.measure_agreement(store, run_id)
+    expected = analysis.measure_agreement(run_id, store=store)
     pd.testing.assert_frame_equal(live.agreement.table, expected)
     text = live.agreement._pane.object
     assert "Best layer by each measure, this evaluation" in text
@@ -183,7 +183,7 @@ def test_the_live_view_reads_the_agreement_and_the_record_when_an_evaluation_com
     view.selection = view._valid[:5].tolist()
     seed, epoch = _shown(view)
     pd.testing.assert_frame_equal(live.selection_report(),
-                                  analysis.selection_report(store, run_id, view.selection, epoch, seed=seed))
+                                  analysis.selection_report(run_id, view.selection, epoch, seed=seed, store=store))
     live.reset()
     assert live.agreement.table is None and not view._bar.ok
 

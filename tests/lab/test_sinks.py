@@ -57,7 +57,7 @@ def _accumulator(folder):
 
 def test_tensorboard_scalars_are_the_stored_metrics_and_curves(stored, tmp_path):
     store, run_id, _ = stored
-    folders = lab.sinks.to_tensorboard(store, [run_id], tmp_path / "tb", embeddings="none")
+    folders = lab.sinks.to_tensorboard([run_id], tmp_path / "tb", embeddings="none", store=store)
     assert folders == [tmp_path / "tb" / run_id]
     acc = _accumulator(folders[0])
     tags = set(acc.Tags()["scalars"])
@@ -76,7 +76,7 @@ def test_tensorboard_projector_gets_embeddings_labels_and_sprites(stored, tmp_pa
     from PIL import Image
 
     store, run_id, data = stored
-    folder = lab.sinks.to_tensorboard(store, run_id, tmp_path / "tb")[0]
+    folder = lab.sinks.to_tensorboard(run_id, tmp_path / "tb", store=store)[0]
     config = (folder / "projector_config.pbtxt").read_text()
     assert config.count("embeddings {") == len(LAYERS)                      # the last epoch of every layer
     record = store.load(run_id)
@@ -102,9 +102,19 @@ def test_tensorboard_projector_gets_embeddings_labels_and_sprites(stored, tmp_pa
 def test_tensorboard_bad_input_says_what_to_do(stored, tmp_path):
     store, run_id, _ = stored
     with pytest.raises(ValueError, match="embeddings must be 'last', 'all' or 'none'"):
-        lab.sinks.to_tensorboard(store, [run_id], tmp_path, embeddings="first")
+        lab.sinks.to_tensorboard([run_id], tmp_path, embeddings="first", store=store)
     with pytest.raises(ValueError, match="no run ids given"):
-        lab.sinks.to_tensorboard(store, [], tmp_path)
+        lab.sinks.to_tensorboard([], tmp_path, store=store)
+
+
+def test_tensorboard_takes_a_record_and_the_store_first_form_warns(stored, tmp_path):
+    store, run_id, _ = stored
+    folders = lab.sinks.to_tensorboard(store.load(run_id), tmp_path / "rec", embeddings="none")   # a record
+    assert folders == [tmp_path / "rec" / run_id]
+    with pytest.warns(DeprecationWarning, match=r"to_tensorboard\(store, \.\.\.\) with the store first is deprecated"
+                                                r".*to_tensorboard\(runs, logdir, \*, embeddings='last', store=None\)"):
+        folders = lab.sinks.to_tensorboard(store, [run_id], tmp_path / "old", embeddings="none")
+    assert folders == [tmp_path / "old" / run_id]
 
 
 def test_cli_to_tensorboard_writes_event_files(stored, tmp_path, capsys):
@@ -125,7 +135,7 @@ def test_mlflow_round_trip_through_a_local_file_store(stored, tmp_path, monkeypa
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")     # MLflow 3 wants a database unless told otherwise
     store, run_id, _ = stored
     uri = (tmp_path / "mlruns").as_uri()
-    [mlflow_id] = lab.sinks.to_mlflow(store, [run_id], tracking_uri=uri)
+    [mlflow_id] = lab.sinks.to_mlflow([run_id], tracking_uri=uri, store=store)
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(mlflow_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "sinks"
@@ -146,7 +156,7 @@ def test_mlflow_missing_names_the_install_command(stored, monkeypatch, capsys):
     store, run_id, _ = stored
     monkeypatch.setitem(sys.modules, "mlflow", None)          # as if mlflow were not installed
     with pytest.raises(ModuleNotFoundError, match="pip install mlflow"):
-        lab.sinks.to_mlflow(store, [run_id])
+        lab.sinks.to_mlflow([run_id], store=store)
     code = main(["runs", "to-mlflow", run_id, "--runs-dir", str(store.root)])
     err = capsys.readouterr().err
     assert code == 2 and "pip install mlflow" in err and len(err.strip().splitlines()) == 1

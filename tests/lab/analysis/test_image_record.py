@@ -148,7 +148,7 @@ def test_the_record_reads_back_what_was_written(store, written):
 
 def test_image_table_has_one_row_per_image_and_a_column_per_layer(store, written):
     run_id, _, y, samples = written
-    table = analysis.image_table(store, run_id)
+    table = analysis.image_table(run_id, store=store)
     assert len(table) == len(y) and table.index.name == "image"
     assert list(table.columns) == ["class", "label", "arrival_layer", "forgotten", "n_right", *LAYERS]
     assert table["class"].tolist() == [["w", "x", "y", "z"][k] for k in y]
@@ -158,16 +158,16 @@ def test_image_table_has_one_row_per_image_and_a_column_per_layer(store, written
     counts = analysis.arrival_counts(table)
     assert list(counts.index) == [*LAYERS, "never"] and counts.sum() == len(y)
     assert counts["never"] == (~table["c"]).sum() and counts["a"] == table[list(LAYERS)].all(axis=1).sum()
-    margins = analysis.image_table(store, run_id, values="margin")
+    margins = analysis.image_table(run_id, values="margin", store=store)
     assert margins["a"].to_numpy() == pytest.approx(samples["a"]["margin"], abs=2e-3)
     with pytest.raises(ValueError, match="values must be one of 'right', 'margin', 'cluster'; got 'votes'"):
-        analysis.image_table(store, run_id, values="votes")
+        analysis.image_table(run_id, values="votes", store=store)
 
 
 def test_selection_measures_match_independent_references(store, written):
     run_id, features, y, samples = written
     chosen = np.array([0, 3, 4, 7, 8, 11, 15, 16, 20, 23, 30])
-    report = analysis.selection_report(store, run_id, chosen.tolist())
+    report = analysis.selection_report(run_id, chosen.tolist(), store=store)
     assert list(report.index) == list(LAYERS) and list(report.columns) == analysis.SELECTION_COLUMNS
     assert report.attrs["notes"] == []
     classes = sorted(set(y[chosen]))
@@ -198,7 +198,7 @@ def test_selection_measures_match_independent_references(store, written):
 ])
 def test_bad_selections_say_which_measure_they_cannot_give(store, written, indices, note, measured):
     run_id = written[0]
-    report = analysis.selection_report(store, run_id, indices)
+    report = analysis.selection_report(run_id, indices, store=store)
     assert any(note in n for n in report.attrs["notes"]), report.attrs["notes"]
     for column in ("share_right", "mean_margin", "nmi", "cdnv"):
         assert report[column].notna().all() == (column in measured), column
@@ -209,24 +209,53 @@ def test_a_view_can_report_on_a_record_it_holds(store, written):
     run_id = written[0]
     record = store.load(run_id).image_record()
     held = analysis.selection_measures(record, [1, 2, 9], class_names=["w", "x", "y", "z"])
-    report = analysis.selection_report(store, run_id, [1, 2, 9])
+    report = analysis.selection_report(run_id, [1, 2, 9], store=store)
     pd.testing.assert_frame_equal(held, report)
     assert report.attrs == {**held.attrs, "run_id": run_id} and held.attrs["classes"] == ["w", "x", "z"]
 
 
+def test_a_record_or_a_store_path_serves_as_well_as_the_id(store, written):
+    run_id = written[0]
+    rec = store.load(run_id)
+    table = analysis.image_table(run_id, store=store)
+    pd.testing.assert_frame_equal(analysis.image_table(rec), table)              # the run as a record
+    pd.testing.assert_frame_equal(analysis.image_table(run_id, store=store.root), table)   # the store as a path
+    report = analysis.selection_report(rec, [1, 2, 9])
+    pd.testing.assert_frame_equal(report, analysis.selection_report(run_id, [1, 2, 9], store=store))
+    assert report.attrs["run_id"] == run_id
+    assert analysis.has_image_record(rec) and analysis.image_record_problem(rec) is None
+
+
+def test_the_store_first_form_still_works_with_a_warning(store, written):
+    run_id = written[0]
+    with pytest.warns(DeprecationWarning, match=r"image_table\(store, \.\.\.\) with the store first is deprecated"
+                                                r".*call lab\.analysis\.images\.image_table\(run, epoch=None, \*"):
+        old = analysis.image_table(store, run_id, 0, seed=0)
+    pd.testing.assert_frame_equal(old, analysis.image_table(run_id, 0, seed=0, store=store))
+    with pytest.warns(DeprecationWarning, match=r"selection_report\(store, \.\.\.\)"):
+        old = analysis.selection_report(store, run_id, [1, 2, 9], 1)
+    pd.testing.assert_frame_equal(old, analysis.selection_report(run_id, [1, 2, 9], 1, store=store))
+    with pytest.warns(DeprecationWarning, match=r"image_record_problem\(store, \.\.\.\)"):
+        assert analysis.image_record_problem(store, run_id, epoch=5) == analysis.image_record_problem(
+            run_id, epoch=5, store=store)
+    with pytest.warns(DeprecationWarning, match=r"has_image_record\(store, \.\.\.\)"):
+        assert analysis.has_image_record(store, run_id, seed=0)
+
+
 def test_a_one_class_selection_gives_no_nmi_or_cdnv(store, written):
     run_id, _, y, _ = written
-    report = analysis.selection_report(store, run_id, np.flatnonzero(y == 2))
+    report = analysis.selection_report(run_id, np.flatnonzero(y == 2), store=store)
     assert report.attrs["notes"] == ["the selection holds one class (y): NMI and CDNV need at least two classes"]
     assert report[["nmi", "cdnv"]].isna().all().all() and report["share_right"].notna().all()
 
 
 def test_an_old_run_without_the_record_says_so_in_one_line(store, make_run):
     run_id = make_run()
-    problem = analysis.image_record_problem(store, run_id)
+    problem = analysis.image_record_problem(run_id, store=store)
     assert "was recorded before layerscope kept a per-image record; run it again" in problem
-    assert not analysis.has_image_record(store, run_id)
-    for call in (lambda: analysis.image_table(store, run_id), lambda: analysis.selection_report(store, run_id, [0])):
+    assert not analysis.has_image_record(run_id, store=store)
+    for call in (lambda: analysis.image_table(run_id, store=store),
+                 lambda: analysis.selection_report(run_id, [0], store=store)):
         with pytest.raises(NoImageRecordError) as info:
             call()
         assert str(info.value) == problem and user_message(info.value) == problem and "\n" not in problem
@@ -234,19 +263,19 @@ def test_an_old_run_without_the_record_says_so_in_one_line(store, make_run):
 
 def test_a_run_without_knn_accuracy_says_the_record_needs_it(store, make_run):
     run_id = make_run(metrics=("nmi", "cdnv"))
-    assert "did not measure knn_accuracy" in analysis.image_record_problem(store, run_id)
+    assert "did not measure knn_accuracy" in analysis.image_record_problem(run_id, store=store)
 
 
 def test_a_run_still_in_its_first_evaluation_says_the_record_comes_with_it(store, make_run):
     run_id = make_run(status=None)                                 # "running", this process alive
-    assert "has not finished an evaluation yet" in analysis.image_record_problem(store, run_id)
+    assert "has not finished an evaluation yet" in analysis.image_record_problem(run_id, store=store)
 
 
 def test_a_missing_seed_or_epoch_names_what_is_recorded(store, written):
     run_id = written[0]
-    assert analysis.image_record_problem(store, run_id, epoch=5) == (
+    assert analysis.image_record_problem(run_id, epoch=5, store=store) == (
         f"run {run_id!r} has no per-image record for seed 0 at epoch 5 (recorded epochs: [0, 1])")
-    assert "recorded for seeds [0]" in analysis.image_record_problem(store, run_id, seed=3)
+    assert "recorded for seeds [0]" in analysis.image_record_problem(run_id, seed=3, store=store)
 
 
 def test_a_damaged_record_part_leaves_the_rest_readable(store, written):
@@ -257,10 +286,10 @@ def test_a_damaged_record_part_leaves_the_rest_readable(store, written):
     rec = store.load(run_id)
     assert "partially damaged" in rec.damage and len(rec.metrics)    # the run still loads
     with pytest.warns(UserWarning, match="skipping the damaged per-image record"):
-        table = analysis.image_table(store, run_id)                  # the latest readable evaluation
+        table = analysis.image_table(run_id, store=store)            # the latest readable evaluation
     assert table.attrs["epoch"] == latest - 1
     with pytest.raises(NoImageRecordError, match="epoch 1 is damaged .*delete that file, or run it again"):
-        analysis.selection_report(store, run_id, [0, 1], epoch=1)
+        analysis.selection_report(run_id, [0, 1], epoch=1, store=store)
 
 
 def test_the_exported_notebook_rebuilds_a_selection_report(store, written):
@@ -270,18 +299,19 @@ def test_the_exported_notebook_rebuilds_a_selection_report(store, written):
     from lab.export import build_notebook
 
     run_id = written[0]
-    nb = build_notebook([run_id], store, selection=[0, 3, 4, 7])
+    nb = build_notebook([run_id], store=store, selection=[0, 3, 4, 7])
     [cell] = [c for c in nb.cells if "images" in c.metadata.get("tags", [])]
     assigned = {t.targets[0].id: t.value for t in ast.parse(cell.source).body if isinstance(t, ast.Assign)}
     assert ast.literal_eval(assigned["IMAGES_RUN"]) == run_id
     assert ast.literal_eval(assigned["SELECTION"]) == [0, 3, 4, 7]
     shown = []
-    exec(cell.source, {"lab": lab, "store": store, "RUN_IDS": [run_id], "display": lambda *a: shown.extend(a)})
-    expected = analysis.selection_report(store, run_id, [0, 3, 4, 7])
+    loaded = {"lab": lab, "store": store, "RUN_IDS": [run_id], "runs": {run_id: store.load(run_id)}}   # cell 2's
+    exec(cell.source, {**loaded, "display": lambda *a: shown.extend(a)})
+    expected = analysis.selection_report(run_id, [0, 3, 4, 7], store=store)
     report = next(s for s in shown if isinstance(s, pd.DataFrame) and "share_right" in s)
     pd.testing.assert_frame_equal(report, expected)
     with pytest.raises(ValueError, match="selection must be a list of image positions"):
-        build_notebook([run_id], store, selection=["0; import os"])
+        build_notebook([run_id], store=store, selection=["0; import os"])
 
 
 # -- a real run --------------------------------------------------------------------------------------------
@@ -297,9 +327,9 @@ def test_a_run_records_every_evaluation_and_agrees_with_its_metrics(tiny):
     n = rec.meta["n_images"]["unseen"]
     layers = [layer["name"] for layer in rec.meta["layers"]]
     for seed in (0, 1):
-        table = analysis.image_table(store, run_id, seed=seed)
+        table = analysis.image_table(run_id, seed=seed, store=store)
         assert len(table) == n and list(table.columns[5:]) == layers
-        report = analysis.selection_report(store, run_id, range(n), seed=seed)
+        report = analysis.selection_report(run_id, range(n), seed=seed, store=store)
         metric = rec.metrics[(rec.metrics["seed"] == seed) & (rec.metrics["epoch"] == 1)
                              & (rec.metrics["split"] == "unseen")].set_index(["layer", "metric"])["value"]
         for layer in layers:
@@ -317,7 +347,7 @@ def test_a_run_whose_record_folder_is_gone_reads_as_an_old_run(tiny, tmp_path):
     copy = RunStore(tmp_path / "copy")
     shutil.copytree(rec.path, copy.root / run_id)
     shutil.rmtree(copy.root / run_id / "tables" / "images")
-    assert "was recorded before layerscope kept a per-image record" in analysis.image_record_problem(copy, run_id)
+    assert "was recorded before layerscope kept a per-image record" in analysis.image_record_problem(run_id, store=copy)
     assert copy.load(run_id).summary()["g"] == pytest.approx(rec.summary()["g"])
 
 

@@ -3,6 +3,7 @@ and the rank correlation of its layer ordering with NMI's, against hand-written 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
@@ -41,7 +42,7 @@ def run(store):
 
 
 def test_one_row_per_measure_the_run_computed(store, run):
-    table = analysis.measure_agreement(store, run, measures=(*analysis.AGREEMENT_MEASURES, "nc1"))
+    table = analysis.measure_agreement(run, measures=(*analysis.AGREEMENT_MEASURES, "nc1"), store=store)
     assert list(table.index) == ["nmi", "knn_accuracy", "ncc_accuracy", "logme", "nc1"]
     assert list(table.columns) == analysis.AGREEMENT_COLUMNS
     assert table["best_layer"].to_dict() == {"nmi": "c", "knn_accuracy": "d", "ncc_accuracy": "c", "logme": "e",
@@ -61,23 +62,32 @@ def test_one_row_per_measure_the_run_computed(store, run):
 def test_the_nmi_row_is_g(store, run):
     rec = store.load(run)
     gen = analysis.latest_generalization(rec.metrics, layers=LAYERS)
-    row = analysis.measure_agreement(store, run).loc["nmi"]
+    row = analysis.measure_agreement(run, store=store).loc["nmi"]
     assert (row["best_layer"], row["value"], row["best_share"]) == (gen["layer"], gen["g"], gen["best_share"])
-    earlier = analysis.measure_agreement(store, run, epoch=0)
+    earlier = analysis.measure_agreement(run, epoch=0, store=store)
     assert earlier.loc["nmi", "epoch"] == 0 and earlier.loc["logme", "epoch"] == 0
+
+
+def test_a_record_serves_as_the_run_and_the_store_first_form_warns(store, run):
+    table = analysis.measure_agreement(run, store=store)
+    pd.testing.assert_frame_equal(analysis.measure_agreement(store.load(run)), table)
+    with pytest.warns(DeprecationWarning, match=r"measure_agreement\(store, \.\.\.\) with the store first is "
+                                                r"deprecated.*measure_agreement\(run, epoch=None, \*, measures="):
+        old = analysis.measure_agreement(store, run, 0)
+    pd.testing.assert_frame_equal(old, analysis.measure_agreement(run, 0, store=store))
 
 
 def test_identical_taps_count_once_and_report_the_deeper_tap(store, make_run):
     run_id = make_run(layers=("a", "b", "c", "d"), nmi=lambda seed, epoch, i: [0.2, 0.9, 0.9, 0.4][i],
                       meta={"layer_aliases": {"b": "c"}})
-    row = analysis.measure_agreement(store, run_id).loc["nmi"]
+    row = analysis.measure_agreement(run_id, store=store).loc["nmi"]
     assert row["best_layer"] == "c" and row["n_layers"] == 3
 
 
 def test_a_tiny_run_agrees_with_generalization(tiny_run):
     store, run_id, _ = tiny_run
     rec = store.load(run_id)
-    table = analysis.measure_agreement(store, run_id)
+    table = analysis.measure_agreement(run_id, store=store)
     assert list(table.index) == ["nmi", "knn_accuracy"]              # what TINY measures of the five
     assert table.loc["nmi", "best_layer"] == rec.summary()["best_layer"]
     assert table.loc["nmi", "best_share"] == pytest.approx(rec.summary()["best_share"])

@@ -179,7 +179,7 @@ def _defined_names(source: str) -> list[str]:
 def test_notebooks_hold_no_library_code(store):
     """Exported and shipped notebooks import lab and app.plots; no code cell defines a function or class."""
     rid = _fake_run(store, "no library code")
-    notebooks = {"exported": build_notebook([rid], store)}
+    notebooks = {"exported": build_notebook([rid], store=store)}
     notebooks.update({p.name: nbformat.read(p, as_version=4) for p in sorted((REPO / "notebooks").glob("*.ipynb"))})
     assert len(notebooks) == 7                     # the exported one and the 6 shipped
     for name, nb in notebooks.items():
@@ -193,25 +193,39 @@ def test_notebooks_hold_no_library_code(store):
 
 def test_single_run_id_and_errors(store, tmp_path):
     a = _fake_run(store, "solo")
-    nb = build_notebook(a, store)                    # one id as a string
+    nb = build_notebook(a, store=store)              # one id as a string
     assert nb.metadata["layerscope"]["run_ids"] == [a]
     assert not any("side by side" in s for s in _sources(nb, "markdown"))
     with pytest.raises(ValueError, match=r"run id .* is not valid"):
-        build_notebook(["../../etc"], store)
+        build_notebook(["../../etc"], store=store)
     with pytest.raises(RunNotFoundError, match="no run"):
-        build_notebook(["nope"], store)
+        build_notebook(["nope"], store=store)
     with pytest.raises(ValueError, match="at least one run"):
-        build_notebook([], store)
+        build_notebook([], store=store)
     with pytest.raises(ValueError, match="more than once"):
-        build_notebook([a, a], store)
+        build_notebook([a, a], store=store)
     with pytest.raises(ValueError, match=r"\.ipynb"):
         to_notebook([a], tmp_path / "out.txt", store=store)
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         to_notebook([a], tmp_path / "out.ipynb", store=store, execute=True, timeout=0)
     with pytest.raises(ValueError, match="store must be a lab.RunStore"):
         build_notebook([a], store=42)
-    # a store given as a folder path works too
-    assert build_notebook([a], str(store.root)).metadata["layerscope"]["store"] == str(store.root.resolve())
+    # a store given as a folder path works too, and a record serves as the run
+    assert build_notebook([a], store=str(store.root)).metadata["layerscope"]["store"] == str(store.root.resolve())
+    assert build_notebook(store.load(a), store=store).metadata["layerscope"]["run_ids"] == [a]
+
+
+def test_the_old_positional_store_forms_still_work_with_a_warning(store, tmp_path):
+    a = _fake_run(store, "solo")
+    with pytest.warns(DeprecationWarning, match=r"build_notebook\(\) with store given by position is deprecated .*"
+                                                r"build_notebook\(runs, \*, store=None, rerun=False, selection=None\)"):
+        nb = build_notebook([a], store)
+    assert nb.metadata["layerscope"]["store"] == str(store.root.resolve())
+    with pytest.warns(DeprecationWarning, match=r"to_notebook\(\) with store, execute given by position"):
+        path = to_notebook([a], tmp_path / "old.ipynb", store, False)
+    assert nbformat.read(path, as_version=4).metadata["layerscope"]["run_ids"] == [a]
+    with pytest.raises(TypeError, match="store both by position and by keyword"):
+        to_notebook([a], tmp_path / "twice.ipynb", store, store=store)
 
 
 def test_running_and_interrupted_runs_say_so(store):
@@ -219,7 +233,7 @@ def test_running_and_interrupted_runs_say_so(store):
     dead = _fake_run(store, "killed", finish=False, seeds=(0,), epochs=1)
     _interrupt(store, dead)
     assert store.load(running).status == "running" and store.load(dead).status == "interrupted"
-    nb = build_notebook([running, dead], store)
+    nb = build_notebook([running, dead], store=store)
     md = _sources(nb, "markdown")
     assert "still going is **running**" in md[0] and "killed is **interrupted**" in md[0]
     assert "still running" in md[1] and "Epochs completed: 1 of 1" in md[1]
@@ -230,7 +244,7 @@ def test_running_and_interrupted_runs_say_so(store):
 def test_injected_names_stay_data_without_executing(store, tmp_path):
     marker = tmp_path / MARKER_NAME
     rid = _fake_run(store, _evil_name(marker))
-    nb = build_notebook([rid], store)
+    nb = build_notebook([rid], store=store)
     md = "\n".join(_sources(nb, "markdown"))
     assert "os\\.system\\(&quot;touch" in md and "<" not in md.replace("<br>", "")
     for source in _sources(nb, "code"):
@@ -377,7 +391,7 @@ def test_notebook_summary_reads_what_the_executed_notebook_showed(executed_compa
 
 
 def test_notebook_summary_needs_an_executed_export(store):
-    nb = build_notebook([_fake_run(store, "not executed")], store)
+    nb = build_notebook([_fake_run(store, "not executed")], store=store)
     with pytest.raises(ValueError, match="execute it first"):
         notebook_summary(nb)
     nb.cells = [c for c in nb.cells if "summary" not in c.metadata.get("tags", [])]

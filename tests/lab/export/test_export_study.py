@@ -53,7 +53,7 @@ def _tagged_run(store, study: Study, cell, *, nmi: float, accuracy: float) -> st
             w.append_training({"seed": seed, "epoch": epoch, "train_loss": 1.0, "train_accuracy": accuracy + 0.1,
                                "heldout_accuracy": accuracy, "seconds": 0.1})
     w.finish("finished")
-    tag_run(store, w.run_id, study.name, cell.values)
+    tag_run(w.run_id, study.name, cell.values, store=store)
     return w.run_id
 
 
@@ -74,7 +74,7 @@ def hand_study(tmp_path):
 
 def test_study_notebook_structure(hand_study):
     store, study, ids, _ = hand_study
-    nb = build_study_notebook(study, store)
+    nb = build_study_notebook(study, store=store)
     nbformat.validate(nb)
     tags = {t for c in nb.cells for t in c.metadata.get("tags", [])}
     assert {"study-status", "study-layers", "study-generalization", "study-grid", "study-nc1", "study-run"} <= tags
@@ -93,7 +93,7 @@ def test_study_notebook_structure(hand_study):
 
 def test_user_text_stays_data(hand_study):
     store, study, _, marker = hand_study
-    nb = build_study_notebook(study, store)
+    nb = build_study_notebook(study, store=store)
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "<script>" not in md and "&lt;script&gt;" in md and "os\\.system\\(&quot;touch" in md
     for cell in nb.cells:
@@ -110,15 +110,25 @@ def test_user_text_stays_data(hand_study):
 def test_bad_input_is_refused_with_a_message(hand_study, tmp_path):
     store, study, _, _ = hand_study
     with pytest.raises(ValueError, match=r"has no runs in the store .*; run it first"):
-        build_study_notebook(Study("never-run", {"dataset": "digits"}), store)
+        build_study_notebook(Study("never-run", {"dataset": "digits"}), store=store)
     with pytest.raises(ValueError, match=r"no study 'nope' in the store"):
-        build_study_notebook("nope", store)
+        build_study_notebook("nope", store=store)
     with pytest.raises(ValueError, match=r"\.ipynb"):
         study_to_notebook(study, tmp_path / "out.txt", store=store)
     with pytest.raises(ValueError, match="study must be a lab.Study"):
-        build_study_notebook(42, store)
+        build_study_notebook(42, store=store)
     with pytest.raises(ValueError, match="execute it first"):
-        notebook_tables(build_study_notebook(study, store))
+        notebook_tables(build_study_notebook(study, store=store))
+
+
+def test_the_old_positional_store_forms_still_work_with_a_warning(hand_study, tmp_path):
+    store, study, ids, _ = hand_study
+    with pytest.warns(DeprecationWarning, match=r"build_study_notebook\(\) with store given by position is "
+                                                r"deprecated .*build_study_notebook\(study_or_spec, \*, store=None\)"):
+        assert build_study_notebook(study, store).metadata["layerscope"]["run_ids"] == ids
+    with pytest.warns(DeprecationWarning, match=r"study_to_notebook\(\) with store given by position"):
+        path = study_to_notebook(study, tmp_path / "old.ipynb", store)
+    assert nbformat.read(path, as_version=4).metadata["layerscope"]["run_ids"] == ids
 
 
 def test_a_spec_file_or_a_saved_name_resolves(hand_study, tmp_path):
@@ -127,14 +137,14 @@ def test_a_spec_file_or_a_saved_name_resolves(hand_study, tmp_path):
     store, study, ids, _ = hand_study
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(study.to_dict()))
-    assert build_study_notebook(str(spec), store).metadata["layerscope"]["run_ids"] == ids
+    assert build_study_notebook(str(spec), store=store).metadata["layerscope"]["run_ids"] == ids
     save_spec(store, study)
-    assert build_study_notebook(study.name, store).metadata["layerscope"]["run_ids"] == ids
+    assert build_study_notebook(study.name, store=store).metadata["layerscope"]["run_ids"] == ids
 
 
 def test_table_metadata_round_trips_exactly(hand_study):
     store, study, _, _ = hand_study
-    gen = figures(study, store)["generalization"]
+    gen = figures(study, store=store)["generalization"]
     assert len(gen) == 3 and gen["heldout_std"].isna().all()          # NaN, floats, bools, ints, text
     payload = json.loads(json.dumps(table_metadata("generalization", gen)))   # as a notebook stores it
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[
@@ -202,11 +212,11 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
     for cell in code:
         assert not _defined_names(cell.source), cell.source
     shown = notebook_tables(nb)
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     # the g table the notebook showed is lab.study.figures()'s, value for value
     pd.testing.assert_frame_equal(shown["generalization"], figs["generalization"], check_exact=True)
     assert len(figs["generalization"]) == 4 and figs["generalization"]["g"].between(0, 1).all()
-    pd.testing.assert_frame_equal(shown["status"], study.status(store), check_exact=True)
+    pd.testing.assert_frame_equal(shown["status"], study.status(store=store), check_exact=True)
     assert (shown["status"]["status"] == "finished").all()
     # ...and it is the table on the page, not only in the metadata
     gen_cell = next(c for c in code if "study-generalization" in c.metadata.get("tags", []))

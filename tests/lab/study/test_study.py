@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from lab import analysis
-from lab.archive import ArchiveError, pack, unpack
+from lab.archive import ArchiveError, pack, pack_bytes, unpack, unpack_bytes
 from lab.store import RunStore
 from lab.study import Study, figures
 
@@ -60,14 +60,14 @@ def test_four_cells_complete_tagged_and_rerun_starts_nothing(tmp_path):
     assert all(store.load(i).meta["study"] == "grid" and store.load(i).status == "finished" for i in ids)
     kinds = {e["kind"] for e in events}
     assert {"study_started", "run_started", "progress", "epoch_finished", "cell_done"} <= kinds
-    status = study.status(store)
+    status = study.status(store=store)
     assert list(status["status"]) == ["finished"] * 4
     # the status table's g is the analysis module's g of the stored run
     rec = store.load(status["run_id"].iloc[0])
     assert status["g"].iloc[0] == analysis.run_summary(rec.metrics, rec.training, layers=rec.meta["layers"])["g"]
     again = study.run(store=store, workers=2)
     assert sorted(again.skipped) == [0, 1, 2, 3] and _runs(store) == ids
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     assert set(figs["generalization"]["group"]) == {"label_noise=0.0", "label_noise=0.3"}
     assert (figs["generalization"]["n_runs"] == 2).all()
 
@@ -139,13 +139,23 @@ def test_archives_move_runs_between_stores_unchanged(tmp_path):
     for ev in lab.run(cfg, store=src):
         pass
     (run_id,) = src.ids()
-    archive = pack(src, [run_id], tmp_path / "runs.tar.gz")
+    archive = pack([run_id], tmp_path / "runs.tar.gz", store=src)
     dst = RunStore(tmp_path / "b")
-    assert unpack(dst, archive) == [run_id]
-    assert unpack(dst, archive) == []                         # second import: nothing new, no duplicate
+    assert unpack(archive, store=dst) == [run_id]
+    assert unpack(archive, store=dst) == []                   # second import: nothing new, no duplicate
     a, b = src.load(run_id), dst.load(run_id)
     pd.testing.assert_frame_equal(a.metrics, b.metrics)
     assert a.summary() == b.summary()
     (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
     with pytest.raises(ArchiveError, match="is not a layerscope run archive"):
-        unpack(dst, tmp_path / "junk.tar.gz")
+        unpack(tmp_path / "junk.tar.gz", store=dst)
+    # the old order, store first, still works for a release, with a warning naming the new call
+    with pytest.warns(DeprecationWarning, match=r"pack\(store, \.\.\.\) .*call lab\.archive\.pack\(runs, path, \*, "
+                                                r"store=None\)"):
+        old = pack(src, [a], tmp_path / "old.tar.gz")           # a record serves as the run
+    with pytest.warns(DeprecationWarning, match=r"unpack\(store, \.\.\.\)"):
+        assert unpack(RunStore(tmp_path / "c"), old) == [run_id]
+    with pytest.warns(DeprecationWarning, match=r"unpack_bytes\(store, \.\.\.\)"):
+        assert unpack_bytes(RunStore(tmp_path / "d"), pack_bytes([run_id], store=src)) == [run_id]
+    with pytest.warns(DeprecationWarning, match=r"pack_bytes\(store, \.\.\.\)"):
+        assert unpack_bytes(pack_bytes(src, [run_id]), store=tmp_path / "e") == [run_id]

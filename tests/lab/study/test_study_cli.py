@@ -115,7 +115,7 @@ def test_show_lists_every_cell_and_the_g_table(study):
     # the printed g of a condition is lab.analysis's g of its pooled runs (3 decimals)
     from lab.study import figures
 
-    figs = figures(Study.from_file(study["spec"]), RunStore(study["runs"]))
+    figs = figures(Study.from_file(study["spec"]), store=RunStore(study["runs"]))
     for _, row in figs["generalization"].iterrows():
         line = next(line for line in lines if line.strip().startswith(row["group"]) and " g " not in line)
         assert f"{row['g']:.3f}" in line.split(), (line, row["g"])
@@ -211,7 +211,7 @@ def test_pack_and_unpack_round_trip_into_another_store(study, tmp_path):
     assert again.returncode == 0 and "imported 0 run(s)" in again.stdout and "already there" in again.stdout
     assert run_ids(other) == ids
     # and the study still reads from the other store: the two packed cells are finished there
-    status = Study.from_file(study["spec"]).status(dst)
+    status = Study.from_file(study["spec"]).status(store=dst)
     assert sorted(status["status"]) == ["finished", "finished", "pending", "pending"]
 
 
@@ -227,7 +227,7 @@ def test_runs_from_worker_archives_match_the_same_config_run_in_process(study, t
 
     spec = Study.from_file(study["spec"])
     cell = spec.cells()[2]                                  # label_noise 0.3, seed 0: the noisy path too
-    (worker_run,) = [r for r in spec.records(RunStore(study["runs"])) if r.meta["cell"] == cell.values]
+    (worker_run,) = [r for r in spec.records(store=RunStore(study["runs"])) if r.meta["cell"] == cell.values]
     local = RunStore(tmp_path / "local")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -33,7 +33,7 @@ def _run_in_process(store, study):
     for cell in study.cells():
         events = list(lab.run(cell.config, store=store))
         assert events[-1].kind == "run_finished", events[-1]
-        tag_run(store, events[0].run_id, study.name, cell.values)
+        tag_run(events[0].run_id, study.name, cell.values, store=store)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def _segments(obj) -> list[pd.DataFrame]:
 
 def test_study_figures_carry_g_interval_and_best_share_of_the_stored_rows(study_store):
     study, store = study_store
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     gen = figs["generalization"].set_index("group")
     for group, recs in _records(study, store).items():
         m = pd.concat([r.metrics for r in recs])
@@ -84,7 +84,7 @@ def test_study_figures_carry_g_interval_and_best_share_of_the_stored_rows(study_
             assert curve.loc[layer, "low"] == pytest.approx(means["nmi_low"][layer])
             assert curve.loc[layer, "high"] == pytest.approx(means["nmi_high"][layer])
     # the status table shows each run's own interval
-    status = study.status(store)
+    status = study.status(store=store)
     for _, cell in status.iterrows():
         summary = store.load(cell["run_id"]).summary()
         assert (cell["g_low"], cell["g_high"], cell["best_share"]) == (
@@ -93,7 +93,7 @@ def test_study_figures_carry_g_interval_and_best_share_of_the_stored_rows(study_
 
 def test_study_plots_draw_the_interval_and_the_text_says_it(study_store):
     study, store = study_store
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     curves = study_plots.layer_depth_curves(figs)
     assert "bootstrap interval" in curves.opts.get().kwargs["title"]
     drawn = pd.concat(_segments(curves))
@@ -127,8 +127,8 @@ def test_runs_stored_without_the_bootstrap_show_no_band_and_no_error(study_store
         for row in rec.training.to_dict("records"):
             w.append_training(row)
         w.finish("finished")
-        tag_run(old, w.run_id, study.name, rec.meta["cell"])
-    figs = figures(study, old)
+        tag_run(w.run_id, study.name, rec.meta["cell"], store=old)
+    figs = figures(study, store=old)
     gen = figs["generalization"]
     assert gen["g"].notna().all() and gen[["g_low", "g_high", "best_share"]].isna().all(axis=None)
     assert figs["layers"][["low", "high", "best_share"]].isna().all(axis=None)
@@ -137,16 +137,44 @@ def test_runs_stored_without_the_bootstrap_show_no_band_and_no_error(study_store
     assert _segments(curves) == [] and _segments(points) == []
     assert "bootstrap" not in curves.opts.get().kwargs["title"]
     assert "resamples" not in study_plots.generalization_text(figs)
-    assert study.status(old)[["g_low", "g_high", "best_share"]].isna().all(axis=None)
+    assert study.status(store=old)[["g_low", "g_high", "best_share"]].isna().all(axis=None)
     for obj in (curves, points, study_plots.transfer_vs_g(figs)):
         hv.render(obj, backend="bokeh")
+
+
+def test_the_old_positional_store_forms_still_work_with_a_warning(study_store, tmp_path):
+    from lab.study.records import runs_by_cell, study_status
+
+    study, store = study_store
+    with pytest.warns(DeprecationWarning, match=r"figures\(\) with store given by position is deprecated .*"
+                                                r"call lab\.study\.figures\.figures\(study, \*, store=None\)"):
+        old = figures(study, store)
+    pd.testing.assert_frame_equal(old["generalization"], figures(study, store=store)["generalization"])
+    with pytest.warns(DeprecationWarning, match=r"status\(\) with store given by position"):
+        pd.testing.assert_frame_equal(study.status(store), study.status(store=store))
+    with pytest.warns(DeprecationWarning, match=r"records\(\) with store given by position"):
+        assert [r.run_id for r in study.records(store)] == [r.run_id for r in study.records(store=store)]
+    with pytest.warns(DeprecationWarning, match=r"study_status\(\) with store given by position"):
+        pd.testing.assert_frame_equal(study_status(study, store), study.status(store=store))
+    with pytest.warns(DeprecationWarning, match=r"runs_by_cell\(store, \.\.\.\) with the store first"):
+        assert runs_by_cell(store, study.name).keys() == runs_by_cell(study.name, store=store).keys()
+    # tag_run, store first: the run it tags is found in that store
+    copy = RunStore(tmp_path / "runs")
+    rec = store.load(store.ids()[0])
+    w = copy.create(rec.config)
+    w.finish("finished")
+    with pytest.warns(DeprecationWarning, match=r"tag_run\(store, \.\.\.\) with the store first"):
+        tag_run(copy, w.run_id, "other", {"lr": 1})
+    assert (copy.load(w.run_id).meta["study"], copy.load(w.run_id).meta["cell"]) == ("other", {"lr": 1})
+    tag_run(copy.load(w.run_id), "third", {"lr": 2})                  # a record: tagged where it is stored
+    assert copy.load(w.run_id).meta["study"] == "third"
 
 
 # ------------------------------------------------------------------------------ transferability vs g
 
 def test_transfer_points_are_the_stored_scores_before_and_the_nmi_after_fine_tuning(study_store):
     study, store = study_store
-    transfer = figures(study, store)["transfer"]
+    transfer = figures(study, store=store)["transfer"]
     assert transfer["scores"] == ["logme", "sfda", "knn_accuracy"]
     points = transfer["points"]
     for group, recs in _records(study, store).items():
@@ -166,7 +194,7 @@ def test_transfer_points_are_the_stored_scores_before_and_the_nmi_after_fine_tun
 
 def test_transfer_correlations_are_scipys_spearman_with_an_independent_bootstrap(study_store):
     study, store = study_store
-    transfer = figures(study, store)["transfer"]
+    transfer = figures(study, store=store)["transfer"]
     points, table = transfer["points"], transfer["correlations"]
     groups = list(dict.fromkeys(points["group"]))
     assert list(table["scope"].unique()) == [*groups, ALL_CONDITIONS]
@@ -183,7 +211,7 @@ def test_transfer_correlations_are_scipys_spearman_with_an_independent_bootstrap
                           for p in picks])
         boots = boots[np.isfinite(boots)]
         assert (row.spearman_low, row.spearman_high) == pytest.approx(tuple(np.percentile(boots, [2.5, 97.5])))
-    text = study_plots.transfer_text(figures(study, store))
+    text = study_plots.transfer_text(figures(study, store=store))
     overall = table[(table["score"] == "logme") & (table["scope"] == ALL_CONDITIONS)].iloc[0]
     assert (f"- LogME, all (condition, layer) points (n = {overall.n}): ρ = {overall.spearman:.2f} "
             f"(95 % bootstrap {overall.spearman_low:.2f} to {overall.spearman_high:.2f})") in text
@@ -202,7 +230,7 @@ def test_a_study_without_transferability_scores_says_so_in_one_line(tmp_path):
     store = RunStore(tmp_path / "runs")
     study = Study("plain", {**BASE, "backbone": "mlp:depth=2,width=8", "metrics": ["nmi"]}, {"seeds": [[0]]})
     _run_in_process(store, study)
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     assert figs["transfer"]["scores"] == [] and figs["transfer"]["correlations"].empty
     text = study_plots.transfer_text(figs)
     assert "\n" not in text and "did not measure transferability scores" in text
@@ -220,7 +248,7 @@ def test_the_studies_tab_shows_the_intervals_and_the_transfer_comparison(study_s
     monkeypatch.setenv("LAB_STUDIES_DIR", str(tmp_path))
     panel = StudiesPanel(store, spec="transfer.yaml")
     layout = panel.__panel__()
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     assert panel.transfer_text.object == study_plots.transfer_text(figs) and "LogME" in panel.transfer_text.object
     assert isinstance(panel.plots["transfer"].object, hv.Layout) and len(panel.plots["transfer"].object) == 3
     assert study_plots.generalization_text(figs) in panel.ranks.object and "resamples" in panel.ranks.object
@@ -255,7 +283,7 @@ def test_the_exported_study_notebook_shows_the_transfer_table(study_store, tmp_p
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
-    shown, figs = notebook_tables(nb), figures(study, store)
+    shown, figs = notebook_tables(nb), figures(study, store=store)
     pd.testing.assert_frame_equal(shown["transfer_vs_g"], figs["transfer"]["correlations"], check_exact=True)
     pd.testing.assert_frame_equal(shown["transfer_points"], figs["transfer"]["points"], check_exact=True)
     pd.testing.assert_frame_equal(shown["generalization"], figs["generalization"], check_exact=True)
@@ -274,7 +302,7 @@ def test_study_show_prints_the_transfer_correlations(study_store, capsys):
     assert main(["study", "show", study.name, "--runs-dir", str(store.root)]) == 0
     out = capsys.readouterr().out
     assert "transferability scores at epoch 0" in out
-    table = figures(study, store)["transfer"]["correlations"]
+    table = figures(study, store=store)["transfer"]["correlations"]
     row = table[(table["score"] == "sfda") & (table["scope"] == ALL_CONDITIONS)].iloc[0]
     line = next(line for line in out.splitlines() if line.split()[:3] == ["sfda", "all", "conditions"])
     assert line.split()[3:5] == [str(row.n), f"{row.spearman:.3f}"]

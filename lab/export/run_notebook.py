@@ -29,7 +29,7 @@ Examples
 >>> store = lab.RunStore("runs")                                  # doctest: +SKIP
 >>> lab.export.to_notebook([run_id], "run.ipynb", store=store)   # doctest: +SKIP
 
-A whole study (:mod:`lab.study`) exports with :func:`study_to_notebook` (in :mod:`lab.export.study`):
+A whole study (:mod:`lab.study`) exports with :func:`study_to_notebook` (in :mod:`lab.export.study_notebook`):
 
 >>> lab.export.study_to_notebook("utilization-vs-noise", "study.ipynb", store=store)   # doctest: +SKIP
 """
@@ -39,11 +39,12 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 from lab import analysis, catalogue
-from lab.export._cells import check_ipynb, fill, py_literal, resolve_store, write_notebook
+from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
+from lab.store._old_calls import store_was_positional
+from lab.store.lookup import is_record, open_store
 
 __all__ = ["to_notebook", "build_notebook", "notebook_summary", "SUMMARY_TAG"]
 
@@ -188,14 +189,14 @@ IMAGES_RUN = {{IMAGES_RUN}}   # the first exported run with a per-image record (
 SELECTION = {{SELECTION}}
 
 if IMAGES_RUN is None:
-    print("no per-image record:", lab.analysis.image_record_problem(store, RUN_IDS[0]))
+    print("no per-image record:", lab.analysis.image_record_problem(runs[RUN_IDS[0]]))
 else:
-    images = lab.analysis.image_table(store, IMAGES_RUN)
+    images = lab.analysis.image_table(runs[IMAGES_RUN])
     forgotten = images.index[images["forgotten"].fillna(False)].tolist()
     print(f"epoch {images.attrs['epoch']}: {len(forgotten)} of {len(images)} images forgotten by the final layer")
     display(lab.analysis.arrival_counts(images).to_frame().T)   # images right from that layer to the final one
-    report = lab.analysis.selection_report(store, IMAGES_RUN, forgotten if SELECTION is None else SELECTION)
-    display(report, lab.analysis.measure_agreement(store, IMAGES_RUN))
+    report = lab.analysis.selection_report(runs[IMAGES_RUN], forgotten if SELECTION is None else SELECTION)
+    display(report, lab.analysis.measure_agreement(runs[IMAGES_RUN]))
     for note in report.attrs["notes"]:
         print("note:", note)
 '''
@@ -286,31 +287,32 @@ def _config_literal(records: list) -> str:
 # public API
 # ----------------------------------------------------------------------------------------------
 
-def _run_id_list(run_ids) -> list[str]:
-    if isinstance(run_ids, str):
-        run_ids = [run_ids]
+def _run_id_list(runs) -> list[str]:
+    if isinstance(runs, str) or is_record(runs):
+        runs = [runs]
     try:
-        ids = list(run_ids)
+        ids = [run.run_id if is_record(run) else run for run in runs]
     except TypeError:
-        raise ValueError(f"run_ids must be a run id or a list of run ids. Got {run_ids!r} instead.") from None
+        raise ValueError(f"runs must be a run id or a list of run ids. Got {runs!r} instead.") from None
     if not ids:
-        raise ValueError("run_ids must name at least one run; `python -m lab runs list` shows the stored runs.")
+        raise ValueError("runs must name at least one run; `python -m lab runs list` shows the stored runs.")
     bad = [r for r in ids if not isinstance(r, str)]
     if bad:
         raise ValueError(f"run ids must be strings. Got {bad[0]!r} instead.")
     dups = sorted({r for r in ids if ids.count(r) > 1})
     if dups:
-        raise ValueError(f"run_ids lists {', '.join(map(repr, dups))} more than once.")
+        raise ValueError(f"runs lists {', '.join(map(repr, dups))} more than once.")
     return ids
 
 
-def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = False, selection=None):
+@store_was_positional("store")
+def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
     """Build (but do not write) the notebook of :func:`to_notebook`.
 
     Parameters
     ----------
-    run_ids : str or list of str
-        Stored run ids (validated by the store: unknown or malformed ids raise).
+    runs : str, record or list of them
+        Stored runs, by id or record (validated by the store: unknown or malformed ids raise).
     store : lab.RunStore, path or None
         The store holding the runs; None = the default store (``$LAB_RUNS_DIR`` or ``./runs``).
     rerun : bool
@@ -329,8 +331,8 @@ def build_notebook(run_ids: str | Iterable[str], store=None, *, rerun: bool = Fa
 
     import lab
 
-    ids = _run_id_list(run_ids)
-    store = resolve_store(store)
+    ids = _run_id_list(runs)
+    store = open_store(store)
     records = [store.load(run_id) for run_id in ids]
     root = Path(store.root).resolve()
     now = _dt.datetime.now(_dt.timezone.utc).astimezone()
@@ -454,14 +456,15 @@ def notebook_summary(nb) -> dict[str, dict]:
                      "(lab.export.execute_notebook, or to_notebook(..., execute=True)).")
 
 
-def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=None, execute: bool = False,
-                timeout: int = 600, *, rerun: bool = False, selection=None) -> Path:
+@store_was_positional("store", "execute", "timeout")
+def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = False, timeout: int = 600,
+                rerun: bool = False, selection=None) -> Path:
     """Write a notebook that reloads, re-plots and can reproduce stored runs.
 
     Parameters
     ----------
-    run_ids : str or list of str
-        Run ids in ``store``; with several, the plots overlay them for comparison.
+    runs : str, record or list of them
+        Runs in ``store``, by id or record; with several, the plots overlay them for comparison.
         Runs still running or interrupted export too; the summary says so.
     path : path
         The ``.ipynb`` file to write (its folder is created).
@@ -494,5 +497,5 @@ def to_notebook(run_ids: str | Iterable[str], path: str | os.PathLike, store=Non
         (including the error) before this is raised.
     """
     target = check_ipynb(path)
-    nb = build_notebook(run_ids, store, rerun=rerun, selection=selection)
+    nb = build_notebook(runs, store=store, rerun=rerun, selection=selection)
     return write_notebook(nb, target, execute=execute, timeout=timeout)

@@ -27,8 +27,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from lab.export._cells import check_ipynb, fill, py_literal, resolve_store, write_notebook
+from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import escape_markdown
+from lab.store._old_calls import store_was_positional
+from lab.store.lookup import open_store
 
 __all__ = ["study_to_notebook", "build_study_notebook", "table_metadata", "notebook_tables"]
 
@@ -170,11 +172,11 @@ EXPORTED_RUN_IDS = {{RUN_IDS}}   # per cell, the run this notebook was exported 
 
 store = lab.RunStore(STORE_ROOT)
 study = Study.from_dict(SPEC)
-status = study.status(store)
+status = study.status(store=store)
 changed = [cell for cell, old, new in zip(status["cell"], EXPORTED_RUN_IDS, status["run_id"]) if old != new]
 if changed:
     print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
-figs = figures(study, store)   # reads the study's finished runs back from the store
+figs = figures(study, store=store)   # reads the study's finished runs back from the store
 print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
 display(status, metadata=lab.export.table_metadata("status", status))
 '''
@@ -263,7 +265,8 @@ def _axes_markdown(study) -> str:
     return "\n".join(lines) or "- no axes: one run of the base configuration"
 
 
-def build_study_notebook(study_or_spec, store=None):
+@store_was_positional("store")
+def build_study_notebook(study_or_spec, *, store=None):
     """Build (but do not write) the notebook of :func:`study_to_notebook`.
 
     Returns
@@ -276,9 +279,9 @@ def build_study_notebook(study_or_spec, store=None):
 
     import lab
 
-    store = resolve_store(store)
+    store = open_store(store)
     study = _resolve_study(study_or_spec, store)
-    status = study.status(store)
+    status = study.status(store=store)
     run_ids = [None if rid is None or (isinstance(rid, float) and math.isnan(rid)) else str(rid)
                for rid in status["run_id"]]
     if not any(run_ids):
@@ -363,7 +366,8 @@ def build_study_notebook(study_or_spec, store=None):
     return nb
 
 
-def study_to_notebook(study_or_spec, path: str | os.PathLike, store=None, execute: bool = False,
+@store_was_positional("store", "execute", "timeout")
+def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, execute: bool = False,
                       timeout: int = 600) -> Path:
     """Write a notebook that reloads a study's finished runs and draws its figures and tables.
 
@@ -372,14 +376,8 @@ def study_to_notebook(study_or_spec, path: str | os.PathLike, store=None, execut
     study_or_spec : lab.Study, mapping, spec file path, or str
         The study; a string that is not a ``.yaml``/``.yml``/``.json`` file names a study run into
         ``store`` (its spec is saved in the store's ``.studies/`` folder by ``python -m lab study run``).
-    path : path
-        The ``.ipynb`` file to write (its folder is created).
-    store : lab.RunStore, path or None
-        Where the study's runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
-    execute : bool
-        Also execute the notebook (kernel: this interpreter) and save it with its outputs.
-    timeout : int
-        Seconds allowed per cell when executing.
+    path, store, execute, timeout
+        As for :func:`lab.export.to_notebook`; ``store`` holds the study's runs.
 
     Returns
     -------
@@ -394,5 +392,5 @@ def study_to_notebook(study_or_spec, path: str | os.PathLike, store=None, execut
         ``execute=True`` and a cell failed; the notebook is saved with its outputs first.
     """
     target = check_ipynb(path)
-    return write_notebook(build_study_notebook(study_or_spec, store), target, execute=execute, timeout=timeout,
-                          what="study notebook")
+    return write_notebook(build_study_notebook(study_or_spec, store=store), target, execute=execute,
+                          timeout=timeout, what="study notebook")
