@@ -1,11 +1,13 @@
 """Every metric of one layer, with shared work, and a per-layer table.
 
-:func:`compute_layer` validates the inputs once, computes one exact blocked neighbour pass
-for all kNN variants (one Gram block per row block yields the Euclidean distances and the
-cosine similarities; every variant takes what it needs from each row of it), one set of class
-statistics for nc1, cdnv, nc2 and ncc, and, for k-means and the probe, one CPU copy of X (scikit-learn)
-or none at all (torch, which "auto" picks for CUDA features: see ``separability.BACKENDS``).
-:func:`layer_report` runs it per layer and returns a DataFrame.
+:func:`compute_layer` reads each requested metric's entry in :data:`lab.catalogue.METRICS` (its
+function, options, check and needs) and computes them all from one layer context
+(``lab.metrics._context``): the inputs validated once, one exact blocked neighbour pass for all kNN
+variants (one Gram block per row block yields the Euclidean distances and the cosine similarities;
+every variant takes what it needs from each row of it), one set of class statistics for nc1, cdnv,
+nc2 and ncc, and, for k-means and the probe, one CPU copy of X (scikit-learn) or none at all (torch,
+which "auto" picks for CUDA features: see ``separability.BACKENDS``). It names no metric: a new one
+is a catalogue entry and its function. :func:`layer_report` runs it per layer and returns a DataFrame.
 """
 from __future__ import annotations
 
