@@ -41,14 +41,14 @@ import difflib
 import inspect
 import os
 import warnings
-from dataclasses import dataclass
 
 from torch import nn
 
-from lab.backbones._hf_families import ADAPTERS, EXCLUDED, FAMILIES, SUPPORTED, VISION_TOWERS, Family
+from lab.backbones._hf_families import ADAPTERS, EXCLUDED, FAMILIES, SUPPORTED, VISION_TOWERS
 from lab.backbones._hf_input import _processor, input_size, normalization
 from lab.backbones._hf_net import HFNet, prefix_tokens
 from lab.backbones._hf_taps import build_catalogue
+from lab.backbones._hf_types import Loaded, Plan
 
 __all__ = ["HF_FAMILIES", "HFNet", "create", "build_catalogue", "normalization", "cache_dir", "looks_like_dir",
            "cached_snapshot", "model_type_problem", "input_size", "prefix_tokens"]
@@ -138,18 +138,6 @@ def _quiet_transformers():
             logging.enable_progress_bar()
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """How one model type is built: the model class, the config it takes, how it pools."""
-
-    model_type: str                # config.model_type as saved (``clip`` for a full CLIP checkpoint)
-    cls: type
-    config: object                 # the config the model is built from (a dual encoder's vision config)
-    pool: str                      # "logits" or "output" (see HFNet)
-    family: Family | None          # table entry, None for the general rule
-    adapter: str | None
-
-
 def _takes_pixels(cls) -> bool:
     try:
         return "pixel_values" in inspect.signature(cls.forward).parameters
@@ -192,8 +180,8 @@ def _types_line() -> str:
     return f"{len(HF_FAMILIES)} model types, listed in docs/hf_models.md ({', '.join(HF_FAMILIES[:8])}, ...)"
 
 
-def _plan(config, where: str) -> _Plan:
-    """The :class:`_Plan` for ``config``, or a ValueError naming the type and what would work."""
+def _plan(config, where: str) -> Plan:
+    """The :class:`Plan` for ``config``, or a ValueError naming the type and what would work."""
     import transformers
     from transformers.models.auto.modeling_auto import (MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
                                                         MODEL_MAPPING_NAMES)
@@ -210,16 +198,16 @@ def _plan(config, where: str) -> _Plan:
         cls = getattr(transformers, name, None)
         if cls is None:
             raise ValueError(f"{where}: transformers {_version()} has no vision model for {vision.model_type!r}.")
-        return _Plan(model_type, cls, vision, "output", FAMILIES.get(vision.model_type), adapter)
+        return Plan(model_type, cls, vision, "output", FAMILIES.get(vision.model_type), adapter)
     names = MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES.get(model_type)
     if names:
         name = names if isinstance(names, str) else names[0]
-        return _Plan(model_type, getattr(transformers, name), config, "logits", FAMILIES.get(model_type), adapter)
+        return Plan(model_type, getattr(transformers, name), config, "logits", FAMILIES.get(model_type), adapter)
     name = MODEL_MAPPING_NAMES[model_type]
     name = name if isinstance(name, str) else name[0]
     if model_type == "vit_mae":
         config.mask_ratio = 0.0   # evaluation sees every patch
-    return _Plan(model_type, getattr(transformers, name), config, "output", FAMILIES.get(model_type), adapter)
+    return Plan(model_type, getattr(transformers, name), config, "output", FAMILIES.get(model_type), adapter)
 
 
 def _random_config(family: str, *, in_chans: int, img_size, kwargs: dict):
@@ -278,20 +266,6 @@ def _output_width(net: nn.Module, config) -> int:
     return 0   # read from the dummy forward
 
 
-@dataclass
-class Loaded:
-    """What :func:`create` built, for :func:`input_size`, :func:`build_catalogue` and :func:`normalization`."""
-
-    config: object                 # the transformers config the model was built from
-    plan: _Plan
-    processor: dict                # the directory's preprocessor_config.json (empty without one)
-    img_size: int | None = None    # the caller's image side, which overrides the processor's size
-
-    @property
-    def model_type(self) -> str:
-        return self.config.model_type
-
-
 def create(spec: str, *, pretrained: bool, num_classes: int, in_chans: int, img_size, kwargs: dict):
     """Build the :class:`HFNet` for ``hf:spec``. Returns (model, :class:`Loaded`, directory or None, label).
 
@@ -347,7 +321,7 @@ def create(spec: str, *, pretrained: bool, num_classes: int, in_chans: int, img_
     return model, Loaded(plan.config, plan, _processor(path), img_size), path, label
 
 
-def _check_loaded(net: nn.Module, info: dict, label: str, plan: _Plan) -> None:
+def _check_loaded(net: nn.Module, info: dict, label: str, plan: Plan) -> None:
     """Refuse a model whose saved weights miss parts of its encoder (only the head may be new)."""
     prefix = getattr(net, "base_model_prefix", "")
     base_keys = {k for k in net.state_dict() if not prefix or k.startswith(prefix + ".")} \

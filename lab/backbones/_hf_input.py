@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from lab.backbones._normalize import Normalization, from_stats
 
 if TYPE_CHECKING:
-    from lab.backbones._hf import Loaded
+    from lab.backbones._hf_types import Loaded
 
 __all__ = ["input_size", "normalization"]
 

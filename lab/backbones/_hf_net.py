@@ -7,12 +7,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lab.backbones._head import TimmHead
+
 __all__ = ["HFNet", "prefix_tokens"]
 
 _POOLS = ("logits", "output")
 
 
-class HFNet(nn.Module):
+class HFNet(TimmHead, nn.Module):
     """A transformers vision model (``net``) plus a linear ``head``, speaking timm's interface
     (``forward_features``/``forward_head``, ``get_classifier``/``reset_classifier``).
 
@@ -81,19 +83,6 @@ class HFNet(nn.Module):
             return last.mean(dim=(2, 3))                                                       # (N, C)
         prefix = prefix_tokens(self.net.config, last.shape[1], x.shape[-2:])
         return last[:, 0] if prefix else last.mean(dim=1)                                      # (N, D)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
-    def reset_classifier(self, num_classes: int) -> None:
-        self.num_classes = int(num_classes)
-        self.head = nn.Linear(self.num_features, self.num_classes) if self.num_classes > 0 else nn.Identity()
 
 
 def prefix_tokens(config, n_tokens: int, hw) -> int:

@@ -16,7 +16,7 @@ from lab.backbones._core import STEM, Tap, owns_params, trace
 from lab.backbones._hf_net import prefix_tokens
 
 if TYPE_CHECKING:
-    from lab.backbones._hf import Loaded
+    from lab.backbones._hf_types import Loaded
     from lab.backbones._hf_net import HFNet
 
 __all__ = ["build_catalogue"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lab.backbones._head import TimmHead
+
 __all__ = ["MLP", "parse_mlp_spec"]
 
 _DEFAULTS = {"depth": 8, "width": 256}
@@ -54,7 +56,7 @@ class _Dense(nn.Sequential):
         super().__init__(nn.Linear(in_features, width), nn.BatchNorm1d(width), nn.ReLU(inplace=True))
 
 
-class MLP(nn.Module):
+class MLP(TimmHead, nn.Module):
     """Equal-width MLP on flattened images, with timm's model interface.
 
     Parameters
@@ -108,22 +110,10 @@ class MLP(nn.Module):
             x = layer(x)  # (N, width)
         return x
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Pre-logits are the last hidden layer itself; otherwise apply the classifier."""
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
     def reset_classifier(self, num_classes: int, global_pool=None) -> None:
         """Replace the classifier with a fresh ``Linear(width, num_classes)`` (identity for 0)."""
-        self.num_classes = int(num_classes)
+        super().reset_classifier(num_classes)
         self.pretrained_cfg["num_classes"] = self.num_classes
-        device = next(self.parameters()).device
-        self.head = (nn.Linear(self.width, self.num_classes) if self.num_classes > 0 else nn.Identity()).to(device)
 
     def extra_repr(self) -> str:
         return f"depth={self.depth}, width={self.width}, input={self.in_chans}x{self.img_size}x{self.img_size}"

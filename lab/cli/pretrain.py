@@ -7,7 +7,7 @@ __all__ = ["add_pretrain_parser"]
 
 
 def add_pretrain_parser(sub, common) -> None:
-    from lab.zoo import pretrain
+    from lab.zoo import recipe as pretrain
 
     pre = sub.add_parser("pretrain", parents=[common], help="pretrain a zoo backbone on the glyph source task",
                          description="Render CJK fonts disjoint from the glyphs typefaces and train a backbone "
@@ -18,7 +18,7 @@ def add_pretrain_parser(sub, common) -> None:
 
 
 def _cmd_pretrain(args) -> int:
-    from lab.zoo import pretrain
+    from lab.zoo import recipe as pretrain
 
     card = pretrain.run_from_args(args)
     parts = ", ".join(f"{k} {v:.3f}" for k, v in card["source_accuracies"].items())

@@ -2,10 +2,11 @@
 
 Each model is ``NAME.safetensors`` (fp16 state dict of the whole timm model,
 source classifier included) with a card ``NAME.json`` and a model card
-``NAME.md`` in this folder. The recipe is :mod:`lab.zoo.pretrain`
-(``python -m lab pretrain``); ``lab.backbones.load("zoo:NAME")`` loads a model.
-Reading cards is :mod:`lab.backbones._zoo`'s job; this module only names the
-shipped folder and the card's fields.
+``NAME.md`` in this folder. The recipe is :mod:`lab.zoo.recipe`, also
+importable as ``lab.zoo.pretrain`` (``python -m lab pretrain``);
+``lab.backbones.load("zoo:NAME")`` loads a model. Reading cards is
+:mod:`lab.backbones`' job (:func:`lab.backbones.zoo_card`); this module only
+names the shipped folder and the card's fields.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ the per-epoch history."""
 
 def names() -> list[str]:
     """Names of the zoo models, sorted (:func:`lab.backbones.zoo_names`)."""
-    from lab.backbones._zoo import zoo_names
+    from lab.backbones import zoo_names
 
     return zoo_names()
 
@@ -47,7 +48,17 @@ def card(name: str) -> dict:
         ``name`` is not in the zoo (the message lists the closest names), or its card or
         weights are damaged.
     """
-    from lab.backbones._zoo import read_card
+    from lab.backbones import zoo_card
 
-    data, weights = read_card(name)
+    data, weights = zoo_card(name)
     return {**data, "weights": str(weights)}
+
+
+def __getattr__(name: str):
+    # ``from lab.zoo import pretrain`` (the recipe module's older name) keeps working; importing the recipe
+    # loads torch, so it happens on first use, not with the package.
+    if name == "pretrain":
+        import importlib
+
+        return importlib.import_module("lab.zoo.recipe")
+    raise AttributeError(f"module 'lab.zoo' has no attribute {name!r}")

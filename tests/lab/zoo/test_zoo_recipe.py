@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from lab.__main__ import main as cli
 from lab.data import glyphs
-from lab.zoo import _checkpoint, _source, pretrain
+from lab.zoo import _resume, _source, pretrain
 
 QUIET = dict(log=lambda m: None)
 
@@ -162,11 +162,11 @@ def test_checkpoint_state_round_trips_without_pickle(tmp_path):
         sched.step()
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / ".tmp-epoch-0002-99").mkdir()                  # a write that was cut short
-    _checkpoint.save(tmp_path / "p", 1, recipe={"a": 1}, model=model, optimizer=opt, scheduler=sched, info={})
-    _checkpoint.save(tmp_path / "p", 2, recipe={"a": 1}, model=model, optimizer=opt, scheduler=sched,
+    _resume.save(tmp_path / "p", 1, recipe={"a": 1}, model=model, optimizer=opt, scheduler=sched, info={})
+    _resume.save(tmp_path / "p", 2, recipe={"a": 1}, model=model, optimizer=opt, scheduler=sched,
                      info={"history": [1.5]})
     assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["epoch-0002"]   # older epochs and tmp go
-    ckpt = _checkpoint.load_latest(tmp_path / "p")
+    ckpt = _resume.load_latest(tmp_path / "p")
     assert ckpt["epoch"] == 2 and ckpt["recipe"] == {"a": 1} and ckpt["info"] == {"history": [1.5]}
     for k, v in model.state_dict().items():
         assert torch.equal(ckpt["model"][k], v)
@@ -178,12 +178,12 @@ def test_checkpoint_state_round_trips_without_pickle(tmp_path):
     json.loads((tmp_path / "p" / "epoch-0002" / "state.json").read_text())          # plain JSON
     (tmp_path / "p" / "epoch-0002" / "state.safetensors").write_bytes(b"damaged")
     with pytest.raises(ValueError, match=r"the checkpoint .*epoch-0002 cannot be read .*start over with --restart"):
-        _checkpoint.load_latest(tmp_path / "p")
-    assert _checkpoint.load_latest(tmp_path / "nothing") is None
+        _resume.load_latest(tmp_path / "p")
+    assert _resume.load_latest(tmp_path / "nothing") is None
 
 
 def test_recipe_differences_name_nested_fields():
-    assert _checkpoint.recipe_differences({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}, "d": 4}) == [
+    assert _resume.recipe_differences({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}, "d": 4}) == [
         "b.c: 2 in the checkpoint, 3 now", "d: '(absent)' in the checkpoint, 4 now"]
 
 

@@ -27,7 +27,7 @@ Source tasks: ``"font"`` (which of the source fonts drew the image), ``"char"``
 a cross-entropy over each part, so the backbone learns style and shape; both accuracies
 are reported, the font accuracy is the card's ``source_accuracy``).
 
-After every epoch the run is checkpointed in ``DIR/NAME.partial/`` (:mod:`lab.zoo._checkpoint`);
+After every epoch the run is checkpointed in ``DIR/NAME.partial/`` (:mod:`lab.zoo._resume`);
 the same command resumes an interrupted run, a different recipe is refused, ``--restart``
 starts over.
 
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.zoo import _augment, _checkpoint
+from lab.zoo import _augment, _resume
 from lab.zoo._augment import Augment
 from lab.zoo._card import make_card, model_card_md, source_parts
 from lab.zoo._source import (EXCLUDED_PACKAGES, POOLS, SOURCE_FACES, SourceData, load_source, render_source,
@@ -250,7 +250,7 @@ def _check_out(out) -> Path:
 
 def _refuse_other_recipe(ckpt: dict, fingerprint: dict, partial: Path) -> None:
     saved = {k: v for k, v in ckpt["recipe"].items() if k in fingerprint}
-    diffs = _checkpoint.recipe_differences(saved, fingerprint)
+    diffs = _resume.recipe_differences(saved, fingerprint)
     if diffs:
         raise ValueError(f"{partial} holds a checkpoint (epoch {ckpt['epoch']}) of another recipe: "
                          f"{'; '.join(diffs)}. Resume it with its own command (`{ckpt['info']['command']}`), "
@@ -304,16 +304,16 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
 
     unknown = sorted(set(options) - {f.name for f in dataclasses.fields(Recipe)} - {"arch"})
     if unknown:
-        raise ValueError(f"unknown recipe option {', '.join(unknown)}; expected fields of lab.zoo.pretrain.Recipe.")
+        raise ValueError(f"unknown recipe option {', '.join(unknown)}; expected fields of lab.zoo.recipe.Recipe.")
     recipe = Recipe(arch, **options)
     out = _check_out(out)
-    partial = _checkpoint.partial_dir(out)
+    partial = _resume.partial_dir(out)
     torch.set_num_threads(int(threads))
     if restart and partial.exists():
-        _checkpoint.remove(partial)
+        _resume.remove(partial)
         log(f"--restart: deleted the checkpoints in {partial}")
     partial.mkdir(parents=True, exist_ok=True)                   # an unwritable --out fails before any work
-    ckpt = _checkpoint.load_latest(partial)
+    ckpt = _resume.load_latest(partial)
     fingerprint = {**recipe.to_dict(), "fonts": [f.name for f in faces] if data is None else
                    [f["name"] for f in data.fonts]}
     if ckpt is not None:
@@ -360,7 +360,7 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
             info = {"history": history, "command": recipe.command(out),
                     "wall_seconds": wall0 + time.perf_counter() - t0,
                     "cpu_seconds": cpu_before + time.process_time() - cpu0}
-            _checkpoint.save(partial, epoch, recipe=fingerprint, model=model, optimizer=opt, scheduler=sched,
+            _resume.save(partial, epoch, recipe=fingerprint, model=model, optimizer=opt, scheduler=sched,
                              info=info)
             saved = epoch
             log(f"epoch {epoch}/{recipe.epochs}: train loss {loss:.3f}, held-out accuracy "
@@ -375,7 +375,7 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
     card = _write_files(out, model, recipe, data, history, num_classes, threads=int(threads),
                         wall_seconds=wall0 + time.perf_counter() - t0,
                         cpu_seconds=cpu_before + time.process_time() - cpu0)
-    _checkpoint.remove(partial)
+    _resume.remove(partial)
     log(f"wrote {out}.safetensors and its card; held-out accuracy "
         f"{', '.join(f'{k} {v:.3f}' for k, v in card['source_accuracies'].items())}; "
         f"{card['wall_seconds'] / 60:.1f} min in all")
@@ -430,7 +430,7 @@ def _chars(text: str) -> int | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The recipe's flags (shared by ``python -m lab pretrain`` and ``python -m lab.zoo.pretrain``);
+    """The recipe's flags (shared by ``python -m lab pretrain`` and ``python -m lab.zoo.recipe``);
     their defaults are :class:`Recipe`'s."""
     d = {f.name: f.default for f in dataclasses.fields(Recipe)}
     parser.add_argument("--arch", required=True, choices=sorted(ARCHITECTURES),
@@ -469,9 +469,9 @@ def run_from_args(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.zoo.pretrain --arch ... --out ...``; exit 2 with one line on bad input, 130 when
+    """``python -m lab.zoo.recipe --arch ... --out ...``; exit 2 with one line on bad input, 130 when
     interrupted (the log says how to resume)."""
-    parser = argparse.ArgumentParser(prog="python -m lab.zoo.pretrain", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.zoo.recipe", description=__doc__.split("\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

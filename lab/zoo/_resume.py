@@ -1,4 +1,5 @@
-"""Checkpoints of the zoo recipe, so that an interrupted pretraining run resumes where it stopped.
+"""Resume state of the zoo recipe: per-epoch checkpoints, so that an interrupted pretraining run resumes
+where it stopped (not weight files to load: those are lab.backbones' checkpoints).
 
 After every epoch :func:`save` writes ``OUT.partial/epoch-NNNN/`` holding
 ``state.safetensors`` (the model, the optimizer's tensors and the torch random state) and
