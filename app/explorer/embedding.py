@@ -276,7 +276,7 @@ class EmbeddingView(pn.viewable.Viewer):
             reason = NO_RUN if run is None else "the store of this run is not known"
             raise ValueError(f"no selection report: {reason}")
         epoch = self._panels[0].key[1] if self._panels[0].key is not None else None
-        return analysis.selection_report(run[0], run[1], list(self.selection), epoch, seed=self._source.seed)
+        return analysis.selection_report(run[1], list(self.selection), epoch, seed=self._source.seed, store=run[0])
 
     @property
     def n_points(self) -> int:
