@@ -22,12 +22,19 @@ from types import MappingProxyType
 
 __all__ = [
     "MetricInfo", "StrategyInfo", "METRICS", "STRATEGIES", "METRIC_NAMES", "STRATEGY_NAMES",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE", "DEFAULT_METRICS",
-    "CONFIDENCE_METRICS", "metric_label", "metrics_for",
+    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "CLASSIFIER_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE",
+    "DEFAULT_METRICS", "CONFIDENCE_METRICS", "HEAD_LAYER", "SPLITS", "metric_label", "metrics_for",
 ]
 
-_FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("seen", "unseen"), "transferability": ("seen",)}
+SPLITS = ("train", "seen", "unseen")
+"""The evaluation splits: a fixed sample of the seen classes' training images ("train", with the labels the
+network trains on), the seen classes' held-out images ("seen") and the unseen classes' images ("unseen")."""
+_FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("train", "seen", "unseen"),
+                  "classifier_collapse": ("train", "seen"), "transferability": ("seen",)}
 """The evaluation splits a family is measured on unless its entry says otherwise."""
+HEAD_LAYER = "pre_logits"
+"""The layer the classifier-side measures are recorded at: the input of the trained head (for SCL FT, the
+pre-logits plus the skip connection, which is what that head sees)."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,10 @@ class MetricInfo:
     ----------
     name : the column name in the store's metrics table
     label : short human label for plots and tables
-    family : "separability" (unseen images only), "collapse" (seen held-out and unseen) or
-        "transferability" (seen held-out images, before fine-tuning: epoch 0 only)
+    family : "separability" (unseen images only), "collapse" (the seen training sample, seen held-out and
+        unseen), "classifier_collapse" (the trained head against the class means at its input: the seen
+        training sample and the seen held-out images; needs a trained head) or "transferability" (seen
+        held-out images, before fine-tuning: epoch 0 only)
     higher_is_better : True when a larger value means better separated / more collapsed classes
     log_scale : drawn on a log axis (spans orders of magnitude across layers)
     default : measured by a run unless its config lists metrics explicitly
@@ -52,8 +61,9 @@ class MetricInfo:
     check : ``"module:function"`` run with the same arguments for every requested metric before any is
         computed: validates the options against the inputs and asks the layer for shared work
         (``layer.want_neighbors``); None when there is nothing to check
-    needs : what the metric reads besides the features: ``"labels"`` (y); an entry needing other
-        inputs (a trained head, augmented views) names them, and ``compute_layer`` passes them on
+    needs : what the metric reads besides the features: ``"labels"`` (y); ``"head"`` (a trained head's
+        weight matrix and logits on the same images, :class:`lab.metrics.Head`); an entry needing other
+        inputs (augmented views) names them, and ``compute_layer`` passes them on
     per_class : samples every class needs (2 for within-class spread)
     repeatable : the function takes ``repeat`` (0, 1, ...) and varies its seed with it; ``compute_layer``
         reports the mean over ``repeats`` and, with more than one, ``<name>_std``
@@ -93,6 +103,8 @@ class StrategyInfo:
 
 
 _SEP, _COL, _TRA = "lab.metrics.separability:", "lab.metrics.collapse:", "lab.metrics.transfer:"
+_CC = "lab.metrics.classifier_layer:"
+_HEAD = ("labels", "head")
 
 _METRIC_LIST = (
     MetricInfo("nmi", "NMI", "separability", True,
@@ -126,8 +138,26 @@ _METRIC_LIST = (
     MetricInfo("nc2_equiangularity", "NC2 equiangularity", "collapse", False,
                function=_COL + "nc2_equiangularity_of_layer",
                doc="mean |cos + 1/(K-1)| between centred class means"),
+    MetricInfo("nc2_cosine_std", "NC2 cosine spread", "collapse", False, function=_CC + "nc2_cosine_std_of_layer",
+               doc="std of the cosines between centred class means (Papyan et al. Fig. 3)"),
     MetricInfo("ncc_accuracy", "NCC accuracy", "collapse", True, function=_COL + "ncc_accuracy_of_layer",
                doc="nearest-class-centre accuracy (NC4)"),
+    MetricInfo("nc2_classifier_equinorm", "NC2 classifier equinorm", "classifier_collapse", False, needs=_HEAD,
+               function=_CC + "nc2_classifier_equinorm_of_layer", check=_CC + "check_head",
+               doc="std/mean of the norms of the head's class rows (Papyan et al. Fig. 2)"),
+    MetricInfo("nc2_classifier_equiangularity", "NC2 classifier equiangularity", "classifier_collapse", False,
+               needs=_HEAD, function=_CC + "nc2_classifier_equiangularity_of_layer", check=_CC + "check_head",
+               doc="mean |cos + 1/(K-1)| between the head's class rows (Papyan et al. Fig. 4)"),
+    MetricInfo("nc3_self_duality", "NC3 self-duality", "classifier_collapse", False, log_scale=True, needs=_HEAD,
+               function=_CC + "nc3_self_duality_of_layer", check=_CC + "check_head",
+               doc="‖W/‖W‖ − Mᵀ/‖M‖‖²: the head's rows against the centred class means (Papyan et al. Fig. 5)"),
+    MetricInfo("nc4_ncc_disagreement", "NC4 NCC disagreement", "classifier_collapse", False, needs=_HEAD,
+               function=_CC + "nc4_ncc_disagreement_of_layer", check=_CC + "check_head",
+               doc="share of images the head and the nearest class centre classify differently (Papyan et al. "
+                   "Fig. 7)"),
+    MetricInfo("head_accuracy", "head accuracy", "classifier_collapse", True, needs=_HEAD,
+               function=_CC + "head_accuracy_of_layer", check=_CC + "check_head",
+               doc="accuracy of the head's argmax (on the training sample: 1 from the terminal phase on)"),
     MetricInfo("logme", "LogME", "transferability", True, function=_TRA + "logme_of_layer",
                doc="log evidence of a Bayesian linear model from the seen classes' features to their labels, "
                    "before fine-tuning (You et al. 2021)"),
@@ -140,6 +170,9 @@ METRICS = MappingProxyType({m.name: m for m in _METRIC_LIST})
 METRIC_NAMES = tuple(METRICS)
 SEPARABILITY_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "separability")
 COLLAPSE_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "collapse")
+CLASSIFIER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "classifier_collapse")
+"""Classifier-side collapse (Papyan, Han & Donoho 2020): measured at :data:`HEAD_LAYER` on the seen training
+sample and the seen held-out images, for strategies that train a head."""
 TRANSFER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "transferability")
 """Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
 TRANSFER_BASELINE = "knn_accuracy"
@@ -173,7 +206,7 @@ def metric_label(name: str) -> str:
 
 
 def metrics_for(split: str) -> list[MetricInfo]:
-    """The metrics measured on ``split`` ("unseen" or "seen"), in display order."""
-    if split not in ("unseen", "seen"):
-        raise ValueError(f"split must be 'unseen' or 'seen'. Got {split!r} instead.")
+    """The metrics measured on ``split`` (one of :data:`SPLITS`), in display order."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(map(repr, SPLITS))}. Got {split!r} instead.")
     return [m for m in _METRIC_LIST if split in m.splits]

@@ -56,7 +56,7 @@ this module stays torch-free)."""
 SEPARABILITY_METRICS = catalogue.SEPARABILITY_METRICS
 """Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
 COLLAPSE_METRICS = catalogue.COLLAPSE_METRICS
-"""Neural-collapse measures; computed on the seen held-out sample and on the unseen images."""
+"""Neural-collapse measures; computed on the seen training sample, the seen held-out sample and the unseen images."""
 TRANSFER_METRICS = catalogue.TRANSFER_METRICS
 """Transferability estimators (LogME, SFDA); computed on the seen held-out sample before fine-tuning (epoch 0)."""
 DEFAULT_METRICS = catalogue.DEFAULT_METRICS
@@ -147,7 +147,8 @@ class RunConfig:
         weights and measure the effect (Wang & Yang).
     metrics : list of str
         Metric names (``SEPARABILITY_METRICS`` are computed on unseen images,
-        ``COLLAPSE_METRICS`` on seen held-out and unseen images, ``TRANSFER_METRICS`` on seen held-out
+        ``COLLAPSE_METRICS`` on the seen training sample, seen held-out and unseen images, the classifier-side
+        ones at the trained head's input on the first two, ``TRANSFER_METRICS`` on seen held-out
         images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline).
     protocol : str
         "default" (stable estimates) or "paper" (the seed papers' exact protocol).
@@ -155,6 +156,11 @@ class RunConfig:
         Cap on unseen evaluation images per class (None = all).
     seen_per_class : int or None
         Cap on seen held-out images per class used for evaluation (None = all).
+    train_sample_per_class : int
+        Seen training images per class drawn once (with ``split_seed``) for the neural-collapse measures on
+        the training set (split "train"): evaluation transform, no augmentation, the labels the network
+        trains on (the corrupted ones under ``label_noise``). A class with fewer training images gives all
+        of them. 0 turns the train split off.
     seeds : list of int
         One full run per seed (initialisation, data order, augmentation, label noise).
     device : str
@@ -209,6 +215,7 @@ class RunConfig:
     protocol: str = "default"
     unseen_per_class: int | None = 300
     seen_per_class: int | None = 100
+    train_sample_per_class: int = 20
     seeds: tuple[int, ...] = (0,)
     device: str = "auto"
     precision: str = "auto"
@@ -338,6 +345,7 @@ class RunConfig:
         choice("protocol")
         int_at_least("unseen_per_class", 2, optional=True)
         int_at_least("seen_per_class", 2, optional=True)
+        int_at_least("train_sample_per_class", 0)
         if len(self.seeds) == 0:
             raise ValueError("seeds must list at least one seed, e.g. [0] or [0, 1, 2].")
         bad = [s for s in self.seeds if not _is_int(s) or s < 0]
@@ -390,8 +398,13 @@ class RunConfig:
 
     @property
     def collapse_metrics(self) -> tuple[str, ...]:
-        """Requested metrics measured on both the seen held-out sample and unseen images."""
+        """Requested metrics measured on the seen training sample, the seen held-out sample and unseen images."""
         return tuple(m for m in self.metrics if m in COLLAPSE_METRICS)
+
+    @property
+    def classifier_metrics(self) -> tuple[str, ...]:
+        """Requested classifier-side measures (at the head input, when a head is trained)."""
+        return tuple(m for m in self.metrics if m in catalogue.CLASSIFIER_METRICS)
 
     @property
     def transfer_metrics(self) -> tuple[str, ...]:
@@ -401,7 +414,7 @@ class RunConfig:
     @property
     def unseen_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on the unseen images (separability and collapse), in the given order."""
-        return tuple(m for m in self.metrics if m not in TRANSFER_METRICS)
+        return tuple(m for m in self.metrics if "unseen" in catalogue.METRICS[m].splits)
 
     def seen_metrics(self, epoch: int) -> tuple[str, ...]:
         """Metrics measured on the seen held-out images at ``epoch``: the collapse metrics, and at epoch 0

@@ -10,6 +10,13 @@ return, exactly:
 
 - :func:`nc2` -> dict ``{"equinorm": float, "equiangularity": float}`` (the catalogue's columns
   ``nc2_equinorm`` and ``nc2_equiangularity``);
+- the classifier side of neural collapse (Papyan, Han & Donoho 2020), the head's weights W (K, d) against
+  the class means at its input: :func:`nc2_classifier` ``(W)`` -> dict ``{"nc2_classifier_equinorm",
+  "nc2_classifier_equiangularity"}``; :func:`nc2_cosine_std` ``(X, y)``, :func:`nc3_self_duality`
+  ``(X, y, W)`` and :func:`nc4_ncc_disagreement` ``(X, y, predicted)`` -> float;
+  :func:`terminal_phase_epoch` ``(accuracies)`` -> int or None; :class:`Head` ``(W, logits)`` is what
+  :func:`compute_layer` takes as ``head=`` for these entries; :func:`class_gram` ``(X, y)`` -> (K, K)
+  Gram of the centred class means;
 - :func:`cka` ``(X, Y, *, unbiased)`` -> float, two feature sets of the same images;
   :class:`CKAAccumulator` accumulates it over minibatches;
 - :func:`knn_indices` ``(X, k, ...)`` -> :class:`Neighbors`, the tuple ``(distances, indices)``, each (N, k);
@@ -39,6 +46,10 @@ into NaN with a :class:`DegenerateLayerWarning` naming the layer and metric.
 """
 from ._checks import DegenerateFeaturesError, DegenerateLayerWarning
 from .cka import CKAAccumulator, cka
+from .classifier_collapse import (
+    nc2_classifier, nc2_cosine_std, nc3_self_duality, nc4_ncc_disagreement, terminal_phase_epoch,
+)
+from .classifier_layer import Head, class_gram
 from .collapse import cdnv, nc1, nc2, ncc_accuracy, numerical_rank
 from .report import ALL_METRICS, DEFAULT_COLLAPSE, DEFAULT_SEPARABILITY, compute_layer, layer_report
 from .separability import (
@@ -50,6 +61,8 @@ from .weights import utilization
 __all__ = [
     "nmi", "knn_accuracy", "knn_purity", "weighted_knn_accuracy", "linear_probe_accuracy",
     "nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy",
+    "nc2_cosine_std", "nc2_classifier", "nc3_self_duality", "nc4_ncc_disagreement", "terminal_phase_epoch",
+    "Head", "class_gram",
     "cka", "CKAAccumulator", "logme", "sfda",
     "utilization", "compute_layer", "layer_report", "knn_indices", "Neighbors",
     "DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "BACKENDS",

@@ -1,6 +1,6 @@
 """Classifier-side neural-collapse measures: the head's weights against the class means.
 
-Definitions: ``/work/shared/METRICS.md`` ("Neural collapse on the training set"), after Papyan,
+Definitions: ``docs/METRICS.md`` ("Neural collapse on the training set"), after Papyan,
 Han & Donoho (2020), "Prevalence of neural collapse during the terminal phase of deep learning",
 PNAS 117(40), Figs 2-7. ``X`` (N, d) is the input of the classification head on the training
 sample, ``y`` (N,) its labels, ``W`` (K, d) the head's weight matrix (the bias is not part of it).
@@ -276,8 +276,11 @@ def nc3_self_duality(X, y, W) -> float:
     Papyan, Han & Donoho (2020), PNAS 117(40), Fig. 5.
     """
     c = _check_inputs(X, y)
-    Wc = _check_weights(W, c)                                                        # (K, d)
-    stats = _ClassStats(c)
+    return _self_duality(_ClassStats(c), _check_weights(W, c))
+
+
+def _self_duality(stats: _ClassStats, Wc: torch.Tensor) -> float:
+    """:func:`nc3_self_duality` from the class statistics and a checked W (K, d)."""
     stats.require_spread("nc3_self_duality")
     w_norm = torch.linalg.matrix_norm(Wc)                                            # ‖W‖_F
     if float(w_norm) == 0.0:

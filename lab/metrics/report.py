@@ -29,7 +29,9 @@ __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_l
 # default (a run leaves it out for its cost); the weighted kNN only on request.
 DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != "weighted_knn_accuracy")
 DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
-ALL_METRICS = _catalogue.METRIC_NAMES
+ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if set(info.needs) <= {"labels"})
+"""Every metric computed from the features and labels alone; the classifier-side entries
+(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=`` and are named explicitly."""
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
 _OPTIONS = {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}
@@ -43,9 +45,9 @@ def _resolve_metrics(metrics) -> tuple[str, ...]:
     out: list[str] = []
     for name in metrics:
         for m in _ALIASES.get(name, (name,)):
-            if m not in ALL_METRICS:
+            if m not in ALL_METRICS and m not in _catalogue.METRICS:
                 raise ValueError(
-                    f"unknown metric {m!r}; valid names are {', '.join(ALL_METRICS)} (and 'nc2' for both "
+                    f"unknown metric {m!r}; valid names are {', '.join(_catalogue.METRICS)} (and 'nc2' for both "
                     "nc2 columns)."
                 )
             if m not in out:
@@ -88,6 +90,7 @@ def compute_layer(
     return_samples: bool = False,
     return_margins: bool = False,
     backend: str = "auto",
+    head=None,
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, np.ndarray]]:
     """All requested metrics of one layer's features, sharing work between them.
 
@@ -129,6 +132,11 @@ def compute_layer(
     backend : {"auto", "sklearn", "torch"}
         Implementation of k-means and the probe (``lab.metrics.separability.BACKENDS``): "auto" is torch on
         X's device for CUDA features, scikit-learn on a CPU copy otherwise.
+    head : lab.metrics.Head, optional
+        A trained classification head whose input X is: ``Head(W, logits)`` with W (K, d) its weight
+        matrix (bias excluded, rows in sorted-label order of y) and logits (N, K) its outputs on the same
+        images (a pair ``(W, logits)`` works too). The entries that need it (``needs`` names ``"head"``:
+        the classifier-side collapse family) read it; asking for them without a head is a ValueError.
 
     Returns
     -------
@@ -154,7 +162,8 @@ def compute_layer(
     requested = [(_catalogue.METRICS[name], opts.get(name, {})) for name in metrics]
 
     # -- validate once, every requested metric, before any is computed
-    context = LayerContext(X, y, protocol=protocol, backend=backend, return_samples=return_samples)
+    context = LayerContext(X, y, protocol=protocol, backend=backend, return_samples=return_samples,
+                           inputs={"head": head} if head is not None else None)
     try:
         prepare(context, requested)
     except DegenerateFeaturesError:

@@ -52,7 +52,7 @@ def test_every_entry_names_a_function_that_resolves_and_takes_its_options():
             assert "repeat" in params, info.name
         if info.check:
             assert set(inspect.signature(_context.resolve(info.check)).parameters) == {"layer", *info.options}
-        assert info.splits and set(info.splits) <= {"seen", "unseen"}, info.name
+        assert info.splits and set(info.splits) <= {"train", "seen", "unseen"}, info.name
 
 
 def test_public_functions_take_their_defaults_from_the_catalogue():

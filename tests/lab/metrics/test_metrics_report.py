@@ -199,7 +199,8 @@ def test_compute_layer_defaults_options_and_aliases():
     assert row["knn_accuracy"] == metrics.knn_accuracy(X0, Y0, k=5, metric="cosine")
     assert row["knn_purity"] == metrics.knn_purity(X0, Y0, k=3)
     assert metrics.DEFAULT_SEPARABILITY == ("nmi", "knn_accuracy", "knn_purity", "linear_probe_accuracy")
-    assert metrics.DEFAULT_COLLAPSE == ("nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity", "ncc_accuracy")
+    assert metrics.DEFAULT_COLLAPSE == ("nc1", "cdnv", "numerical_rank", "nc2_equinorm", "nc2_equiangularity",
+                                        "nc2_cosine_std", "ncc_accuracy")
 
 
 def test_public_surface():
