@@ -471,13 +471,11 @@ def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = Fa
     store : lab.RunStore, path or None
         Where the runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
     execute : bool
-        Also execute the notebook with nbclient (kernel: this interpreter) and save
-        it with its outputs.
+        Also execute the notebook with nbclient (kernel: this interpreter) and save it with its outputs.
     timeout : int
         Seconds allowed per cell when executing.
     rerun : bool
-        Initial value of the final cell's ``RERUN`` switch; with ``execute=True``
-        the runs are then trained again from scratch.
+        Initial value of the final cell's ``RERUN`` switch; with ``execute=True`` the runs are trained again.
     selection : list of int, optional
         Image positions the per-image cell reports on (:func:`build_notebook`).
 

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
-from lab import analysis
+from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
 from lab.store._tables import _read_table
@@ -85,8 +85,7 @@ def _derived_status(meta: dict) -> str:
 def _summary(record: "RunRecord") -> dict:
     """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
     meta = record.meta
-    out = analysis.run_summary(record.metrics, record.training, layers=meta.get("layers"),
-                               aliases=meta.get("layer_aliases"))
+    out = run_summary(record.metrics, record.training, layers=meta.get("layers"), aliases=meta.get("layer_aliases"))
     return {"status": record.status, **out}
 
 
