@@ -42,6 +42,8 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
+# Here, with no model on the stack: the first optimizer's import of it leaves a frame cycle pinning its callers until gc.
+import torch._dynamo  # noqa: F401
 from torch import nn
 from torch.nn import functional as F
 

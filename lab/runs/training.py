@@ -13,6 +13,7 @@ from typing import Callable, Generator, Iterable
 
 import numpy as np
 
+import lab.finetune  # noqa: F401  before any run holds a model: see its torch._dynamo import
 from lab.device import out_of_memory_hint
 from lab.events import Event
 from lab.runs.context import RunContext, SeedState
