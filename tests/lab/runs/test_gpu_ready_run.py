@@ -9,6 +9,7 @@ here puts a tensor on a GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import weakref
@@ -34,10 +35,6 @@ def _cfg(**changes):
 @pytest.fixture
 def no_gc():
     """The cyclic garbage collector off for the test: what is freed is freed by reference counts."""
-    # torch's first optimizer imports torch._dynamo, whose torch.fx.wrap frames refer to themselves
-    # and so keep the calling frames (and the model they hold) until the collector runs: a one-off
-    # of the import, done here with the collector still on.
-    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     was = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -388,19 +385,72 @@ def test_the_worker_thread_runs_on_the_runs_gpu(monkeypatch):
     assert entered[1:] == [(threading.current_thread().name, 1)]        # nothing entered for the CPU
 
 
-def test_the_engine_runs_under_the_device_scope_of_its_device(monkeypatch):
+def test_device_scope_makes_the_runs_gpu_current_for_the_block_and_restores_the_previous_one(monkeypatch):
+    current = [0]
+
+    class FakeDevice:
+        """torch.cuda.device: the current CUDA device is ``index`` inside, the previous one after."""
+
+        def __init__(self, index):
+            self.index, self.previous = index, None
+
+        def __enter__(self):
+            self.previous, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.previous
+            return False
+
+    _fake_cuda(monkeypatch, n=2)
+    monkeypatch.setattr(torch.cuda, "device", FakeDevice)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    inside = []
+    with device_scope("cuda:1"):
+        inside.append(current[0])
+        with device_scope(torch.device("cuda", 0)):
+            inside.append(current[0])
+        inside.append(current[0])
+        with device_scope("cuda"):                      # "cuda" is the current device: GPU 1 stays
+            inside.append(current[0])
+    assert inside == [1, 0, 1, 1] and current[0] == 0
+    with pytest.raises(RuntimeError, match="boom"), device_scope("cuda:1"):
+        raise RuntimeError("boom")
+    assert current[0] == 0                              # restored after an error too
+    with device_scope("cpu"), device_scope(torch.device("meta")):
+        assert current[0] == 0                          # other devices leave the CUDA device alone
+
+
+def test_the_engine_loads_and_trains_under_the_device_scope_of_its_device(monkeypatch):
     import lab.runs.engine
+    from lab import finetune
 
-    scopes = []
-    real = lab.device.device_scope
+    scopes, depth, inside = [], [0], {}
+    real_scope, real_load, real_epoch = lab.device.device_scope, lab.backbones.load, finetune.FineTuner.train_epoch
 
+    @contextlib.contextmanager
     def spy(device):
         scopes.append(str(device))
-        return real(device)
+        depth[0] += 1
+        try:
+            with real_scope(device):
+                yield
+        finally:
+            depth[0] -= 1
+
+    def load(*args, **kwargs):
+        inside["load"] = depth[0] > 0
+        return real_load(*args, **kwargs)
+
+    def train_epoch(self, *args, **kwargs):
+        inside["train"] = depth[0] > 0
+        return real_epoch(self, *args, **kwargs)
 
     monkeypatch.setattr(lab.device, "device_scope", spy)
-    events = list(lab.run(_cfg(epochs=0, strategy="none", lr=None), store=False))
-    assert events[-1].kind == "run_finished" and "cpu" in scopes
+    monkeypatch.setattr(lab.backbones, "load", load)
+    monkeypatch.setattr(finetune.FineTuner, "train_epoch", train_epoch)
+    events = list(lab.run(_cfg(), store=False))
+    assert events[-1].kind == "run_finished" and scopes == ["cpu"]
+    assert inside == {"load": True, "train": True} and depth[0] == 0
 
 
 # -- 15. training reads each batch's loss one step late, so the device always has work queued ----------------
