@@ -4,7 +4,8 @@ One generator feeds the app, the CLI, notebooks and sweeps, so every consumer
 sees the same sequence::
 
     RunStarted
-      (per seed)  Progress* LayerMetrics* LayerConfidence* LayerUtilization* ProjectionReady* EpochFinished
+      (per seed)  Progress* LayerMetrics* ClassMeans* LayerConfidence* LayerUtilization* ProjectionReady*
+                  EpochFinished
                   Generalization(seed)   ... for epoch 0 (before training), 1, ..., E
       Aggregate* Generalization(seed=None)   (per epoch, once every seed has reported it)
       LayerContribution*                (when the config asks for it)
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = [
-    "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "LayerConfidence",
+    "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "ClassMeans", "LayerConfidence",
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
     "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "TERMINAL_KINDS",
 ]
@@ -103,7 +104,8 @@ class EpochFinished(Event):
 
 @dataclass
 class LayerMetrics(Event):
-    """Metric values of one layer at one epoch for one seed, on split "unseen" or "seen"."""
+    """Metric values of one layer at one epoch for one seed, on split "unseen", "seen" (held-out) or "train"
+    (the fixed sample of the seen classes' training images; the classifier-side measures at ``pre_logits``)."""
 
     kind: ClassVar[str] = "layer_metrics"
     seed: int
@@ -111,6 +113,24 @@ class LayerMetrics(Event):
     layer: str
     split: str
     values: dict[str, float]
+
+
+@dataclass
+class ClassMeans(Event):
+    """The geometry of one layer's class means at one evaluation, on split "train" or "unseen".
+
+    ``gram`` = MᵀM (K × K float64), M = [μ_1 − μ_G, …, μ_K − μ_G] the centred class means, classes in
+    sorted-label order, named by ``classes``; :func:`lab.analysis.simplex` turns it into their cosines,
+    the simplex ETF's and a plane of the means.
+    """
+
+    kind: ClassVar[str] = "class_means"
+    seed: int
+    epoch: int
+    layer: str
+    split: str
+    classes: list[str]
+    gram: np.ndarray            # (K, K) float64
 
 
 @dataclass

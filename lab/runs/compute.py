@@ -9,7 +9,7 @@ _SMALL_PROBLEM = 4_000_000   # elements of X below which metrics run single-thre
 
 
 def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None,
-                    margins: bool = False) -> dict[str, float]:
+                    margins: bool = False, head=None) -> dict[str, float]:
     """One layer's metrics via ``lab.metrics.compute_layer``; a metric undefined here is NaN.
 
     Parameters
@@ -20,6 +20,8 @@ def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None,
         ``return_samples``), for the bootstrap of :func:`lab.analysis.bootstrap`; with ``margins``
         also each image's class-centre margin and the class-pair CDNV terms (``return_margins``), for the
         per-image record.
+    head : lab.metrics.Head, optional
+        The trained head whose input X is, for the classifier-side entries (``compute_layer``'s ``head``).
     """
     import lab.metrics
 
@@ -28,7 +30,7 @@ def compute_metrics(X, y, names, protocol, layer, samples: dict | None = None,
     with few_threads(X):
         values = lab.metrics.compute_layer(X, y, metrics=tuple(names), protocol=protocol, layer=layer,
                                            return_samples=samples is not None,
-                                           return_margins=margins and samples is not None)
+                                           return_margins=margins and samples is not None, head=head)
     if samples is not None:
         values, per_image = values
         samples.update(per_image)

@@ -6,7 +6,7 @@ from typing import Any
 
 from lab.config import RunConfig
 
-__all__ = ["RunData", "prepare_data", "absolute_dataset", "images_needed"]
+__all__ = ["RunData", "prepare_data", "absolute_dataset", "images_needed", "train_sample"]
 
 _PATH_KINDS = ("folder", "cifar10", "cifar100")
 
@@ -24,6 +24,10 @@ class RunData:
     heldout : seen classes, held-out partition, capped at ``seen_per_class``
     unseen : unseen classes, capped at ``unseen_per_class`` (labels index ``split.unseen``);
         ``ProjectionReady.indices`` index this dataset
+    train_sample : the fixed sample of ``train`` for split "train" (``train_sample_per_class`` images per
+        class, drawn with ``split_seed``; its targets are the true labels), or None when it is off
+    train_sample_indices : ndarray (n,) int64, the sample's positions in ``train`` (to read the labels the
+        network trains on under label noise), or None
     """
 
     dataset: Any
@@ -31,6 +35,8 @@ class RunData:
     train: Any
     heldout: Any
     unseen: Any
+    train_sample: Any = None
+    train_sample_indices: Any = None
 
     @property
     def n_images(self) -> dict[str, int]:
@@ -84,7 +90,40 @@ def prepare_data(config: RunConfig) -> RunData:
     for name, part in (("training", train), ("held-out", heldout), ("unseen", unseen)):
         if len(part) == 0:
             raise ValueError(f"the {name} set of {cfg.dataset!r} is empty; check the split and heldout_fraction.")
-    return RunData(ds, split, train, heldout, unseen)
+    sample, indices = train_sample(train, cfg.train_sample_per_class, seed=cfg.split_seed)
+    return RunData(ds, split, train, heldout, unseen, sample, indices)
+
+
+def train_sample(train, per_class: int, *, seed: int):
+    """``per_class`` images of every class of ``train`` (all of a class that has fewer), drawn with ``seed``.
+
+    Returns
+    -------
+    (dataset, indices) : a lab dataset of the sample (its own copy of the few images, so a run that trains
+        nothing need not keep the training set) and its positions in ``train`` (n,) int64, ascending;
+        ``(None, None)`` when ``per_class`` is 0.
+    """
+    import zlib
+
+    import numpy as np
+    import torch
+
+    import lab.data
+
+    if not per_class:
+        return None, None
+    targets = np.asarray(train.targets, dtype=np.int64)
+    keep = []
+    for k, name in enumerate(train.classes):
+        idx = np.flatnonzero(targets == k)
+        # seeded by the class name, as the dataset's own samples are: a class's draw ignores the others
+        rng = np.random.default_rng([seed, zlib.crc32(str(name).encode("utf-8")), 1])
+        keep.append(idx[rng.permutation(idx.size)[:per_class]])
+    indices = np.sort(np.concatenate(keep)).astype(np.int64)
+    # the dataset gives float pixels x / 255; * 255 and rounding gives the stored uint8 back exactly
+    images = torch.stack([train[int(i)][0] for i in indices]).mul_(255.0).round_().to(torch.uint8)  # (n, C, H, W)
+    sample = lab.data.ImageDataset(images, targets[indices], train.classes, train.name, train.info)
+    return sample, indices
 
 
 def absolute_dataset(config: RunConfig) -> RunConfig:
@@ -119,11 +158,9 @@ def images_needed(metrics) -> tuple[int, str | None]:
 
 
 def _probe_folds() -> int:
-    try:
-        from lab.metrics.report import _OPTIONS
-        return int(_OPTIONS["linear_probe_accuracy"]["folds"])
-    except (ImportError, KeyError):                 # pragma: no cover - the metrics' default
-        return 5
+    from lab import catalogue
+
+    return int(catalogue.METRICS["linear_probe_accuracy"].options["folds"])
 
 
 def _advice(cfg: RunConfig, cap_name: str, need: int, why: str | None) -> str:

@@ -204,7 +204,7 @@ class _Engine:
         self.classes, self.in_chans, self.image_size = list(ds.classes), int(ds.in_chans), int(ds.image_size)
         self.n_images = data.n_images
         ctx.data = RunData(None, data.split, data.train if cfg.strategy != "none" else None,
-                           data.heldout, data.unseen)
+                           data.heldout, data.unseen, data.train_sample, data.train_sample_indices)
         del data, ds
         ctx.unseen_labels = torch.as_tensor(np.asarray(ctx.data.unseen.targets), dtype=torch.long)
         ctx.heldout_labels = torch.as_tensor(np.asarray(ctx.data.heldout.targets), dtype=torch.long)

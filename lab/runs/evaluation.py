@@ -12,8 +12,12 @@
    the per-image record keeps those votes and clusters with each image's class-centre margin (a run
    that measures kNN accuracy; ``RunRecord.image_record``).
    A training run also records each layer's CKA to its epoch-0 features (``cka_initial``);
+   Each layer's class means go out as a ``ClassMeans`` event (:mod:`lab.runs.collapse_eval`);
 2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
-   LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head;
+   LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head,
+   with the classifier-side collapse measures at the head input;
+2b. the seen training sample (split "train"): collapse metrics and ClassMeans per layer, the classifier side
+   at the head input (:class:`lab.runs.collapse_eval.TrainCollapse`);
 3. label noise: accuracy on the corrupted training images against their true labels;
 4. utilization: distance of each tap's weights from epoch 0.
 """
@@ -26,6 +30,7 @@ from typing import Generator, Mapping, Sequence
 import numpy as np
 
 from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
+from lab.runs.collapse_eval import TrainCollapse, class_means_event
 from lab.runs.compute import compute_metrics
 from lab.runs.context import RunContext, SeedState
 from lab.runs.projections import Projections
@@ -96,6 +101,7 @@ class Evaluator:
         # The per-image record holds the kNN votes the kNN accuracy computes anyway: without that metric,
         # no record (RunRecord.image_record_problem says so).
         self.image_record = "knn_accuracy" in ctx.cfg.unseen_metrics
+        self.collapse = TrainCollapse(ctx)
 
     def evaluate(self, state: SeedState, epoch: int) -> Generator[Event, None, Evaluation]:
         ctx = self.ctx
@@ -103,6 +109,7 @@ class Evaluator:
         first, self.first = self.first, False
         out.aliases = yield from self._unseen(state, epoch, first=first)
         out.heldout_loss, out.heldout_accuracy = yield from self._seen(state, epoch)
+        yield from self.collapse.train(state, epoch)
         if state.corrupted is not None and len(state.corrupted):
             out.resilience = yield from self._resilience(state, epoch)
         for layer, absolute, relative in self._utilization(state, epoch):
@@ -133,6 +140,7 @@ class Evaluator:
                         vals.update(self.initial_cka.measure(seed, epoch, layer, X))
                 ctx.record_metrics(seed, epoch, layer, "unseen", vals)
                 yield LayerMetrics(ctx.run_id, seed=seed, epoch=epoch, layer=layer, split="unseen", values=vals)
+                yield class_means_event(ctx, seed, epoch, layer, "unseen", X, y, ctx.data.split.unseen)
                 if layer in ctx.proj_layers:
                     yield self.projections.layer(seed, epoch, layer, X, previous_proj)
                     previous_proj = layer
@@ -205,8 +213,10 @@ class Evaluator:
             # The head sees the block's spatial mean / class token: re-extract with that pooling.
             feats = yield from ctx.extract(state, ctx.data.heldout, extra, stage="extract", epoch=epoch,
                                            pooling="auto")
-        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        pre, block = feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None
         del feats
+        logits = ft.logits_from_features(pre, block)
+        yield from self.collapse.head(state, epoch, "seen", pre, block, y, logits)
         return ft.score(logits, y)
 
     # -- 3. label noise -----------------------------------------------------------------------------------

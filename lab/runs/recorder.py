@@ -56,6 +56,7 @@ class Recorder:
         self.clock = Timings()
         self._metrics: list[dict] = []
         self._utilization: list[dict] = []
+        self._class_means: dict[tuple[int, int], list[dict]] = {}
         self._io: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
 
@@ -85,6 +86,11 @@ class Recorder:
     def utilization(self, rows: list[dict]) -> None:
         """Buffer utilization rows ``{seed, epoch, layer, absolute, relative}`` until the epoch ends."""
         self._utilization.extend(rows)
+
+    def class_means(self, seed: int, epoch: int, layer: str, split: str, classes: list[str], gram) -> None:
+        """Buffer one layer's class-mean Gram (K, K) until the epoch ends (one file per evaluation)."""
+        self._class_means.setdefault((int(seed), int(epoch)), []).append(
+            {"layer": layer, "split": split, "classes": list(classes), "gram": gram})
 
     def contribution(self, rows: list[dict]) -> None:
         """Append contribution rows ``{seed, layer, metric, value}`` now."""
@@ -170,6 +176,10 @@ class Recorder:
         if self._utilization:
             rows, self._utilization = self._utilization, []
             self.writer.append_utilization(rows)
+        if self._class_means:
+            evaluations, self._class_means = self._class_means, {}
+            for (seed, epoch), entries in evaluations.items():
+                self.writer.save_class_means(seed, epoch, entries)
 
 
 class NullRecorder(Recorder):
@@ -190,6 +200,9 @@ class NullRecorder(Recorder):
         pass
 
     def utilization(self, rows: list[dict]) -> None:
+        pass
+
+    def class_means(self, seed, epoch, layer, split, classes, gram) -> None:
         pass
 
     def contribution(self, rows: list[dict]) -> None:

@@ -109,8 +109,10 @@ class Results:
     # -- summary --------------------------------------------------------------------------------------
     def summary(self, **engine_fields: Any) -> dict:
         """``lab.analysis.run_summary`` of the run so far, after the engine's own ``engine_fields``
-        (epochs, seeds, layers, trainable_fraction, timings)."""
+        (epochs, seeds, layers, trainable_fraction, timings), and ``terminal_phase``
+        (:func:`lab.analysis.terminal_phase`: ``{seed: first epoch of 100 % train-sample accuracy or None}``)."""
         from lab import analysis
 
-        found = analysis.run_summary(self.metrics(), self.training(), layers=self.layers, aliases=self.aliases)
-        return {**engine_fields, **found}
+        metrics = self.metrics()
+        found = analysis.run_summary(metrics, self.training(), layers=self.layers, aliases=self.aliases)
+        return {**engine_fields, **found, "terminal_phase": analysis.terminal_phase(metrics)}

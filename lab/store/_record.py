@@ -13,7 +13,9 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
+from lab.analysis.collapse import terminal_phase
 from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
+from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
 from lab.store._tables import _read_table
@@ -83,10 +85,11 @@ def _derived_status(meta: dict) -> str:
 
 
 def _summary(record: "RunRecord") -> dict:
-    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
+    """:func:`lab.analysis.run_summary` of a stored run, plus its status and ``terminal_phase``
+    (:func:`lab.analysis.terminal_phase`)."""
     meta = record.meta
     out = run_summary(record.metrics, record.training, layers=meta.get("layers"), aliases=meta.get("layer_aliases"))
-    return {"status": record.status, **out}
+    return {"status": record.status, **out, "terminal_phase": terminal_phase(record.metrics)}
 
 
 def _stored_table(table: str) -> functools.cached_property:
@@ -158,6 +161,19 @@ class RunRecord:
     """seed, epoch, layer, absolute, relative."""
     contribution = _stored_table("contribution")
     """seed, layer, metric, value."""
+
+    @functools.cached_property
+    def class_means(self) -> pd.DataFrame:
+        """The geometry of the class means (``ClassMeans`` events): one row per seed, epoch, layer and split
+        ("train", "unseen") with ``classes`` (names, sorted-label order) and ``gram`` (K, K) float64, the Gram
+        matrix of the centred class means (:func:`lab.analysis.simplex` reads it). Empty for a run recorded
+        before they were stored (:attr:`class_means_problem` says why)."""
+        return read_class_means(self.path, self.damaged_parts)
+
+    @property
+    def class_means_problem(self) -> str | None:
+        """Why :attr:`class_means` is empty, in one line, or None when it holds rows."""
+        return class_means_problem(self.run_id, self.path, self.status, self.class_means)
 
     # -- arrays ------------------------------------------------------------------------------
     def _array_keys(self, kind: str) -> pd.DataFrame:

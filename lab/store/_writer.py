@@ -17,6 +17,7 @@ import numpy as np
 # lab.store._files._write_json / lab.store._tables._write_parquet (tests of full and read-only disks)
 # reaches the writer.
 from lab.store import _files, _tables
+from lab.store._class_means import class_means_file, write_class_means
 from lab.store._files import _TMP_PREFIX, _atomic_file, _json_default, _layer_file, _now
 from lab.store._images import IMAGES_TABLE, write_image_record
 from lab.store._record import TERMINAL_STATUSES, _summary
@@ -132,6 +133,13 @@ class RunWriter:
         group = f"s{_check_int('seed', seed)}-e{_check_int('epoch', epoch):04d}"
         path = self.path / "tables" / IMAGES_TABLE / f"{group}-{next(self._seq):06d}.parquet"
         write_image_record(path, layers, _as_numpy(labels, np.int64), samples)
+        return path
+
+    def save_class_means(self, seed: int, epoch: int, entries: Iterable[Mapping]) -> Path:
+        """Store one evaluation's class-mean geometry (:mod:`lab.store._class_means`): entries
+        ``{layer, split, classes, gram}``, gram the (K, K) Gram matrix of the centred class means."""
+        path = class_means_file(self.path, _check_int("seed", seed), _check_int("epoch", epoch))
+        write_class_means(path, entries)
         return path
 
     def _append(self, table: str, rows: Iterable[dict]) -> None:
