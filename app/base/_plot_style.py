@@ -13,7 +13,7 @@ from lab import analysis, catalogue
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "HEATMAP_WIDTH", "plot_text", "plot_title", "epoch_keys",
-    "curves_title", "value_range", "class_colors", "arrival_colors", "NEVER",
+    "curves_title", "value_range", "class_colors", "arrival_colors", "NEVER", "wheel_zoom_off", "WHEEL_ZOOM_OFF",
 ]
 
 METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
@@ -30,6 +30,9 @@ _SPLIT_RAMPS = MappingProxyType({
     "seen": ("#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"),
 })
 _SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
+SPLIT_DASH_COLLAPSE = MappingProxyType({"train": "solid", "seen": "dashed", "unseen": "dotted"})
+"""Line dash of each split in the neural-collapse panels: the training sample solid, held-out seen images dashed,
+unseen classes dotted (collapse on the training set against new data)."""
 _MAX_LINES = 16
 HEATMAP_WIDTH = 440
 """Width in pixels of a layer × epoch heatmap (its least width where it grows with the page)."""
@@ -152,3 +155,19 @@ def arrival_colors(layers) -> dict[str, str]:
     colors = {name: Viridis256[round(220 * i / span)] for i, name in enumerate(names)}
     colors[NEVER] = "#d62728"
     return colors
+
+
+def wheel_zoom_off(plot, element) -> None:
+    """HoloViews hook: the wheel-zoom tool stays in the toolbar but starts off, so that the mouse wheel over a plot
+    scrolls the page; the user turns zoom on from the toolbar.
+
+    HoloViews activates ``wheel_zoom`` by default, and Bokeh's ``"auto"`` would activate it when a plot is clicked;
+    None leaves every scroll tool off until its toolbar button is pressed.
+    """
+    toolbar = getattr(getattr(plot, "state", None), "toolbar", None)
+    if toolbar is not None:
+        toolbar.active_scroll = None
+
+
+WHEEL_ZOOM_OFF = MappingProxyType({"hooks": [wheel_zoom_off]})
+"""Plot options of every plot the app builds: ``element.opts(**WHEEL_ZOOM_OFF)`` (see :func:`wheel_zoom_off`)."""

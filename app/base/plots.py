@@ -19,9 +19,13 @@ import pandas as pd
 from bokeh.models import HoverTool
 
 from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
-                             METRIC_LABELS, NEVER, _layer_values, _log10, _positive, _width, arrival_colors,
-                             class_colors, curves_title, epoch_keys, metric_label, plot_text, plot_title, value_range)
+                             METRIC_LABELS, NEVER, SPLIT_DASH_COLLAPSE, WHEEL_ZOOM_OFF, _layer_values, _log10,
+                             _positive, _width, arrival_colors, class_colors, curves_title, epoch_keys, metric_label,
+                             plot_text, plot_title, value_range, wheel_zoom_off)
 from lab.export import tables
+
+from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves, cosine_heatmap,
+                              layer_colors, simplex_plane)
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "plot_text", "plot_title", "epoch_keys", "metric_curves",
@@ -29,7 +33,10 @@ __all__ = [
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
     "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors", "arrival_colors", "NEVER", "SELECTION_MEASURES",
-    "selection_curves",
+    "selection_curves", "WHEEL_ZOOM_OFF", "wheel_zoom_off",
+    # neural collapse over training (app.base._collapse_plots)
+    "collapse_curves", "cosine_heatmap", "simplex_plane", "layer_colors", "CLASSIFIER_COLOR", "TERMINAL_LABEL",
+    "SPLIT_NAMES", "SPLIT_DASH_COLLAPSE",
 ]
 
 
@@ -120,7 +127,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
-        default_tools=["pan", "wheel_zoom", "reset", "save"],
+        default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF,
     )
 
 
@@ -147,7 +154,7 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         xlabel="epoch", ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
-        default_tools=["reset", "save"],
+        default_tools=["reset", "save"], **WHEEL_ZOOM_OFF,
     )
 
 
@@ -181,7 +188,7 @@ def projection_points(frame: pd.DataFrame, *, classes: list[str], title: str,
         color="class", cmap=cmap, size=6, alpha=0.8, line_color="white", line_width=0.3, framewise=True,
         tools=[hover], title=title, height=height, width=width, xaxis=None, yaxis=None,
         legend_position="right", show_legend=True, toolbar="above",
-        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"],
+        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF,
         fontsize={"title": 11, "legend": 8},
     )
 
@@ -209,7 +216,7 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
                 color="#fdae6b", line_width=1.5, line_dash="dashed", framewise=True)
     title = "training loss" if which == "loss" else "seen accuracy (held-out bold)"
     opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
-                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8})
+                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF)
     if which != "loss":
         opts["ylim"] = (0, 1.02)
     return hv.NdOverlay(curves, kdims=["seed", "data"]).opts(batched=False, **opts)
@@ -226,7 +233,7 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
     return hv.Bars(data, "layer", ("relative", "‖W−W⁰‖ / ‖W⁰‖")).opts(
         title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
         framewise=True,
-        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None,
+        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None, **WHEEL_ZOOM_OFF,
     )
 
 
@@ -262,6 +269,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
         title = "Select runs in the table to overlay their curves"
     return hv.NdOverlay(curves, kdims="run").opts(
         title=title, height=height, width=width, legend_position="bottom", toolbar="above", batched=False,
+        **WHEEL_ZOOM_OFF,
     )
 
 
@@ -302,7 +310,7 @@ def selection_curves(frame: pd.DataFrame, measure: str = "share_right", *, title
         title=title, height=height, **_width(width, responsive), xrotation=45, legend_position="bottom_left",
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, max(len(layers), 1) - 0.7), toolbar="right",
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8, "legend": 8},
-        default_tools=["pan", "wheel_zoom", "reset", "save"])
+        default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +374,7 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
     if not elements:
         elements = [hv.Curve({"x": [], metric: []}, xdim, ydim)]
     opts = dict(width=width, height=height, legend_position="bottom", legend_cols=1, xrotation=45 if shared else 0,
-                fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08,
+                fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08, **WHEEL_ZOOM_OFF,
                 title=plot_title(f"{label} ({split}) per layer, mean ± std over seeds"
                                  + (f"; band {_LEVEL} bootstrap" if frame["low"].notna().any() else "")
                                  if len(frame) else f"no {metric} ({split}) values stored"))
@@ -416,7 +424,7 @@ def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int |
             keys = keys[keys[column] == wanted]
     if not len(keys):
         return hv.Text(0, 0, plot_text(f"no stored layout of layer {layer!r}")).opts(
-            width=width, height=height, title=plot_title(name), xaxis=None, yaxis=None)
+            width=width, height=height, title=plot_title(name), xaxis=None, yaxis=None, **WHEEL_ZOOM_OFF)
     seed = int(keys["seed"].min())
     keys = keys[keys["seed"] == seed]
     epoch = int(keys["epoch"].max())
@@ -457,4 +465,4 @@ def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accura
     title = "seen accuracy vs unseen generalization" if x == "seen_accuracy" else f"g per {x} (no seen accuracy stored)"
     return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
                                      legend_position="bottom", legend_cols=1, show_legend=True, title=title,
-                                     fontsize=_NOTEBOOK_FONTS, padding=0.1)
+                                     fontsize=_NOTEBOOK_FONTS, padding=0.1, **WHEEL_ZOOM_OFF)

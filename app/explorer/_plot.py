@@ -17,6 +17,8 @@ import panel as pn
 from bokeh.models import HoverTool
 from holoviews.operation.datashader import datashade, dynspread, spread
 
+from app.base.plots import WHEEL_ZOOM_OFF
+
 __all__ = ["PlotPanel", "points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
            "hovered_row", "warm_up"]
 
@@ -55,8 +57,8 @@ def _common(title: str) -> dict:
     return dict(title=title, responsive=True, min_width=PLOT_WIDTH, height=PLOT_HEIGHT, xaxis=None, yaxis=None,
                 toolbar="above",
                 legend_position="right",
-                default_tools=_DEFAULT_TOOLS, active_tools=["pan", "wheel_zoom"], fontsize={"title": 11},
-                framewise=True)
+                default_tools=_DEFAULT_TOOLS, active_tools=["pan"], fontsize={"title": 11},
+                framewise=True, **WHEEL_ZOOM_OFF)   # the wheel scrolls the page until zoom is picked in the toolbar
 
 
 def _vdims(by: str) -> list[str]:

@@ -1,0 +1,145 @@
+"""Plots of neural collapse over training (Papyan, Han & Donoho 2020): a measure against epoch per layer and split,
+the cosine matrix of the centred class means beside the simplex ETF's, and the means of three classes in their plane.
+
+Private: :mod:`app.base.plots` re-exports the public names. The numbers come from the run's metrics (mean over
+seeds, :func:`lab.analysis.aggregate_seeds`), :func:`lab.analysis.terminal_phase` and :func:`lab.analysis.simplex`;
+nothing here computes a statistic.
+"""
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+from bokeh.models import HoverTool
+
+from ._plot_style import SPLIT_DASH_COLLAPSE, WHEEL_ZOOM_OFF, _width, class_colors, metric_label, plot_text
+
+__all__ = ["CLASSIFIER_COLOR", "TERMINAL_LABEL", "SPLIT_NAMES", "collapse_curves", "cosine_heatmap",
+           "simplex_plane", "layer_colors"]
+
+CLASSIFIER_COLOR = "#222222"
+"""Colour of the classifier-side lines (the head's weight rows); the class means' lines take their layer's."""
+TERMINAL_LABEL = "terminal phase (100 % train accuracy)"
+"""The label of the vertical line at the first epoch whose training-sample accuracy is 1.0."""
+SPLIT_NAMES = {"train": "train sample", "seen": "held-out (seen)", "unseen": "unseen classes"}
+"""How each split is named in the collapse plots' hover and key."""
+_FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
+_LAYER_RAMP = ("#08519c", "#2ca02c", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#1b9e77",
+               "#e6ab02", "#17becf")
+
+
+def layer_colors(layers) -> dict[str, str]:
+    """{layer: colour} of the class means' lines, in the order given (the same in every collapse plot)."""
+    return {name: _LAYER_RAMP[i % len(_LAYER_RAMP)] for i, name in enumerate(layers)}
+
+
+def _line_values(frame: pd.DataFrame, metric: str, layer: str, split: str, epochs: np.ndarray) -> np.ndarray:
+    rows = frame[(frame["metric"] == metric) & (frame["layer"] == layer) & (frame["split"] == split)] \
+        if len(frame) else frame
+    values = dict(zip(rows["epoch"].astype(int), rows["mean"].astype(float))) if len(rows) else {}
+    return np.array([values.get(int(e), np.nan) for e in epochs], dtype=float)
+
+
+def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: list[str], head: str | None,
+                    classifier: frozenset | set = frozenset(), splits=("train", "seen", "unseen"),
+                    terminal: list | tuple = (), title: str = "", log: bool = False, height: int = 250,
+                    width: int = 360, responsive: bool = False) -> hv.Overlay:
+    """One collapse measure (or a class-means measure and its classifier twin) against epoch.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Columns metric, split, epoch, layer, mean (the mean over seeds), one row per measured cell.
+    metrics : tuple of str
+        The metrics drawn; those in ``classifier`` are drawn only at ``head`` (the head input) on the train and
+        seen splits, in :data:`CLASSIFIER_COLOR`, the others at every one of ``layers`` in the layer's colour.
+    splits : the splits drawn, told apart by dash (:data:`~app.base._plot_style.SPLIT_DASH_COLLAPSE`).
+    terminal : one epoch (or None) per seed: a vertical line at each, labelled :data:`TERMINAL_LABEL`.
+    log : a log y axis (values that are not positive are left out).
+
+    The element structure depends only on the arguments other than ``frame`` and ``terminal``'s values (a line
+    per metric, layer and split, NaN where not measured, and one mark per seed), so a DynamicMap updates the
+    same glyphs in place.
+    """
+    epochs = np.array(sorted({int(e) for e in frame["epoch"]}) if len(frame) else [0], dtype=float)
+    colors = layer_colors(layers)
+    elements, drawn = [], []
+    for metric in metrics:
+        is_head = metric in classifier
+        where = ([head] if head is not None else []) if is_head else list(layers)
+        for layer in where:
+            for split in splits:
+                if is_head and split == "unseen":
+                    continue
+                y = _line_values(frame, metric, layer, split, epochs)
+                if log:
+                    y = np.where(y > 0, y, np.nan)
+                drawn.append(y)
+                side = "classifier" if is_head else "class means"
+                data = {"epoch": epochs, "value": y, "layer": np.full(len(epochs), plot_text(layer), dtype=object),
+                        "split": np.full(len(epochs), SPLIT_NAMES.get(split, split), dtype=object),
+                        "measure": np.full(len(epochs), f"{metric_label(metric)} ({side})", dtype=object)}
+                color = CLASSIFIER_COLOR if is_head else colors[layer]
+                vdims = ["value", "layer", "split", "measure"]
+                elements.append(hv.Curve(data, "epoch", vdims).opts(
+                    color=color, line_width=2.6 if is_head else 2, line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid"),
+                    framewise=True))
+                elements.append(hv.Scatter(data, "epoch", vdims).opts(
+                    color=color, size=4, framewise=True,
+                    tools=[HoverTool(tooltips=[("", "@measure"), ("layer", "@layer"), ("split", "@split"),
+                                               ("epoch", "@epoch"), ("value", "@value{0.0000}")])]))
+    finite = np.concatenate(drawn) if drawn else np.zeros(0)
+    finite = finite[np.isfinite(finite)]
+    top = float(finite.max()) if finite.size else np.nan
+    marks = [float(e) if e is not None else np.nan for e in terminal] or [np.nan]
+    for epoch in marks:
+        elements.append(hv.VLine(epoch).opts(color="#b2182b", line_dash="dashdot", line_width=1.5))
+    first = min((e for e in marks if np.isfinite(e)), default=np.nan)
+    label_at = (first, top if np.isfinite(first) else np.nan)
+    elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL, halign="left", valign="top", fontsize=8).opts(
+        color="#b2182b"))
+    return hv.Overlay(elements).opts(
+        title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel="epoch",
+        ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
+        xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], padding=0.06,
+        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+
+
+def cosine_heatmap(matrix: np.ndarray, classes: list[str], *, title: str, height: int = 300,
+                   width: int = 330) -> hv.HeatMap:
+    """A K × K matrix of cosines (rows and columns the classes in sorted-label order) on the fixed scale −1..1."""
+    names = [plot_text(name) for name in classes]
+    k = len(names)
+    matrix = np.asarray(matrix, dtype=float).reshape(k, k) if k else np.zeros((0, 0))
+    cols, rows = np.meshgrid(np.arange(k), np.arange(k))
+    data = pd.DataFrame({"column": [names[j] for j in cols.ravel()], "row": [names[i] for i in rows.ravel()],
+                         "cosine": matrix.ravel()})
+    return hv.HeatMap(data, kdims=[hv.Dimension("column", values=names), hv.Dimension("row", values=names[::-1])],
+                      vdims=[hv.Dimension("cosine", range=(-1, 1))]).opts(
+        cmap="RdBu_r", clim=(-1, 1), colorbar=True, tools=["hover"], title=title, height=height, width=width,
+        xrotation=45, xlabel="", ylabel="", fontsize=_FONTS, toolbar="above", framewise=True,
+        default_tools=["save"], **WHEEL_ZOOM_OFF)
+
+
+def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height: int = 300,
+                  width: int = 330) -> hv.Overlay:
+    """The centred class means in their own plane (``coords``, K × 2, from :func:`lab.analysis.simplex`), joined in
+    class order, beside the equilateral triangle (the simplex ETF of three classes) of their mean radius, turned to
+    the first mean."""
+    coords = np.asarray(coords, dtype=float).reshape(-1, 2)
+    names = [plot_text(name) for name in classes]
+    radius = float(np.mean(np.linalg.norm(coords, axis=1))) if len(coords) else np.nan
+    start = float(np.arctan2(coords[0, 1], coords[0, 0])) if len(coords) else 0.0
+    angles = start + 2 * np.pi * np.arange(len(coords)) / max(len(coords), 1)
+    ideal = np.column_stack([radius * np.cos(angles), radius * np.sin(angles)])
+    ring = lambda xy: np.vstack([xy, xy[:1]]) if len(xy) else xy   # noqa: E731 - closes a polygon
+    colors = class_colors(names)
+    points = pd.DataFrame({"x": coords[:, 0], "y": coords[:, 1], "class": names})
+    span = 1.25 * (radius if np.isfinite(radius) and radius > 0 else 1.0)
+    return (hv.Path([ring(ideal)]).opts(color="#999999", line_dash="dashed", line_width=1.5)
+            * hv.Path([ring(coords)]).opts(color="#333333", line_width=1.5)
+            * hv.Points(points, ["x", "y"], ["class"]).opts(color="class", cmap=colors, size=11, tools=["hover"],
+                                                             show_legend=True, legend_position="right")
+            ).opts(title=title, height=height, width=width, xaxis=None, yaxis=None, data_aspect=1,
+                   xlim=(-span, span), ylim=(-span, span), fontsize=_FONTS, toolbar="above",
+                   default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
