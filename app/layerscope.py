@@ -9,6 +9,7 @@ import panel as pn
 import param
 
 from .choose import ConfigPanel
+from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl
 from .studies import StudiesPanel
@@ -55,12 +56,14 @@ class LayerScope(pn.viewable.Viewer):
         self.live = LiveView()
         self.runs = RunsPanel(store)
         self.studies = StudiesPanel(store)
+        self.run_collapse = CollapseView()      # neural collapse of the first run selected in the runs' table
+        self.runs.param.watch(self._show_collapse, "selected")
         self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)
         self.config.param.watch(self._apply_view, "view")
         self._apply_view()
         self._tabs = pn.Tabs(
             ("Run & watch", pn.Column(self.live, sizing_mode="stretch_width")),
-            ("Compare & export", self.runs),
+            ("Compare & export", pn.Column(self.runs, self.run_collapse, sizing_mode="stretch_width")),
             ("Studies", self.studies),
             ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
             dynamic=False, sizing_mode="stretch_width",
@@ -72,6 +75,15 @@ class LayerScope(pn.viewable.Viewer):
         metric = view.get("heatmap_metric")
         if metric in self.live.param.heatmap_metric.objects:
             self.live.heatmap_metric = metric
+
+    def _show_collapse(self, event) -> None:
+        if not event.new:
+            self.run_collapse.clear()
+            return
+        try:
+            self.run_collapse.show_record(self.store.load(event.new[0]))
+        except (KeyError, ValueError, OSError):     # a run gone or damaged: the runs' table says so
+            self.run_collapse.clear()
 
     def _run_ended(self) -> None:
         self.runs.refresh()

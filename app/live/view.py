@@ -28,6 +28,7 @@ import param
 from lab import events as ev
 
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots
+from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
@@ -94,6 +95,7 @@ class LiveView(pn.viewable.Viewer):
                                                 lambda: (self.store, self.model.run_id))
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
+        self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
         self._utilization_pane = plot_pane(None, 360)
         self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
@@ -134,6 +136,7 @@ class LiveView(pn.viewable.Viewer):
         for pane in (self._heatmap_pane, self._utilization_pane, self._cka_pane, self._cka_caption):
             pane.object = None
         self.embedding.clear()
+        self.collapse.clear()
         self._training_panes.objects = []
         self._alert.visible = False
         self._verdict.object = ""
@@ -185,7 +188,7 @@ class LiveView(pn.viewable.Viewer):
                                                     self.model.run_id not in (None, item.run_id)):
                 self.model = RunModel()     # a new run in this view: start from a clean slate
             try:
-                touched = self.model.apply(item)
+                touched = self.model.apply(item) | ({"collapse"} if self.collapse.observe(item) else set())
             except Exception as exc:  # a malformed event must not freeze the view
                 self.set_message(f"Could not show an event of kind {getattr(item, 'kind', '?')}: {exc}",
                                  alert="warning")
@@ -335,6 +338,8 @@ class LiveView(pn.viewable.Viewer):
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
             if "curves" in changed and "cka_initial" in dirty and "cka_initial" in self.streams:
                 self._redraws.schedule("send:cka_initial", self._send_cka)
+            if changed & {"curves", "collapse"}:
+                self._redraws.schedule("send:collapse", self.collapse.refresh)
         if changed & {"verdict", "status", "progress"}:
             self._refresh_verdict()
         if self.streams and changed & {"projection", "verdict"}:     # a new layout, or maybe a new best layer
@@ -461,6 +466,7 @@ class LiveView(pn.viewable.Viewer):
             self.agreement,
             self._alert,
             self._curves_box,
+            self.collapse,
             self._details,
             self._probe,
             sizing_mode="stretch_width",
