@@ -19,6 +19,8 @@ data            :func:`prepare_data`, :class:`RunData` (the datasets of a config
 training        one epoch through ``FineTuner.train_epoch`` (progress, cancellation)
 evaluation      one epoch's metrics per layer (unseen, seen held-out), resilience,
                 utilization; the identical-tap check of the first evaluation
+collapse_eval   the seen training sample (split "train"), the classifier side at the
+                head input, ClassMeans (neural collapse on the training set)
 projections     PCA layouts at once, UMAP in the background
 contribution    re-initialise each tap, measure, restore (Wang & Yang)
 results         g, seed aggregates and the summary, from :mod:`lab.analysis`
@@ -32,9 +34,11 @@ Event order (see :mod:`lab.events`)::
     RunStarted
       per seed, for epoch 0 (before training), 1, ..., E:
         Progress("train")*                      (epochs >= 1, one per batch)
-        Progress("extract")* LayerMetrics(unseen) ProjectionReady(pca)   (per layer)
+        Progress("extract")* LayerMetrics(unseen) ClassMeans(unseen) ProjectionReady(pca)   (per layer)
         LayerConfidence*                                                 (per layer, bootstrap)
-        Progress("extract")* LayerMetrics(seen)*                         (per layer)
+        Progress("extract")* LayerMetrics(seen)* [LayerMetrics(seen, pre_logits): the head's]
+        Progress("extract")* LayerMetrics(train) ClassMeans(train)        (per layer; the train sample)
+        [LayerMetrics(train, pre_logits): the classifier side, when a head is trained]
         LayerUtilization*  ProjectionReady(umap)*  EpochFinished  Generalization(seed)
         Aggregate* Generalization(seed=None)    (several seeds: once the last seed reports the epoch)
       ProjectionReady(umap)*                    (the last epoch's layouts, when ready)

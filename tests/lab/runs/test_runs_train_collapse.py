@@ -163,3 +163,21 @@ def test_label_noise_uses_the_corrupted_labels_for_the_train_split(tiny_config, 
         np.testing.assert_array_equal(y, expected)
     assert (expected != clean[data.train_sample_indices]).any()            # the noise reached the sample
     np.testing.assert_array_equal(data.train_sample.targets, clean[data.train_sample_indices])
+
+
+def test_the_train_sample_is_fixed_and_a_small_class_gives_all_its_images(tiny_config):
+    from lab.runs.data import train_sample
+
+    data = prepare_data(tiny_config(train_sample_per_class=7))
+    again = prepare_data(tiny_config(train_sample_per_class=7, seeds=(3,)))
+    np.testing.assert_array_equal(data.train_sample_indices, again.train_sample_indices)     # split seed only
+    counts = np.bincount(data.train_sample.targets, minlength=len(data.split.seen))
+    assert (counts == 7).all()
+    for i, j in enumerate(data.train_sample_indices[:5]):
+        np.testing.assert_array_equal(data.train_sample[i][0].numpy(), data.train[int(j)][0].numpy())
+    # a class with fewer training images than asked: all of them, no error
+    small = data.train.sample_per_class(3, seed=0)
+    sample, indices = train_sample(small, 10, seed=0)
+    assert len(sample) == len(small) and (np.bincount(sample.targets) == 3).all()
+    assert train_sample(small, 0, seed=0) == (None, None)
+    assert prepare_data(tiny_config(train_sample_per_class=0)).train_sample is None
