@@ -119,7 +119,7 @@ def part_preset(epochs: int | None) -> None:
         listed = ", ".join(f"{p.name.split('-')[1]} {p.stat().st_size:,} B" for p in sizes)
         print(f"  record per evaluation: {listed}; {min(per):.2f}-{max(per):.2f} bytes per image-layer "
               f"({'within' if max(per) <= BUDGET else 'OVER'} {BUDGET:g})")
-        table = analysis.image_table(store, end.run_id)
+        table = analysis.image_table(end.run_id, store=store)
         attrs = table.attrs
         print(f"  last evaluation (epoch {attrs['epoch']}): best layer {attrs['best_layer']}, final layer "
               f"{attrs['final_layer']}; kNN right at the final layer: {int(table[attrs['final_layer']].sum())} of {n}")
@@ -131,7 +131,7 @@ def part_preset(epochs: int | None) -> None:
               f"{int(table['forgotten'].sum())} of {n}")
         with_pandas_width()
         print("  do the measures agree? (lab.analysis.measure_agreement)")
-        agreement = analysis.measure_agreement(store, end.run_id)
+        agreement = analysis.measure_agreement(end.run_id, store=store)
         print("    " + agreement.to_string(float_format=lambda v: f"{v:.3f}").replace("\n", "\n    "))
         for note in agreement.attrs["notes"]:
             print(f"    note: {note}")

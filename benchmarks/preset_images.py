@@ -25,7 +25,7 @@ def report(runs_dir: str) -> None:
 
     store = RunStore(runs_dir)
     for run_id in sorted(store.ids()):
-        table = lab.analysis.image_table(store, run_id)
+        table = lab.analysis.image_table(run_id, store=store)
         a = table.attrs
         print(f"run {run_id}, seed {a['seed']}, epoch {a['epoch']}: {len(table)} unseen images; "
               f"best layer {a['best_layer']}, final layer {a['final_layer']}")
@@ -35,12 +35,12 @@ def report(runs_dir: str) -> None:
               f"{int(table[a['final_layer']].sum())}; forgotten by the final layer: {int(table.forgotten.sum())}")
         forgotten = [int(i) for i in table.index[table.forgotten]]
         if forgotten:
-            sel = lab.analysis.selection_report(store, run_id, forgotten)
+            sel = lab.analysis.selection_report(run_id, forgotten, store=store)
             print("  the forgotten images' share right per layer: "
                   + ", ".join(f"{layer} {v:.2f}" for layer, v in sel["share_right"].items()))
             for note in sel.attrs.get("notes", []):
                 print(f"  note: {note}")
-        agree = lab.analysis.measure_agreement(store, run_id)
+        agree = lab.analysis.measure_agreement(run_id, store=store)
         print("  best layer by each measure (best share: bootstrap; spearman: layer order against NMI's):")
         for measure, row in agree.iterrows():
             share = "" if row["best_share"] != row["best_share"] else f", best in {100 * row['best_share']:.1f} %"

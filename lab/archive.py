@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lab.store import RunStore, validate_run_id
-from lab.store._old_calls import store_was_first
+from lab.store.old_calls import store_was_first
 from lab.store.lookup import is_record, open_store, run_id_of
 
 __all__ = ["pack", "unpack", "pack_bytes", "unpack_bytes", "ArchiveError"]

@@ -12,7 +12,7 @@ Examples
 """
 from __future__ import annotations
 
-from lab.store._old_calls import store_was_positional
+from lab.store.old_calls import store_was_positional
 
 __all__ = ["run_with_progress"]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lab.store._old_calls import store_was_first
+from lab.store.old_calls import store_was_first
 from lab.store.lookup import is_record, load_run
 
 __all__ = ["to_tensorboard", "to_mlflow", "metric_tag"]

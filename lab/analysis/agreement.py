@@ -16,7 +16,7 @@ import pandas as pd
 
 from lab.analysis.ranks import rank_correlation
 from lab.analysis.summary import _higher_is_better, _names, generalization, layer_curve, layer_order
-from lab.store._old_calls import store_was_first
+from lab.store.old_calls import store_was_first
 from lab.store.lookup import load_run
 
 __all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]

@@ -27,7 +27,7 @@ import pandas as pd
 
 from lab.analysis.intervals import nmi_from_contingency
 from lab.analysis.summary import generalization
-from lab.store._old_calls import store_was_first
+from lab.store.old_calls import store_was_first
 from lab.store.lookup import load_run
 
 __all__ = ["image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",

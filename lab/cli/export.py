@@ -56,7 +56,7 @@ def _export_study(args, store) -> int:
     from lab.export import study_to_notebook
     from lab.study import find_study
 
-    study = find_study(args.study, store)   # unknown name or bad spec: exit 2 before any work
+    study = find_study(args.study, store=store)   # unknown name or bad spec: exit 2 before any work
     output = check_notebook_path(args.output)
     result = study_to_notebook(study, output, store=store, execute=args.execute)
     print(f"wrote {result}")

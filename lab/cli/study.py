@@ -99,7 +99,7 @@ def _cmd_study_run(args) -> int:
     if args.cells_per_gpu < 1:
         raise ValueError(f"--cells-per-gpu must be a positive integer. Got {args.cells_per_gpu} instead.")
     store.root.mkdir(parents=True, exist_ok=True)
-    save_spec(store, study)
+    save_spec(study, store=store)
     cells = study.cells()
     console = _StudyConsole(len(cells), progress=not args.no_progress)
     console.labels = {c.index: f"cell {c.index + 1} ({c.label()})" for c in cells}
@@ -132,7 +132,7 @@ def _cmd_study_show(args) -> int:
     from lab.study import figures, find_study
 
     store = store_of(args)
-    study = find_study(args.name, store)
+    study = find_study(args.name, store=store)
     status = study.status(store=store)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200,
                            "display.float_format", "{:.3f}".format):

@@ -43,7 +43,7 @@ from pathlib import Path
 from lab import analysis, catalogue
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
-from lab.store._old_calls import store_was_positional
+from lab.store.old_calls import store_was_positional
 from lab.store.lookup import is_record, open_store
 
 __all__ = ["to_notebook", "build_notebook", "notebook_summary", "SUMMARY_TAG"]

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import escape_markdown
-from lab.store._old_calls import store_was_positional
+from lab.store.old_calls import store_was_positional
 from lab.store.lookup import open_store
 
 __all__ = ["study_to_notebook", "build_study_notebook", "table_metadata", "notebook_tables"]
@@ -241,7 +241,7 @@ def _resolve_study(study_or_spec, store):
     if isinstance(study_or_spec, (Study, Mapping)):
         return load_study(study_or_spec)
     if isinstance(study_or_spec, (str, os.PathLike)):
-        return find_study(os.fspath(study_or_spec), store)
+        return find_study(os.fspath(study_or_spec), store=store)
     raise ValueError(f"study must be a lab.Study, a spec mapping, a spec file or the name of a study run into the "
                      f"store. Got {type(study_or_spec).__name__} instead.")
 

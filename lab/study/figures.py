@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.store._old_calls import store_was_positional
+from lab.store.old_calls import store_was_positional
 from lab.study._keys import REPEAT_AXES, cell_key, group_label, short_value
 
 __all__ = ["figures"]

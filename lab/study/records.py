@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from lab.store._old_calls import store_was_first, store_was_positional
+from lab.store.old_calls import store_was_first, store_was_positional
 from lab.store.lookup import is_record, open_store, run_id_of
 from lab.study._keys import cell_key, short_value
 

@@ -163,9 +163,9 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
             if ev.kind in _TERMINAL:
                 final = ev
         status = {"run_finished": "finished", "run_failed": "failed"}.get(final.kind, "cancelled")
-        tag_run(store, final.run_id, study, cell)
+        tag_run(final.run_id, study, cell, store=store)
         return {"run_id": final.run_id, "status": status, "message": getattr(final, "message", None),
-                "archive": pack_bytes(store, [final.run_id])}
+                "archive": pack_bytes([final.run_id], store=store)}
 
 
 # ---------------------------------------------------------------------------------------------- client
@@ -340,7 +340,7 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     if isinstance(cells_per_gpu, bool) or not isinstance(cells_per_gpu, int) or cells_per_gpu < 1:
         raise ValueError(f"cells_per_gpu must be a positive integer. Got {cells_per_gpu!r} instead.")
     cells = study.cells()
-    stored = runs_by_cell(store, study.name)
+    stored = runs_by_cell(study.name, store=store)
     todo = [c for c in cells if not (c.key in stored and stored[c.key].status == "finished")]
     skipped = [c.index for c in cells if c not in todo]
     result = StudyResult(study.name, {c.index: stored[c.key].run_id for c in cells if c.index in skipped},
@@ -423,7 +423,7 @@ def _collect(fut, cell, store, result: StudyResult, emit: Callable[[dict], Any])
         result.failed[cell.index] = message
         emit({"kind": "cell_failed", "cell": cell.index, "message": message})
         return
-    unpack_bytes(store, out["archive"])
+    unpack_bytes(out["archive"], store=store)
     result.run_ids[cell.index] = out["run_id"]
     if out["status"] != "finished":
         result.failed[cell.index] = out["message"] or out["status"]

@@ -38,7 +38,7 @@ import pandas as pd
 
 from lab.config import RunConfig
 from lab.study._keys import axis_fields, cell_key, group_label, short_value
-from lab.store._old_calls import store_was_positional
+from lab.store.old_calls import store_was_positional
 from lab.store.lookup import open_store
 from lab.study.records import StudyResult, runs_by_cell, study_status
 

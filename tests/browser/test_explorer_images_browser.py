@@ -53,7 +53,7 @@ def test_arrival_colours_forgotten_filter_and_lasso_draw_the_selection_curve(ser
     from lab import analysis
 
     url, store, run_id = served
-    table = analysis.image_table(store, run_id)          # the view opens at the latest epoch, first seed
+    table = analysis.image_table(run_id, store=store)          # the view opens at the latest epoch, first seed
     layers = [*table.attrs["layers"], "never"]
     forgotten = table.index[table["forgotten"].fillna(False).to_numpy(bool)].tolist()
     ARTIFACTS.mkdir(exist_ok=True)

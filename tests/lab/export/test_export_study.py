@@ -138,7 +138,7 @@ def test_a_spec_file_or_a_saved_name_resolves(hand_study, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(study.to_dict()))
     assert build_study_notebook(str(spec), store=store).metadata["layerscope"]["run_ids"] == ids
-    save_spec(store, study)
+    save_spec(study, store=store)
     assert build_study_notebook(study.name, store=store).metadata["layerscope"]["run_ids"] == ids
 
 
@@ -236,7 +236,7 @@ def test_cli_exports_a_study_by_name_and_by_spec(finished_study, tmp_path):
     from lab.study import save_spec
 
     store, study, nb, _ = finished_study
-    save_spec(store, study)
+    save_spec(study, store=store)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(study.to_dict()))
     for name in (study.name, str(spec)):

@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 from lab.store import RunNotFoundError, RunStore
-from lab.store._old_calls import store_was_first, store_was_positional
+from lab.store.old_calls import store_was_first, store_was_positional
 from lab.store.lookup import is_record, is_store, load_run, open_store, run_id_of
 
 

@@ -298,7 +298,7 @@ def test_study_show_prints_the_transfer_correlations(study_store, capsys):
     from lab.study import save_spec
 
     study, store = study_store
-    save_spec(store, study)
+    save_spec(study, store=store)
     assert main(["study", "show", study.name, "--runs-dir", str(store.root)]) == 0
     out = capsys.readouterr().out
     assert "transferability scores at epoch 0" in out
