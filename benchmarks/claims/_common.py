@@ -226,9 +226,11 @@ def seed_spread(values) -> tuple[float, float]:
 def reload_backbone(rec, ds, seed: int | None = None):
     """The run's trained backbone through checkpoint='run:ID[/seed]' (default: its first seed)."""
     import lab
-    from lab.store import resolve_checkpoint
+    from lab.store import RunStore
 
     cfg = rec.config
     spec = f"run:{rec.run_id}" if seed is None else f"run:{rec.run_id}/{seed}"
-    return lab.backbones.load(cfg.backbone, checkpoint=resolve_checkpoint(spec), in_chans=ds.in_chans,
+    # the run lives in the claims' own store, not the default one: resolve it there
+    checkpoint = lab.backbones.resolve_checkpoint(spec, store=RunStore(rec.path.parent))
+    return lab.backbones.load(cfg.backbone, checkpoint=checkpoint, in_chans=ds.in_chans,
                               img_size=cfg.img_size or ds.image_size, device="cpu")

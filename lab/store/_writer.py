@@ -9,7 +9,7 @@ import re
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -22,9 +22,6 @@ from lab.store._files import _TMP_PREFIX, _atomic_file, _json_default, _layer_fi
 from lab.store._images import IMAGES_TABLE, write_image_record
 from lab.store._record import TERMINAL_STATUSES, _summary
 from lab.store._tables import _PART_RE, _TABLES, _frame, _group_files
-
-if TYPE_CHECKING:
-    from lab.store import RunStore
 
 _METHOD_RE = re.compile(r"[a-z0-9_]{1,32}")
 
@@ -52,7 +49,7 @@ class RunWriter:
     :meth:`finish` was called already).
     """
 
-    def __init__(self, store: "RunStore", run_id: str, path: Path, meta: dict):
+    def __init__(self, store, run_id: str, path: Path, meta: dict):
         self.store = store
         self.run_id = run_id
         self.path = path
