@@ -13,7 +13,6 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
-from lab.analysis.collapse import terminal_phase
 from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
@@ -85,11 +84,10 @@ def _derived_status(meta: dict) -> str:
 
 
 def _summary(record: "RunRecord") -> dict:
-    """:func:`lab.analysis.run_summary` of a stored run, plus its status and ``terminal_phase``
-    (:func:`lab.analysis.terminal_phase`)."""
+    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
     meta = record.meta
     out = run_summary(record.metrics, record.training, layers=meta.get("layers"), aliases=meta.get("layer_aliases"))
-    return {"status": record.status, **out, "terminal_phase": terminal_phase(record.metrics)}
+    return {"status": record.status, **out}
 
 
 def _stored_table(table: str) -> functools.cached_property:

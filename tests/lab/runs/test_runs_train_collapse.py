@@ -101,7 +101,6 @@ def test_terminal_phase_is_in_the_summary_and_is_the_first_perfect_epoch(finishe
     assert perfect, "the run should fit its train sample (the fixture's settings)"
     assert events[-1].summary["terminal_phase"] == {0: perfect[0]} == analysis.terminal_phase(rows)
     assert record.meta["summary"]["terminal_phase"] == {"0": perfect[0]}          # JSON keys are strings
-    assert record.summary()["terminal_phase"] == {0: perfect[0]}
 
 
 def test_an_old_run_without_class_means_loads_with_a_reason(finished, tmp_path):
