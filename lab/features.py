@@ -20,6 +20,8 @@ features"):
 - ``pooling="mean"``: always the mean (of non-prefix tokens; spatial for maps);
 - ``pooling="flatten"``: the whole output flattened (NCHW order for maps), with a
   warning when the result exceeds :data:`FLATTEN_BUDGET_BYTES`;
+- a module tap (any module of the model, ``layers=["blocks.7.attn"]``: :meth:`Backbone.resolve_layers`)
+  is pooled by the same rules, its class token taken where the catalogue tap around it takes one;
 - ``"pre_logits"`` is always ``model.forward_head(model.forward_features(x), pre_logits=True)``, the head
   run in float32 outside autocast on the float32 copy of ``forward_features``' output: like the
   hooks' pooling, so a tap whose pooled features *are* the pre-logits (a ResNet's last block) stays
@@ -225,17 +227,21 @@ def _tap_hooks(bb: Backbone, taps: list[Tap], sink: _Sink, stop_after: str | Non
 
 
 def _forward(bb: Backbone, x: torch.Tensor, sink: _Sink, offset: int, want_pre: bool,
-             amp: torch.dtype | None = None) -> None:
+             amp: torch.dtype | None = None, want_head: bool | None = None) -> None:
     """One batch through the model (in passes of at most :data:`_CPU_PASS` images on CPU), under
-    autocast to ``amp``; the hooks write its pooled taps into ``sink`` from row ``offset`` on."""
+    autocast to ``amp``; the hooks write its pooled taps into ``sink`` from row ``offset`` on. The head
+    runs when ``want_head`` (default: ``want_pre``): for ``pre_logits`` or a module tap inside it."""
+    want_head = want_pre if want_head is None else want_head
     step = _CPU_PASS if x.device.type == "cpu" else x.shape[0]
     for start in range(0, x.shape[0], step):
         sink.offset = offset + start
         try:
             with autocast(x.device, amp):
                 feats = bb.model.forward_features(x[start:start + step])
-            if want_pre:
-                sink.put(PRE_LOGITS, _pre_logits(bb.model, feats, amp))
+            if want_head:
+                pre = _pre_logits(bb.model, feats, amp)
+                if want_pre:
+                    sink.put(PRE_LOGITS, pre)
         except _StopForward:
             pass
 
@@ -303,6 +309,7 @@ def _batches(data, batch_size: int, device: torch.device | None = None) -> tuple
 
 
 def _resolve_layers(bb: Backbone, layers) -> list[str]:
+    """The requested names, repeats dropped, each a catalogue tap or a module of the model."""
     if layers is None:
         return bb.layers
     if isinstance(layers, str):
@@ -310,8 +317,7 @@ def _resolve_layers(bb: Backbone, layers) -> list[str]:
     names = list(dict.fromkeys(layers))
     if not names:
         raise ValueError(f"layers must name at least one tap of {bb.name}; valid: {', '.join(bb.layers)}")
-    for name in names:
-        bb.tap(name)  # ValueError listing the valid names
+    bb.resolve_layers(names)  # ValueError listing the valid taps and the closest modules
     return names
 
 
@@ -328,8 +334,9 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
         Pixels (uint8, or float in [0, 1]) with 1 or ``bb.in_chans`` channels. lab datasets
         are read through their deterministic ``eval_loader``; a torch Dataset is read in order.
     layers : list[str] or str, optional
-        Tap names (default: all of ``bb.layers``). Unknown names raise ValueError
-        listing the valid ones.
+        Tap names (default: all of ``bb.layers``), or any module of the model
+        (``"blocks.7.attn"``, ``"blocks.7.mlp.fc1"``: :meth:`Backbone.resolve_layers`), pooled by the
+        same rules. Unknown names raise ValueError listing the valid taps and the closest modules.
     pooling : {"auto", "mean", "flatten"}
         See the module docstring.
     batch_size : int
@@ -365,9 +372,9 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     if total == 0:
         raise ValueError("data holds no images; expected at least one.")
 
-    order = {name: i for i, name in enumerate(bb.layers)}
     want_pre = PRE_LOGITS in names
-    hooked = sorted((bb.tap(n) for n in names if n != PRE_LOGITS), key=lambda t: order[t.name])
+    hooked = [bb.tap(n) for n in bb.resolve_layers(names) if n != PRE_LOGITS]     # forward order
+    want_head = want_pre or any(tap.after_features for tap in hooked)
     stop_after = None if want_pre or not hooked else hooked[-1].name
     model, device = bb.model, bb.device
     sink = _Sink(names, total, device, pooling)
@@ -394,7 +401,7 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
             x = bb.normalize(x) if normalize else (x if x.is_floating_point() else x.float())
             if nhwc:
                 x = x.contiguous(memory_format=torch.channels_last)
-            _forward(bb, x, sink, done, want_pre, amp)
+            _forward(bb, x, sink, done, want_pre, amp, want_head)
             if y is None:
                 has_labels = False
             elif has_labels:

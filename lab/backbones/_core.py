@@ -49,6 +49,9 @@ class Tap:
         True when token 0 is a class token that pooling should take (ViT blocks).
     shape : tuple
         Output shape of one sample at load time (without the batch dimension).
+    after_features : bool
+        True for a module that runs in ``forward_head`` (after ``forward_features``), so extraction
+        runs the head for it; only module taps (:meth:`Backbone.resolve_layers`) can be.
     """
 
     name: str
@@ -59,6 +62,7 @@ class Tap:
     prefix_tokens: int = 0
     cls_token: bool = False
     shape: tuple = ()
+    after_features: bool = False
 
 
 class _ModuleGroup(nn.Module):
@@ -82,11 +86,12 @@ def owns_params(module: nn.Module) -> bool:
     return any(True for _ in module.parameters())
 
 
-def trace(model: nn.Module, watched: list[str], run: Callable[[], torch.Tensor]):
+def trace(model: nn.Module, watched: list[str], run: Callable[[], torch.Tensor], *, shapes_only: bool = False):
     """Run ``run()`` once with hooks on ``watched`` modules; hooks are removed in ``finally``.
 
     Returns (result, starts, ends, calls, outputs): a logical clock at each module's start and
-    end, the number of calls, and each module's first output tensor (detached).
+    end, the number of calls, and each module's first output tensor (detached; with ``shapes_only``
+    a meta tensor of its shape, so watching every module of a large model keeps no activations).
     """
     starts: dict[str, int] = {}
     ends: dict[str, int] = {}
@@ -108,7 +113,7 @@ def trace(model: nn.Module, watched: list[str], run: Callable[[], torch.Tensor])
             calls[name] = calls.get(name, 0) + 1
             out = first_tensor(output)
             if out is not None and name not in outputs:
-                outputs[name] = out.detach()
+                outputs[name] = torch.empty(out.shape, device="meta") if shapes_only else out.detach()
         return hook
 
     try:
@@ -192,6 +197,10 @@ class Backbone:
         self.input_size = tuple(input_size)
         self._stem_group = stem_group
         self._by_name = {tap.name: tap for tap in self.taps}
+        self._module_taps: dict[str, Tap] = {}           # module taps described so far, by requested name
+        self._order: dict[str, tuple] = {i.name: (k, 0) for k, i in enumerate(self.taps)}   # forward order keys
+        self._module_names: list[tuple[str, str]] | None = None   # (name, full module name) of modules
+                                                                   # that can be taps
 
     @property
     def layers(self) -> list[str]:
@@ -209,11 +218,93 @@ class Backbone:
         return int(self.input_size[1])
 
     def tap(self, name: str) -> Tap:
-        """The :class:`Tap` called ``name``; ValueError listing valid names otherwise."""
-        try:
+        """The :class:`Tap` called ``name``: a catalogue tap, or any module of the model
+        (:meth:`resolve_layers`); ValueError listing the valid taps and the closest modules otherwise."""
+        from lab.backbones import _module_taps
+
+        if isinstance(name, str) and name in self._by_name:
             return self._by_name[name]
+        if isinstance(name, str) and name not in self._module_taps:
+            self.resolve_layers([name])
+        try:
+            return self._module_taps[name]
         except (KeyError, TypeError):
-            raise ValueError(f"layer {name!r} is not a tap of {self.name}; valid: {', '.join(self.layers)}") from None
+            raise ValueError(_module_taps.unknown_layer(self, name, "layer")) from None
+
+    def resolve_layers(self, names, *, field: str | None = None) -> list[str]:
+        """``names`` in forward order: catalogue taps and any module of the model.
+
+        A name that is no catalogue tap is read as a ``named_modules()`` name (in the catalogue's namespace:
+        ``blocks.7.attn`` for timm, ``layers.1.attention`` for a Hugging Face model, also relative to any
+        module above it). Its output is pooled by the catalogue's rules (:func:`lab.features.pool_tap_output`):
+        a feature map's spatial mean, a class token where the tap around it takes one, else the token mean,
+        a vector as it is; a tuple output gives its first tensor. The first call for new modules runs one
+        traced dummy forward (the model in eval mode, hooks removed afterwards); later calls reuse it.
+
+        Parameters
+        ----------
+        names : iterable of str
+            Tap or module names; repeats are dropped.
+        field : str, optional
+            The config field the names come from; errors then start with ``"FIELD: 'NAME'"``.
+
+        Returns
+        -------
+        list of str
+            The names, input -> output (the order of their outputs in a forward pass; ``pre_logits`` last).
+
+        Raises
+        ------
+        ValueError
+            A name that is neither a tap nor a module (with the closest valid names), or a module whose
+            output cannot be a tap: it never runs, runs several times, returns no tensor, or returns
+            something that is not one row per image.
+        """
+        from lab.backbones import _module_taps
+
+        label = f"{field}:" if field else "layer"
+        names = list(dict.fromkeys(names))
+        new = {}
+        for name in names:
+            if isinstance(name, str) and (name in self._by_name or name in self._module_taps):
+                continue
+            full = _module_taps.find_module(self.model, _module_taps.namespace(self.taps), name)
+            if full is None:
+                raise ValueError(_module_taps.unknown_layer(self, name, label))
+            new[name] = full
+        if new:
+            known = {n: t.module_name for n, t in self._module_taps.items()}
+            taps, order = _module_taps.describe_all(self, new, known, label)
+            self._module_taps.update(taps)
+            self._order = order
+        return sorted(names, key=lambda n: self._order[n])
+
+    def module_names(self) -> list[str]:
+        """Every module whose output can be a tap (it runs once per forward and returns a tensor with one
+        row per image), in the catalogue's namespace, in registration order; one dummy forward, cached."""
+        return [short for short, _ in self._tappable()]
+
+    def submodules(self, layer: str) -> list[str]:
+        """The modules inside catalogue tap ``layer`` that can be taps (:meth:`module_names`), in
+        registration order: a block's attention, MLP, norms, ...; the stem's modules for ``"stem"``;
+        none for ``"pre_logits"``."""
+        tap = self._by_name.get(layer) if isinstance(layer, str) else None
+        if tap is None:
+            raise ValueError(f"layer {layer!r} is not a tap of {self.name}; valid: {', '.join(self.layers)}")
+        if tap.module_name is None:
+            return []
+        roots = [tap.module_name]
+        if tap.name == STEM and self._stem_group is not None:
+            roots += list(self._stem_group[0])
+        return [short for short, full in self._tappable() if full != tap.module_name
+                and any(full == root or full.startswith(root + ".") for root in roots)]
+
+    def _tappable(self) -> list[tuple[str, str]]:
+        from lab.backbones import _module_taps
+
+        if self._module_names is None:
+            self._module_names = _module_taps.tappable(self)
+        return self._module_names
 
     def tap_module(self, name: str) -> nn.Module | None:
         """Module whose weights tap ``name`` reflects.
@@ -226,6 +317,9 @@ class Backbone:
         tap = self.tap(name)
         if tap.name == PRE_LOGITS:
             return None
+        if name in self._module_taps:      # a module tap: the module, when it has weights of its own
+            module = self.model.get_submodule(tap.module_name)
+            return module if owns_params(module) else None
         if tap.name == STEM and self._stem_group is not None:
             modules, params = self._stem_group
             if len(modules) == 1 and not params:
