@@ -59,7 +59,7 @@ def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
     for epoch, end in zip(range(3), finished):
         window = events[start:end]
         got = {(e.layer, e.split) for e in window if e.kind == "layer_metrics"}
-        assert got == {(layer, split) for layer in LAYERS for split in ("unseen", "seen")}
+        assert got == {(layer, split) for layer in LAYERS for split in ("unseen", "seen", "train")}
         assert all(e.epoch == epoch for e in window if e.kind in ("layer_metrics", "layer_utilization", "projection_ready"))
         unseen = [e for e in window if e.kind == "layer_metrics" and e.split == "unseen"]
         assert [e.layer for e in unseen] == LAYERS                      # input -> output, as soon as ready
@@ -86,8 +86,9 @@ def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
     assert rec.config == _cfg()
     m = rec.metrics
     assert set(m["layer"]) == set(LAYERS) and sorted(set(m["epoch"])) == [0, 1, 2]
-    # per epoch: 4 unseen metrics and CKA to epoch 0, 2 seen metrics, and the bootstrap's low, high and best share of nmi and knn_accuracy
-    assert len(m) == 3 * (len(LAYERS) * 5 + len(LAYERS) * 2 + len(LAYERS) * 6)
+    # per epoch: 4 unseen metrics and CKA to epoch 0, 2 seen metrics, the same 2 on the train sample, and the
+    # bootstrap's low, high and best share of nmi and knn_accuracy
+    assert len(m) == 3 * (len(LAYERS) * 5 + len(LAYERS) * 2 + len(LAYERS) * 2 + len(LAYERS) * 6)
     assert list(rec.training["epoch"]) == [0, 1, 2]
     assert set(rec.utilization["layer"]) == set(WEIGHTED)
     coords, labels, indices = rec.projection(0, 2, "fc2", method="pca")
