@@ -96,8 +96,8 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
         elements.append(hv.VLine(epoch).opts(color="#b2182b", line_dash="dashdot", line_width=1.5))
     first = min((e for e in marks if np.isfinite(e)), default=np.nan)
     label_at = (first, top if np.isfinite(first) else np.nan)
-    elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL, halign="left", valign="top", fontsize=8).opts(
-        color="#b2182b"))
+    elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL.replace(" (", "\n ("), halign="left", valign="top",
+                            fontsize=7).opts(color="#b2182b"))
     return hv.Overlay(elements).opts(
         title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel="epoch",
         ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
@@ -139,7 +139,7 @@ def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height:
     return (hv.Path([ring(ideal)]).opts(color="#999999", line_dash="dashed", line_width=1.5)
             * hv.Path([ring(coords)]).opts(color="#333333", line_width=1.5)
             * hv.Points(points, ["x", "y"], ["class"]).opts(color="class", cmap=colors, size=11, tools=["hover"],
-                                                             show_legend=True, legend_position="right")
+                                                             show_legend=True, legend_position="top_right")
             ).opts(title=title, height=height, width=width, xaxis=None, yaxis=None, data_aspect=1,
                    xlim=(-span, span), ylim=(-span, span), fontsize=_FONTS, toolbar="above",
                    default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)

@@ -42,14 +42,14 @@ class Panel:
 
 
 PANELS = (
-    Panel("nc1", "NC1 = tr(Σ_W Σ_B⁺)/K: within-class variability", ("nc1",)),
-    Panel("equinorm", "Equinorm: std/mean of the norms (means; classifier rows black)",
+    Panel("nc1", "NC1 = tr(Σ_W Σ_B⁺)/K\nwithin-class variability", ("nc1",)),
+    Panel("equinorm", "Equinorm: std/mean of the norms\nclass means; classifier rows black",
           ("nc2_equinorm", "nc2_classifier_equinorm")),
-    Panel("equiangularity", "Equiangularity: mean |cos + 1/(K−1)| (means; classifier black)",
+    Panel("equiangularity", "Equiangularity: mean |cos + 1/(K−1)|\nclass means; classifier rows black",
           ("nc2_equiangularity", "nc2_classifier_equiangularity")),
-    Panel("cosine_std", "Std of the cosines between centred class means", ("nc2_cosine_std",)),
-    Panel("self_duality", "NC3 self-duality: ‖W/‖W‖ − Mᵀ/‖M‖‖² (head input)", ("nc3_self_duality",)),
-    Panel("ncc", "NC4: share where the head disagrees with the nearest class centre", ("nc4_ncc_disagreement",)),
+    Panel("cosine_std", "Cosine std\nstd of the cosines of the centred means", ("nc2_cosine_std",)),
+    Panel("self_duality", "NC3 self-duality ‖W/‖W‖ − Mᵀ/‖M‖‖²\nclassifier rows against the means", ("nc3_self_duality",)),
+    Panel("ncc", "NC4 disagreement\nhead's answer ≠ nearest class centre", ("nc4_ncc_disagreement",)),
 )
 """The panels in display order (Papyan et al. figures 6, 2, 4, 3, 5 and 7)."""
 

@@ -94,10 +94,12 @@ class CollapseView(pn.viewable.Viewer):
         self.player.link(self, value="epoch_index", bidirectional=True)
         self._epoch_label = pn.pane.HTML("", margin=(30, 10))
         self._deviation = pn.pane.HTML("", sizing_mode="stretch_width")
-        self._cos_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
-        self._ideal_pane = pn.pane.HoloViews(None, sizing_mode="fixed")
-        self._plane_pane = pn.pane.HoloViews(None, sizing_mode="fixed", visible=False)
-        self._simplex_k = None
+        # each plot keeps its own axes (panes that share dimension names would link them)
+        self._cos_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._ideal_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._plane_pane = pn.pane.HoloViews(None, sizing_mode="fixed", visible=False, linked_axes=False)
+        self._simplex_classes = None
+        self._choosing = False
         self.param.watch(self._on_layers, "layers")
         self.param.watch(lambda _e: self._on_simplex_choice(follow=True), ["simplex_layer", "simplex_split"])
         self.param.watch(lambda _e: self._send_simplex(), "epoch_index")
@@ -156,7 +158,7 @@ class CollapseView(pn.viewable.Viewer):
     def clear(self) -> None:
         """Forget the run shown."""
         self.source, self.class_means, self._class_means_problem = Source(), ClassMeansTable(), None
-        self._finished, self._structure = False, None
+        self._finished, self._structure, self._simplex_classes = False, None, None
         self.streams = {}
         self._panels.objects = []
         for pane in (self._cos_pane, self._ideal_pane, self._plane_pane):
@@ -187,8 +189,11 @@ class CollapseView(pn.viewable.Viewer):
         if list(self.param.layers.objects) != options:
             keep = [name for name in self.layers if name in options]
             self.param.layers.objects = options
-            with param.parameterized.discard_events(self):
+            self._choosing = True          # the refresh below draws the new choice
+            try:
                 self.layers = keep or _default_layers(options, head)
+            finally:
+                self._choosing = False
         classifier = self.notes.get("classifier") is None
         self._key.object = key_html(list(self.layers), classifier=classifier)
         self._notes.object = notes_html(self.notes, self.terminal)
@@ -221,7 +226,7 @@ class CollapseView(pn.viewable.Viewer):
             self.streams[f"panel:{panel.key}"] = pipe = hv.streams.Pipe(data=data)
             render = partial(self._render_panel, panel=panel, metrics=metrics, layers=list(layers), head=head)
             objects.append(pn.pane.HoloViews(hv.DynamicMap(render, streams=[pipe]), sizing_mode="fixed",
-                                             margin=4, css_classes=["ls-collapse-panel"]))
+                                             margin=4, linked_axes=False, css_classes=["ls-collapse-panel"]))
         self._panels.objects = objects
 
     def _render_panel(self, data, panel, metrics, layers, head):
@@ -230,7 +235,7 @@ class CollapseView(pn.viewable.Viewer):
                                      title=panel.title, log=panel.log, width=_PANEL_WIDTH)
 
     def _on_layers(self, *_events) -> None:
-        if not self.collapsed and self._structure is not None:
+        if not self.collapsed and self._structure is not None and not self._choosing:
             self.refresh()
 
     def _on_fold(self, event) -> None:
@@ -290,8 +295,8 @@ class CollapseView(pn.viewable.Viewer):
         k = len(result["classes"])
         data = {"cosines": result["cosines"], "coords": result["coords"], "classes": result["classes"],
                 "title": f"cosines of the centred means · epoch {epoch}"}
-        if k != self._simplex_k:        # another number of classes: new plots (their structure depends on K)
-            self._simplex_k = k
+        if tuple(result["classes"]) != self._simplex_classes:   # other classes: new plots (their axes are the classes)
+            self._simplex_classes = tuple(result["classes"])
             self.streams["simplex"] = pipe = hv.streams.Pipe(data=data)
             self._cos_pane.object = hv.DynamicMap(self._render_cosines, streams=[pipe])
             self._ideal_pane.object = plots.cosine_heatmap(result["ideal"], result["classes"],
@@ -308,7 +313,7 @@ class CollapseView(pn.viewable.Viewer):
     @staticmethod
     def _render_plane(data):
         return plots.simplex_plane(data["coords"], data["classes"],
-                                   title="the 3 class means in their plane; dashed: equilateral")
+                                   title="3 means in their plane · dashed: equilateral")
 
     # ------------------------------------------------------------------ for tests and the walk of every plot
     def figures(self) -> dict[str, hv.Element]:
