@@ -1,6 +1,6 @@
 """Label-free quality of one layer's features: RankMe, alpha-ReQ, TwoNN intrinsic dimension, LiDAR.
 
-Definitions: ``/work/shared/METRICS.md`` ("Label-free layer quality (no labels used)"). None of these
+Definitions: ``docs/METRICS.md`` ("Label-free layer quality (no labels used)"). None of these
 reads a label; each takes one layer's pooled features ``X`` (N images × d) -- LiDAR takes several
 augmented views per image -- and returns a Python float.
 
