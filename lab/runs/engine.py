@@ -239,15 +239,10 @@ class _Engine:
             cfg.backbone, pretrained=cfg.pretrained, checkpoint=checkpoint, num_classes=0,
             in_chans=self.in_chans, img_size=cfg.img_size or self.image_size, device=ctx.device,
         )
-        if cfg.layers is None:
-            ctx.layers = list(bb.layers)
-        else:
-            bad = [name for name in cfg.layers if name not in set(bb.layers)]
-            if bad:
-                raise ValueError(f"layers: {bad[0]!r} is not a tap of {cfg.backbone}; valid: {', '.join(bb.layers)}.")
-            ctx.layers = [name for name in bb.layers if name in cfg.layers]      # input -> output order
+        # Catalogue taps or any module of the model, input -> output order.
+        ctx.layers = list(bb.layers) if cfg.layers is None else bb.resolve_layers(cfg.layers, field="layers")
         if cfg.projection_layers is not None:
-            bad = [name for name in cfg.projection_layers if name not in bb.layers]
+            bad = [name for name in cfg.projection_layers if name not in ctx.layers]
             if bad:
                 raise ValueError(f"projection_layers: {bad[0]!r} is not a tap of {cfg.backbone}; "
                                  f"valid: {', '.join(bb.layers)}.")
