@@ -139,7 +139,7 @@ def test_epoch_utilization_and_contribution_tables(runs):
 
 def test_labels_and_log_scales_come_from_the_catalogue():
     assert dict(plots.METRIC_LABELS) == {m.name: m.label for m in catalogue.METRICS.values()}
-    assert plots.LOG_METRICS == {m.name for m in catalogue.METRICS.values() if m.log_scale} == {"nc1", "cdnv"}
+    assert plots.LOG_METRICS == {m.name for m in catalogue.METRICS.values() if m.log_scale} == {"nc1", "cdnv", "nc3_self_duality"}
     assert plots.metric_label("nc1") == "NC1" and plots.metric_label("custom") == "custom"
 
 
