@@ -56,18 +56,22 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
     unseen_classes = param.ListSelector(default=[], objects=[], doc="Unseen classes picked by hand.")
     view = param.Dict(default={}, doc="View choices of the preset last applied (e.g. heatmap metric).")
     error = param.String(default="", doc="The last problem with the choices (shown in the panel).")
+    layer_modules = param.Boolean(default=False, doc="Also offer the modules inside each layer (attention, MLP, "
+                                                     "norms, convolutions): any module of the model can be measured.")
 
     def __init__(self, store=None, **params):
         super().__init__(**params)
         self._store = store
         self._dataset = None        # the loaded dataset (class list, thumbnails); per session
         self._loaded_spec = None
+        self._catalogue: dict[str, list[str]] = {}   # layer -> modules inside it, of the backbone last listed
         self.param.device.objects = device_choices()
         self._build_widgets()
         self.param.watch(self._on_dataset, ["dataset", "data_path"])
         self.param.watch(self._refresh_split_preview, ["split_mode", "n_unseen", "split_seed", "unseen_classes"])
         self.param.watch(self._on_strategy, ["strategy"])
         self.param.watch(self._on_error, ["error"])
+        self.param.watch(self._refresh_layer_options, ["layer_modules"])
         self.apply_preset(self.preset)
         self._on_strategy()
         self._refresh_path_visibility()
@@ -237,14 +241,37 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
             self.error = f"could not build backbone {self.backbone!r}: {exc}"
             return
         self.error = ""
-        layers = list(bb.layers)
-        self.param.layers.objects = layers
-        self.param.projection_layers.objects = layers
+        self._catalogue = {name: bb.submodules(name) for name in bb.layers}
         self.layers, self.projection_layers = [], []
-        self._layers_w.options = layers
-        self._projection_layers_w.options = layers
+        self._refresh_layer_options()
         self._block_w.options = [name for name, _module in bb.block_modules()]
-        self._catalogue_note.object = f"<small>{len(layers)} layers in {html.escape(self.backbone)}; none chosen = all</small>"
+
+    def layer_options(self) -> list[str]:
+        """The layers offered: the listed backbone's catalogue, each layer followed by the modules inside it
+        (:meth:`lab.backbones.Backbone.submodules`) when :attr:`layer_modules` is on; empty before a listing."""
+        out = []
+        for layer, inside in self._catalogue.items():
+            out += [layer, *inside] if self.layer_modules else [layer]
+        return out
+
+    def _refresh_layer_options(self, *_events) -> None:
+        if not self._catalogue:
+            self._catalogue_note.object = ("<small>List the layers of the backbone first; then the modules "
+                                           "inside them can be offered too.</small>" if self.layer_modules else
+                                           "<small>All layers are measured unless you pick some.</small>")
+            return
+        options = self.layer_options()
+        self.param.layers.objects = options
+        self.param.projection_layers.objects = options
+        self.layers = [name for name in self.layers if name in options]
+        self.projection_layers = [name for name in self.projection_layers if name in options]
+        self._layers_w.options = options
+        self._projection_layers_w.options = options
+        n_modules = sum(len(inside) for inside in self._catalogue.values())
+        modules = (f", and the {n_modules} modules inside them" if self.layer_modules else
+                   f"; {n_modules} modules inside them can be offered too")
+        self._catalogue_note.object = (f"<small>{len(self._catalogue)} layers in {html.escape(self.backbone)}"
+                                       f"{modules}; none chosen = all layers</small>")
 
     # ------------------------------------------------------------------ widgets
     def _build_widgets(self) -> None:
@@ -285,6 +312,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         catalogue_button.on_click(self.load_catalogue)
         self._catalogue_note = pn.pane.HTML("<small>All layers are measured unless you pick some.</small>")
         self._layers_w = w(pn.widgets.MultiChoice, "layers", label="Layers (empty = all)", sizing_mode="stretch_width")
+        self._modules_w = w(pn.widgets.Checkbox, "layer_modules", label="modules inside layers (attention, MLP, ...)")
         pooling_w = w(pn.widgets.Select, "pooling", label="Pooling", width=110)
         size_w = w(pn.widgets.IntInput, "img_size", label="Image size (empty = native)", width=150)
         strategy_w = w(pn.widgets.RadioButtonGroup, "strategy", sizing_mode="stretch_width", color="light")
@@ -312,7 +340,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
             ("Data & split", pn.Column(dataset_w, self._path_w, split_w, self._random_row, self._hand_w,
                                        self._gallery, sizing_mode="stretch_width")),
             ("Backbone & layers", pn.Column(backbone_w, offline_note, pretrained_w, checkpoint_w, self._previous,
-                                            catalogue_button, self._catalogue_note, self._layers_w,
+                                            catalogue_button, self._catalogue_note, self._layers_w, self._modules_w,
                                             pn.Row(pooling_w, size_w), sizing_mode="stretch_width")),
             ("Fine-tuning", pn.Column(strategy_w, self._block_w, pn.Row(epochs_w, lr_w, batch_w), noise_w,
                                       contribution_w, sizing_mode="stretch_width")),
