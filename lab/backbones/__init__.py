@@ -23,6 +23,11 @@ ordered by one forward pass on a tiny dummy input at load time, plus ``pre_logit
 the pooled features the classifier sees. Each tap records its output kind (``"map"``
 N×C×H×W or N×H×W×C, ``"tokens"`` N×T×D, ``"vector"`` N×D) and pooled width.
 
+Any other module of the model is a tap too (``"blocks.7.attn"``, ``"blocks.7.mlp.fc1"``):
+:meth:`Backbone.resolve_layers` puts catalogue taps and module names in forward order and describes a
+module's output by the catalogue's rules, :meth:`Backbone.submodules` lists the modules inside a layer and
+:meth:`Backbone.module_names` every module that can be tapped; ``bb.layers`` stays the catalogue.
+
 Images enter through :meth:`Backbone.normalize`: pixels (uint8, or float in [0, 1]) with
 1 or ``in_chans`` channels become the model's input with the statistics the model was
 trained with (timm's ``pretrained_cfg``, the Hugging Face image processor, the zoo card).

@@ -204,7 +204,8 @@ class Backbone:
 
     @property
     def layers(self) -> list[str]:
-        """Tap names, input -> output; the last is ``"pre_logits"``."""
+        """The catalogue's tap names, input -> output; the last is ``"pre_logits"``. Any other module of
+        the model can be a tap as well (:meth:`resolve_layers`)."""
         return [tap.name for tap in self.taps]
 
     @property
