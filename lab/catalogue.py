@@ -23,6 +23,7 @@ from types import MappingProxyType
 __all__ = [
     "MetricInfo", "StrategyInfo", "METRICS", "STRATEGIES", "METRIC_NAMES", "STRATEGY_NAMES",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "CLASSIFIER_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE",
+    "LABEL_FREE_METRICS",
     "DEFAULT_METRICS", "CONFIDENCE_METRICS", "HEAD_LAYER", "SPLITS", "metric_label", "metrics_for",
 ]
 
@@ -30,7 +31,8 @@ SPLITS = ("train", "seen", "unseen")
 """The evaluation splits: a fixed sample of the seen classes' training images ("train", with the labels the
 network trains on), the seen classes' held-out images ("seen") and the unseen classes' images ("unseen")."""
 _FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("train", "seen", "unseen"),
-                  "classifier_collapse": ("train", "seen"), "transferability": ("seen",)}
+                  "classifier_collapse": ("train", "seen"), "transferability": ("seen",),
+                  "label_free": ("seen", "unseen")}
 """The evaluation splits a family is measured on unless its entry says otherwise."""
 HEAD_LAYER = "pre_logits"
 """The layer the classifier-side measures are recorded at: the input of the trained head (for SCL FT, the
@@ -48,8 +50,10 @@ class MetricInfo:
     family : "separability" (unseen images only), "collapse" (the seen training sample, seen held-out and
         unseen), "classifier_collapse" (the trained head against the class means at its input: the seen
         training sample and the seen held-out images; needs a trained head) or "transferability" (seen
-        held-out images, before fine-tuning: epoch 0 only)
-    higher_is_better : True when a larger value means better separated / more collapsed classes
+        held-out images, before fine-tuning: epoch 0 only) or "label_free" (no label read: the unseen images
+        and the seen held-out images; LiDAR the unseen images' augmented views)
+    higher_is_better : True when a larger value means better separated / more collapsed classes (for the
+        label-free family: the direction its literature reads as the better representation)
     log_scale : drawn on a log axis (spans orders of magnitude across layers)
     default : measured by a run unless its config lists metrics explicitly
     doc : one line on what it measures (docs/METRICS.md has the exact definition)
@@ -103,7 +107,7 @@ class StrategyInfo:
 
 
 _SEP, _COL, _TRA = "lab.metrics.separability:", "lab.metrics.collapse:", "lab.metrics.transfer:"
-_CC = "lab.metrics.classifier_layer:"
+_CC, _LF = "lab.metrics.classifier_layer:", "lab.metrics.label_free:"
 _HEAD = ("labels", "head")
 
 _METRIC_LIST = (
@@ -164,6 +168,18 @@ _METRIC_LIST = (
     MetricInfo("sfda", "SFDA", "transferability", True, function=_TRA + "sfda_of_layer",
                doc="true-class probability in a self-challenging Fisher space of the seen classes, before "
                    "fine-tuning (Shao et al. 2022)"),
+    MetricInfo("rankme", "RankMe", "label_free", True, needs=(), function=_LF + "rankme_of_layer",
+               doc="effective rank of the features' singular values, no label read (Garrido et al. 2023)"),
+    MetricInfo("alpha_req", "α-ReQ", "label_free", False, needs=(), function=_LF + "alpha_req_of_layer",
+               doc="power-law decay exponent of the covariance spectrum, no label read; slower decay (smaller α, "
+                   "towards 1) reads as better (Agrawal et al. 2022)"),
+    MetricInfo("twonn_id", "TwoNN ID", "label_free", False, needs=(), function=_LF + "twonn_id_of_layer",
+               doc="intrinsic dimension from nearest-neighbour distance ratios, no label read; lower reads as "
+                   "better (Facco et al. 2017; Ansuini et al. 2019)"),
+    MetricInfo("lidar", "LiDAR", "label_free", True, default=False, needs=("views",), splits=("unseen",),
+               function=_LF + "lidar_of_layer",
+               doc="effective rank of the between-image covariance whitened by the augmentation covariance "
+                   "(RunConfig.lidar_views views of each unseen image; Thilak et al. 2024)"),
 )
 METRICS = MappingProxyType({m.name: m for m in _METRIC_LIST})
 """Every per-layer metric by name, in display order."""
@@ -175,6 +191,9 @@ CLASSIFIER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "classifi
 sample and the seen held-out images, for strategies that train a head."""
 TRANSFER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "transferability")
 """Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
+LABEL_FREE_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "label_free")
+"""Label-free layer quality (docs/METRICS.md): computed without the labels on the unseen images and the seen
+held-out images; LiDAR on augmented views of the unseen images (``RunConfig.lidar_views``)."""
 TRANSFER_BASELINE = "knn_accuracy"
 """Measured on the seen held-out images at epoch 0 too whenever a transferability estimator is: plain kNN
 accuracy, which a 2025 comparison of 23 estimators found as good a predictor as any."""
@@ -185,7 +204,8 @@ _DERIVED_LABELS = {"cka_initial": "CKA to epoch 0"}
 DEFAULT_METRICS = tuple(m.name for m in _METRIC_LIST if m.default)
 """What a run measures by default. ``linear_probe_accuracy`` is left out because its
 cross-validated logistic regression costs seconds to a minute per layer and epoch on a CPU;
-``weighted_knn_accuracy`` because it repeats what kNN accuracy shows."""
+``weighted_knn_accuracy`` because it repeats what kNN accuracy shows; ``lidar`` because its views cost
+extra forward passes (``RunConfig.lidar_views`` turns it on)."""
 
 _STRATEGY_LIST = (
     StrategyInfo("none", "none (evaluate as loaded)", "measure the backbone as it is; no training"),

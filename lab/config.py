@@ -30,9 +30,9 @@ from typing import Any
 
 from lab import _config_checks as _check
 from lab import catalogue
-from lab._config_checks import fmt_choices as _fmt_choices
 from lab._config_checks import is_int as _is_int
 from lab._config_checks import is_number as _is_number
+from lab._config_metrics import check_metrics
 from lab._numpydoc import parameter_docs
 
 __all__ = [
@@ -149,7 +149,8 @@ class RunConfig:
         Metric names (``SEPARABILITY_METRICS`` are computed on unseen images,
         ``COLLAPSE_METRICS`` on the seen training sample, seen held-out and unseen images, the classifier-side
         ones at the trained head's input on the first two, ``TRANSFER_METRICS`` on seen held-out
-        images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline).
+        images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline; the
+        label-free ones on unseen and seen held-out images, without their labels; ``lidar`` needs ``lidar_views``).
     protocol : str
         "default" (stable estimates) or "paper" (the seed papers' exact protocol).
     unseen_per_class : int or None
@@ -161,6 +162,9 @@ class RunConfig:
         the training set (split "train"): evaluation transform, no augmentation, the labels the network
         trains on (the corrupted ones under ``label_noise``). A class with fewer training images gives all
         of them. 0 turns the train split off.
+    lidar_views, lidar_images : int
+        LiDAR's augmented views of each of at most ``lidar_images`` unseen images (a class-stratified sample);
+        0: off; 2 or more with ``"lidar"`` in ``metrics``: each view one more forward pass (stage "lidar").
     seeds : list of int
         One full run per seed (initialisation, data order, augmentation, label noise).
     device : str
@@ -216,6 +220,8 @@ class RunConfig:
     unseen_per_class: int | None = 300
     seen_per_class: int | None = 100
     train_sample_per_class: int = 20
+    lidar_views: int = 0
+    lidar_images: int = 500
     seeds: tuple[int, ...] = (0,)
     device: str = "auto"
     precision: str = "auto"
@@ -333,15 +339,7 @@ class RunConfig:
                 "contribution re-initialises layers to their epoch-0 weights, which strategy='none' never "
                 "changes; choose a training strategy or set contribution=False."
             )
-        if len(self.metrics) == 0:
-            raise ValueError("metrics must name at least one metric.")
-        known = FIELD_CHOICES["metrics"]
-        unknown = [m for m in self.metrics if m not in known]
-        if unknown:
-            raise ValueError(
-                f"metrics: unknown metric {unknown[0]!r}. Allowed: {_fmt_choices(known)}."
-            )
-        str_list("metrics")
+        check_metrics(self.metrics, self.lidar_views, self.lidar_images)
         choice("protocol")
         int_at_least("unseen_per_class", 2, optional=True)
         int_at_least("seen_per_class", 2, optional=True)
@@ -413,13 +411,16 @@ class RunConfig:
 
     @property
     def unseen_metrics(self) -> tuple[str, ...]:
-        """Requested metrics measured on the unseen images (separability and collapse), in the given order."""
-        return tuple(m for m in self.metrics if "unseen" in catalogue.METRICS[m].splits)
+        """Requested metrics measured on the unseen images' features (separability, collapse, label-free; not
+        ``lidar``, which reads their augmented views), in the given order."""
+        return tuple(m for m in self.metrics if "unseen" in catalogue.METRICS[m].splits
+                     and "views" not in catalogue.METRICS[m].needs)
 
     def seen_metrics(self, epoch: int) -> tuple[str, ...]:
-        """Metrics measured on the seen held-out images at ``epoch``: the collapse metrics, and at epoch 0
-        (before fine-tuning) the transferability estimators with kNN accuracy as their baseline."""
-        names = self.collapse_metrics
+        """Metrics measured on the seen held-out images at ``epoch``: the collapse and label-free metrics, and
+        at epoch 0 (before fine-tuning) the transferability estimators with kNN accuracy as their baseline."""
+        names = self.collapse_metrics + tuple(m for m in self.metrics if m in catalogue.LABEL_FREE_METRICS
+                                              and "seen" in catalogue.METRICS[m].splits)
         if epoch == 0 and self.transfer_metrics:
             baseline = (catalogue.TRANSFER_BASELINE,) if catalogue.TRANSFER_BASELINE not in names else ()
             names = names + self.transfer_metrics + baseline

@@ -17,6 +17,9 @@ return, exactly:
   :func:`terminal_phase_epoch` ``(accuracies)`` -> int or None; :class:`Head` ``(W, logits)`` is what
   :func:`compute_layer` takes as ``head=`` for these entries; :func:`class_gram` ``(X, y)`` -> (K, K)
   Gram of the centred class means;
+- label-free layer quality, no label read: :func:`rankme` ``(X)``, :func:`alpha_req` ``(X)``,
+  :func:`twonn_id` ``(X)`` and :func:`lidar` ``(views)``, views (n images, q views, d) -> float
+  (``compute_layer(X, None, metrics=("rankme", ...))``; ``views=`` for lidar);
 - :func:`cka` ``(X, Y, *, unbiased)`` -> float, two feature sets of the same images;
   :class:`CKAAccumulator` accumulates it over minibatches;
 - :func:`knn_indices` ``(X, k, ...)`` -> :class:`Neighbors`, the tuple ``(distances, indices)``, each (N, k);
@@ -51,6 +54,7 @@ from .classifier_collapse import (
 )
 from .classifier_layer import Head, class_gram
 from .collapse import cdnv, nc1, nc2, ncc_accuracy, numerical_rank
+from .label_free import alpha_req, lidar, rankme, twonn_id
 from .report import ALL_METRICS, DEFAULT_COLLAPSE, DEFAULT_SEPARABILITY, compute_layer, layer_report
 from .separability import (
     BACKENDS, Neighbors, knn_accuracy, knn_indices, knn_purity, linear_probe_accuracy, nmi, weighted_knn_accuracy,
@@ -63,7 +67,7 @@ __all__ = [
     "nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy",
     "nc2_cosine_std", "nc2_classifier", "nc3_self_duality", "nc4_ncc_disagreement", "terminal_phase_epoch",
     "Head", "class_gram",
-    "cka", "CKAAccumulator", "logme", "sfda",
+    "cka", "CKAAccumulator", "logme", "sfda", "rankme", "alpha_req", "twonn_id", "lidar",
     "utilization", "compute_layer", "layer_report", "knn_indices", "Neighbors",
     "DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "BACKENDS",
     "DegenerateFeaturesError", "DegenerateLayerWarning",

@@ -17,6 +17,10 @@ forms an N × N matrix: spectra come from the d × d (or, when d > N, the N × N
 blocks, and TwoNN's exact nearest neighbours from row strips of the distance matrix
 (``_two_nearest``). Features for which a measure is undefined raise
 :class:`~lab.metrics.DegenerateFeaturesError` (the layer report turns it into NaN and a warning).
+
+The catalogue's family "label_free" computes them from a layer context (``*_of_layer``, as every entry's
+``function``): the features alone (``needs=()``), LiDAR the layer's views (``needs=("views",)``:
+``compute_layer(..., views=)``).
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ from ._checks import DegenerateFeaturesError, _as_features, _is_constant
 from ._device import _float64_device
 from ._two_nearest import matmul, two_nearest
 
-__all__ = ["rankme", "alpha_req", "twonn_id", "lidar"]
+__all__ = ["rankme", "alpha_req", "twonn_id", "lidar", "rankme_of_layer", "alpha_req_of_layer", "twonn_id_of_layer",
+           "lidar_of_layer"]
 
 # The +1e-7 of RankMe's and LiDAR's entropy (Garrido et al. 2023; reptrix's get_rank).
 _ENTROPY_EPS = 1e-7
@@ -410,3 +415,24 @@ def _view_statistics(V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         D = (B - means[s:e, None]).reshape(-1, d)                                   # (b·q, r)
         within += matmul(D.T, D)
     return means, within / (n * (q - 1))
+
+
+# -------------------------------------------------------------------------- catalogue entries
+def rankme_of_layer(layer) -> float:
+    """:func:`rankme` of a layer context's features (the catalogue's ``rankme``)."""
+    return rankme(layer.X)
+
+
+def alpha_req_of_layer(layer) -> float:
+    """:func:`alpha_req` of a layer context's features (the catalogue's ``alpha_req``)."""
+    return alpha_req(layer.X)
+
+
+def twonn_id_of_layer(layer) -> float:
+    """:func:`twonn_id` of a layer context's features (the catalogue's ``twonn_id``)."""
+    return twonn_id(layer.X)
+
+
+def lidar_of_layer(layer) -> float:
+    """:func:`lidar` of a layer context's views (n images, q views, d), the input its entry needs."""
+    return lidar(layer.input("views"))

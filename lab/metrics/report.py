@@ -31,7 +31,8 @@ DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != 
 DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
 ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if set(info.needs) <= {"labels"})
 """Every metric computed from the features and labels alone; the classifier-side entries
-(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=`` and are named explicitly."""
+(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=``, and ``lidar`` ``views=``: they are named
+explicitly."""
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
 _OPTIONS = {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}
@@ -91,6 +92,7 @@ def compute_layer(
     return_margins: bool = False,
     backend: str = "auto",
     head=None,
+    views=None,
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, np.ndarray]]:
     """All requested metrics of one layer's features, sharing work between them.
 
@@ -99,7 +101,9 @@ def compute_layer(
     X : torch.Tensor or numpy.ndarray, shape (N, d)
         One layer's pooled features, on any device (the work stays there, except k-means and
         the probe with the scikit-learn backend, which run on a CPU copy).
-    y : array-like of int, shape (N,)
+    y : array-like of int, shape (N,), or None
+        The labels; None when no requested metric reads them (the label-free family,
+        ``lab.catalogue.LABEL_FREE_METRICS``).
     metrics : iterable of str
         Names from :data:`ALL_METRICS` (``"nc2"`` expands to both nc2 columns). Default:
         :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
@@ -137,6 +141,9 @@ def compute_layer(
         matrix (bias excluded, rows in sorted-label order of y) and logits (N, K) its outputs on the same
         images (a pair ``(W, logits)`` works too). The entries that need it (``needs`` names ``"head"``:
         the classifier-side collapse family) read it; asking for them without a head is a ValueError.
+    views : torch.Tensor or numpy.ndarray, shape (n, q, d), optional
+        This layer's pooled features of q augmented views of each of n images, for the entries that need
+        ``"views"`` (``lidar``); asking for them without views is a ValueError.
 
     Returns
     -------
@@ -162,8 +169,9 @@ def compute_layer(
     requested = [(_catalogue.METRICS[name], opts.get(name, {})) for name in metrics]
 
     # -- validate once, every requested metric, before any is computed
+    inputs = {name: value for name, value in (("head", head), ("views", views)) if value is not None}
     context = LayerContext(X, y, protocol=protocol, backend=backend, return_samples=return_samples,
-                           inputs={"head": head} if head is not None else None)
+                           inputs=inputs)
     try:
         prepare(context, requested)
     except DegenerateFeaturesError:

@@ -72,8 +72,10 @@ class RunContext:
         self.recorder.metrics(rows)
 
     def extract(self, state: SeedState, data, layers: list[str], *, stage: str, epoch: int | None,
-                pooling: str | None = None) -> Generator[Event, None, Any]:
-        """``lab.features.extract`` in the worker thread, streaming its progress; returns the FeatureSet."""
+                pooling: str | None = None, timing: str = "extract") -> Generator[Event, None, Any]:
+        """``lab.features.extract`` in the worker thread, streaming its progress; returns the FeatureSet.
+
+        ``timing`` is the key of the run's timings the seconds count under (``lab.runs.timings.TIMED``)."""
         import lab.features
 
         bb, batch_size = state.bb, self.cfg.eval_batch_size
@@ -83,5 +85,5 @@ class RunContext:
             return lab.features.extract(bb, data, layers=layers, pooling=pooling, batch_size=batch_size,
                                         progress=progress, should_stop=should_stop, precision=self.cfg.precision)
 
-        with self.recorder.timed("extract"):
+        with self.recorder.timed(timing):
             return (yield from self.worker.stream(fn, stage=stage, seed=state.seed, epoch=epoch))

@@ -12,8 +12,10 @@
    the per-image record keeps those votes and clusters with each image's class-centre margin (a run
    that measures kNN accuracy; ``RunRecord.image_record``).
    A training run also records each layer's CKA to its epoch-0 features (``cka_initial``);
-   Each layer's class means go out as a ``ClassMeans`` event (:mod:`lab.runs.collapse_eval`);
-2. seen held-out images: collapse metrics per layer (at epoch 0 also the transferability estimators,
+   Each layer's class means go out as a ``ClassMeans`` event (:mod:`lab.runs.collapse_eval`).
+   The label-free measures (RankMe, alpha-ReQ, TwoNN) are among the metrics of each layer; with
+   ``lidar_views``, LiDAR follows on augmented views of the unseen images (:mod:`lab.runs.label_free_eval`);
+2. seen held-out images: collapse and label-free metrics per layer (at epoch 0 also the transferability estimators,
    LogME and SFDA, with the seen kNN accuracy as their baseline), and held-out loss/accuracy from the head,
    with the classifier-side collapse measures at the head input;
 2b. the seen training sample (split "train"): collapse metrics and ClassMeans per layer, the classifier side
@@ -33,6 +35,7 @@ from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
 from lab.runs.collapse_eval import TrainCollapse, class_means_event
 from lab.runs.compute import compute_metrics
 from lab.runs.context import RunContext, SeedState
+from lab.runs.label_free_eval import LidarViews
 from lab.runs.projections import Projections
 from lab.runs.similarity import InitialCKA
 
@@ -102,12 +105,14 @@ class Evaluator:
         # no record (RunRecord.image_record_problem says so).
         self.image_record = "knn_accuracy" in ctx.cfg.unseen_metrics
         self.collapse = TrainCollapse(ctx)
+        self.lidar = LidarViews(ctx)
 
     def evaluate(self, state: SeedState, epoch: int) -> Generator[Event, None, Evaluation]:
         ctx = self.ctx
         out = Evaluation()
         first, self.first = self.first, False
         out.aliases = yield from self._unseen(state, epoch, first=first)
+        yield from self.lidar.measure(state, epoch)
         out.heldout_loss, out.heldout_accuracy = yield from self._seen(state, epoch)
         yield from self.collapse.train(state, epoch)
         if state.corrupted is not None and len(state.corrupted):

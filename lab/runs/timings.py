@@ -3,7 +3,8 @@
 Every timed block of the engine (:meth:`Timings.timed`) adds its *own* seconds to one key of
 :data:`TIMED`; a block nested in another (the stages of an evaluation inside ``evaluate``) is
 taken out of its parent, so the keys never count a second twice. The user-facing breakdown
-folds them into :data:`STAGES`: ``bootstrap`` counts as ``metrics``, and ``other`` is the wall
+folds them into :data:`STAGES`: ``bootstrap`` counts as ``metrics``; ``lidar`` is LiDAR's extra forward
+passes over augmented views of the unseen images and their metric (0 unless ``RunConfig.lidar_views``); ``other`` is the wall
 time no stage accounts for (loading, the evaluation's own bookkeeping, the consumer of the
 events, waiting for the disk outside ``store``). The table written to ``meta.json`` as
 ``"timings"``, the training rows' ``*_seconds`` columns and the run summary all come from here.
@@ -16,11 +17,11 @@ from typing import Iterator, Mapping
 
 __all__ = ["Timings", "STAGES", "TIMED", "describe"]
 
-STAGES = ("train", "extract", "metrics", "projection", "store", "other")
+STAGES = ("train", "extract", "lidar", "metrics", "projection", "store", "other")
 """The stages of the breakdown, in the order they are shown."""
-TIMED = ("load", "train", "extract", "metrics", "bootstrap", "projection", "store", "evaluate")
+TIMED = ("load", "train", "extract", "lidar", "metrics", "bootstrap", "projection", "store", "evaluate")
 """The engine's timed keys (``evaluate`` holds the stages of an evaluation: see :class:`Timings`)."""
-_STAGE_OF = {"train": "train", "extract": "extract", "metrics": "metrics", "bootstrap": "metrics",
+_STAGE_OF = {"train": "train", "extract": "extract", "lidar": "lidar", "metrics": "metrics", "bootstrap": "metrics",
              "projection": "projection", "store": "store"}      # load, evaluate: "other"
 
 
