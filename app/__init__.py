@@ -11,7 +11,7 @@ components inline in JupyterLab::
 
 The app is one package per thing a user sees: ``choose`` (the Choose form), ``live`` (the live
 view and Run/Stop), ``explorer`` (the embedding explorer), ``compare`` (Compare & export),
-``studies`` (the Studies tab), on a small shared ``base``; ``layerscope`` composes them into tabs.
+``studies`` (the Studies tab), ``collapse`` (the Neural collapse card), on a small shared ``base``; ``layerscope`` composes them into tabs.
 The names below are the public ones, wherever their module lives; so are the plot modules that
 notebooks draw with (``from app import plots``, ``similarity_plots``, ``study_plots``), which
 exported notebooks import by these names.
@@ -21,14 +21,15 @@ this file at server start) does not import the whole app twice.
 """
 from __future__ import annotations
 
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 
-__all__ = ["LayerScope", "ConfigPanel", "EmbeddingView", "LiveView", "RunControl", "RunsPanel", "extension",
+__all__ = ["LayerScope", "ConfigPanel", "EmbeddingView", "CollapseView", "LiveView", "RunControl", "RunsPanel", "extension",
            "plots", "similarity_plots", "study_plots"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "LayerScope": "app.layerscope:LayerScope",
     "ConfigPanel": "app.choose:ConfigPanel",
     "EmbeddingView": "app.explorer:EmbeddingView",
+    "CollapseView": "app.collapse:CollapseView",
     "LiveView": "app.live:LiveView",
     "RunControl": "app.live:RunControl",
     "RunsPanel": "app.compare:RunsPanel",

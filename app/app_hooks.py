@@ -21,7 +21,7 @@ def _preload():
         from app.base.resources import warm_up
 
         warm_up()
-        from app.explorer._plot import warm_up as warm_up_embedding
+        from app.explorer import warm_up as warm_up_embedding
 
         warm_up_embedding()
     except Exception as exc:  # the app still works; the first run just starts slower

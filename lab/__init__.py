@@ -13,7 +13,7 @@ imported only when used)::
 """
 from __future__ import annotations
 
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 
 __version__ = "0.1.0"
 

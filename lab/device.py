@@ -36,7 +36,7 @@ from lab.config import PRECISIONS
 __all__ = ["resolve_device", "check_device", "device_key", "device_choices", "cuda_index", "PRECISIONS",
            "bf16_supported", "autocast_dtype", "autocast", "CHANNELS_LAST_DEVICES", "channels_last",
            "device_scope", "exact_float32", "release_device_memory", "OutOfMemoryError",
-           "DeviceOutOfMemoryError", "out_of_memory_message", "out_of_memory_hint"]
+           "DeviceOutOfMemoryError", "out_of_memory_message", "out_of_memory_hint", "float64_device"]
 
 OutOfMemoryError = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 """The exception torch raises when a device runs out of memory: the one place lab names it
@@ -279,3 +279,10 @@ def release_device_memory(device: str | torch.device, *, collect: bool = False) 
         gc.collect()
     if cuda_index(device) is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+
+
+def float64_device(device) -> torch.device:
+    """The device where float64 work on data from ``device`` runs: the CPU for MPS (no float64 there),
+    else ``device`` itself."""
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device

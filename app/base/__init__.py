@@ -10,7 +10,7 @@ threads (``_dispatch``, ``_redraw``, with ``_doclock``), :func:`notify` shows a 
 plots' shared style. Importing this package loads no UI library; the names that need Panel load it
 on first use, and the plot module loads HoloViews.
 """
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 
 from .resources import extension, shared
 

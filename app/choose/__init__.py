@@ -5,8 +5,8 @@
 notebooks and benchmarks reuse. ``_fields`` makes the form's parameters from RunConfig's fields and
 ``_widgets`` one widget per field.
 """
-from app.base._lazy import lazy_exports
+from app.base import lazy_exports
 
 __all__ = ["ConfigPanel", "PRESETS", "DEFAULT_PRESET"]
-__getattr__, __dir__ = lazy_exports(__name__, {"ConfigPanel": ".config_panel", "PRESETS": ".presets",
-                                               "DEFAULT_PRESET": ".presets"})
+__getattr__, __dir__ = lazy_exports(__name__, {"ConfigPanel": ".config_panel:ConfigPanel", "PRESETS": ".presets:PRESETS",
+                                               "DEFAULT_PRESET": ".presets:DEFAULT_PRESET"})

@@ -5,7 +5,7 @@ explorer of a selected run, delete, notebook export); :mod:`app.compare.similari
 linear CKA between layers and runs, in the app and in exported notebooks
 (``from app import similarity_plots``).
 """
-from app.base._lazy import lazy_exports
+from app.base import lazy_exports
 
 __all__ = ["RunsPanel"]
-__getattr__, __dir__ = lazy_exports(__name__, {"RunsPanel": ".runs_panel"})
+__getattr__, __dir__ = lazy_exports(__name__, {"RunsPanel": ".runs_panel:RunsPanel"})

@@ -17,8 +17,8 @@ from lab.export import tables
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
 
 from app.base import plots
-from app.base._notify import notify as _notify
-from app.explorer._data import StoredLayouts
+from app.base import notify as _notify
+from app.explorer import StoredLayouts
 from app.explorer.embedding import EmbeddingView
 
 from . import similarity_plots

@@ -5,7 +5,8 @@ lasso selection linked across layers and epochs.
 run's stored or live layouts); ``_data`` checks and holds the layouts and finds lasso hits, ``_plot``
 builds the Datashader and HoloViews elements.
 """
-from app.base._lazy import lazy_exports
+from app.base import lazy_exports
 
-__all__ = ["EmbeddingView"]
-__getattr__, __dir__ = lazy_exports(__name__, {"EmbeddingView": ".embedding"})
+__all__ = ["EmbeddingView", "StoredLayouts", "warm_up"]
+__getattr__, __dir__ = lazy_exports(__name__, {"EmbeddingView": ".embedding:EmbeddingView",
+                                               "StoredLayouts": "._data:StoredLayouts", "warm_up": "._plot:warm_up"})

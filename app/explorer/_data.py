@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from app.base._thumbs import ThumbnailSource
+from app.base import ThumbnailSource
 
 __all__ = ["Layout", "ArrayLayouts", "StoredLayouts", "LiveLayouts", "check_selection", "points_in_polygon",
            "points_in_box", "image_data_uri", "neighbour_layer"]

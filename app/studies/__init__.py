@@ -4,7 +4,7 @@
 ``studies/``; :mod:`app.studies.study_plots` draws the figures, in the app and in exported study
 notebooks (``from app import study_plots``).
 """
-from app.base._lazy import lazy_exports
+from app.base import lazy_exports
 
 __all__ = ["StudiesPanel", "shipped_specs"]
-__getattr__, __dir__ = lazy_exports(__name__, {"StudiesPanel": ".studies_panel", "shipped_specs": ".studies_panel"})
+__getattr__, __dir__ = lazy_exports(__name__, {"StudiesPanel": ".studies_panel:StudiesPanel", "shipped_specs": ".studies_panel:shipped_specs"})

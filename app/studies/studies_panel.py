@@ -1,7 +1,7 @@
 """The Studies tab: pick a study spec, run it on a local Dask cluster, watch its cells and figures fill in.
 
 The study runs in a worker thread (:meth:`lab.study.Study.run`); its events reach the page through a
-:class:`~app.base._dispatch.DocDispatcher`, so no widget is touched off the session's thread. Figures are
+:class:`~app.base.DocDispatcher`, so no widget is touched off the session's thread. Figures are
 re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import panel as pn
 import param
 
 from app.base import resources
-from app.base._dispatch import DocDispatcher
+from app.base import DocDispatcher
 
 from .study_plots import (
     accuracy_vs_g, collapse_curves, generalization_text, grid_heatmap, layer_depth_curves, rank_text, transfer_text,

@@ -15,7 +15,7 @@ Names load lazily, so that image-decoding worker processes (which import
 """
 from __future__ import annotations
 
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 
 __all__ = ["load", "Dataset", "ImageDataset", "Split", "SPECS", "UnsafePickleError", "standardize",
            "cache_dir", "check_name"]

@@ -17,6 +17,8 @@ import contextlib
 
 import torch
 
+from lab.device import float64_device
+
 # A row block of distances on CUDA: at most this many bytes per (rows x N) float32 slice (a few
 # such slices coexist: Gram, ranking keys, selection), and at most this share of the free memory.
 _CUDA_BLOCK_BYTES = 1 << 30
@@ -24,11 +26,7 @@ _CUDA_FREE_SHARE = 0.125
 _CUDA_MIN_ROWS = 4096
 
 
-def _float64_device(device) -> torch.device:
-    """The device where float64 work on data from ``device`` runs: the CPU for MPS (no float64 there),
-    else ``device`` itself."""
-    device = torch.device(device)
-    return torch.device("cpu") if device.type == "mps" else device
+_float64_device = float64_device      # the one definition lives in lab.device, which lab.projection uses too
 
 
 @contextlib.contextmanager

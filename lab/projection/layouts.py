@@ -36,7 +36,7 @@ def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
     flipping), else so that its largest-magnitude score is positive.
     """
     from lab.features import to_numpy
-    from lab.metrics._device import _float64_device
+    from lab.device import float64_device
 
     X = _as_tensor(X)
     n = X.shape[0]
@@ -46,7 +46,7 @@ def pca_layout(X, *, reference: np.ndarray | None = None) -> np.ndarray:
     # Eigen-decompose the smaller of the (d, d) scatter and the (N, N) Gram matrix. The product
     # stays in the features' precision (the costly part, a picture needs no more); the small
     # symmetric eigenproblem runs in float64, on the CPU where the device has none (MPS).
-    where = _float64_device(X.device)
+    where = float64_device(X.device)
     if Xc.shape[1] <= Xc.shape[0]:
         evals, evecs = torch.linalg.eigh((Xc.T @ Xc).to(where).double())   # (d,), (d, d) ascending
         order = torch.argsort(evals, descending=True)[:2]

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 
 if TYPE_CHECKING:       # what the names below are (for readers and the API reference); loaded on first use
     from lab._cancel import Cancelled

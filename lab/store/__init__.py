@@ -59,7 +59,7 @@ import pandas as pd
 from lab.errors import CheckpointError, CheckpointNotFoundError
 
 # Everything below was importable from the single-file lab.store; the private names stay importable
-# (lab.study uses _read_json/_write_json). Writes go through _files._write_json and
+# (lab.study reads and writes its specs with the public read_json / write_json). Writes go through _files._write_json and
 # _tables._write_parquet, looked up per call, so that tests of full and read-only disks can patch them.
 from lab.store import _files
 from lab.store._files import (  # noqa: F401
@@ -77,7 +77,13 @@ __all__ = [
     "RunStore", "RunWriter", "RunRecord", "ImageRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
     "check_run_checkpoint", "resolve_run_checkpoint", "parse_run_spec",
     "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
+    "read_json", "write_json",
 ]
+
+read_json = _read_json
+"""A JSON file of the store (:func:`lab.store._files._read_json`)."""
+write_json = _write_json
+"""Write a JSON file atomically, as the store writes its own (:func:`lab.store._files._write_json`)."""
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

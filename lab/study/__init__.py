@@ -15,7 +15,7 @@ Importing this package does not import Dask; running a study does.
 """
 from __future__ import annotations
 
-from lab._lazy import lazy_exports
+from lab.lazy import lazy_exports
 from lab.study._keys import REPEAT_AXES, group_label
 from lab.study.figures import figures
 from lab.study.records import StudyResult, study_status

@@ -76,12 +76,12 @@ def study_status(study, *, store=None) -> pd.DataFrame:
 def tag_run(run, study: str, cell: Mapping, *, store=None) -> None:
     """Record the study and the cell in the meta of a finished ``run`` (an id in ``store``, or a record)
     (atomic rewrite of meta.json)."""
-    from lab.store import _read_json, _write_json
+    from lab.store import read_json, write_json
 
     folder = run.path if is_record(run) else open_store(store).path(run_id_of(run))
     path = folder / "meta.json"
-    meta = _read_json(path)
+    meta = read_json(path)
     meta.update(study=study, cell=dict(cell))
     if isinstance(meta.get("summary"), dict):
         meta["summary"] = {**meta["summary"]}
-    _write_json(path, meta)
+    write_json(path, meta)

@@ -17,10 +17,10 @@ SPECS_FOLDER = ".studies"           # inside the run store: the spec of every st
 @store_was_first
 def save_spec(study: Study, *, store=None) -> None:
     """Keep ``study``'s spec in ``store`` (default: the default store), found later by :func:`find_study`."""
-    from lab.store import _write_json
+    from lab.store import write_json
 
     store = open_store(store)
-    _write_json(store.root / SPECS_FOLDER / f"{study.name}.json", study.to_dict())
+    write_json(store.root / SPECS_FOLDER / f"{study.name}.json", study.to_dict())
 
 
 @store_was_positional("store")

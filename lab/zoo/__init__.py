@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.lazy import lazy_exports
+
 # lab.backbones (torch) is imported by the two functions below, not here: the command line imports this
 # package to build its `pretrain` parser, and `python -m lab runs list` must not wait seconds for torch.
 
@@ -54,11 +56,6 @@ def card(name: str) -> dict:
     return {**data, "weights": str(weights)}
 
 
-def __getattr__(name: str):
-    # ``from lab.zoo import pretrain`` (the recipe module's older name) keeps working; importing the recipe
-    # loads torch, so it happens on first use, not with the package.
-    if name == "pretrain":
-        import importlib
-
-        return importlib.import_module("lab.zoo.recipe")
-    raise AttributeError(f"module 'lab.zoo' has no attribute {name!r}")
+# ``from lab.zoo import pretrain`` (the recipe module's older name) keeps working; importing the recipe
+# loads torch, so it happens on first use, not with the package.
+__getattr__, __dir__ = lazy_exports(__name__, {"pretrain": "lab.zoo.recipe"})
