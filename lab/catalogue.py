@@ -72,6 +72,9 @@ class MetricInfo:
     repeatable : the function takes ``repeat`` (0, 1, ...) and varies its seed with it; ``compute_layer``
         reports the mean over ``repeats`` and, with more than one, ``<name>_std``
     splits : the evaluation splits it is computed on (default: by family)
+    best_at : the value at which a layer is best, for a measure whose literature reads neither extreme as
+        best (alpha_req: 1, Agrawal et al. 2022); the best layer is then the closest one
+        (:func:`lab.analysis.measure_agreement`). None: the extreme ``higher_is_better`` names
     """
 
     name: str
@@ -88,6 +91,7 @@ class MetricInfo:
     per_class: int = 1
     repeatable: bool = False
     splits: tuple[str, ...] = ()
+    best_at: float | None = None
 
     def __post_init__(self):
         # frozen: the defaults are filled in once, here
@@ -170,9 +174,9 @@ _METRIC_LIST = (
                    "fine-tuning (Shao et al. 2022)"),
     MetricInfo("rankme", "RankMe", "label_free", True, needs=(), function=_LF + "rankme_of_layer",
                doc="effective rank of the features' singular values, no label read (Garrido et al. 2023)"),
-    MetricInfo("alpha_req", "α-ReQ", "label_free", False, needs=(), function=_LF + "alpha_req_of_layer",
-               doc="power-law decay exponent of the covariance spectrum, no label read; slower decay (smaller α, "
-                   "towards 1) reads as better (Agrawal et al. 2022)"),
+    MetricInfo("alpha_req", "α-ReQ", "label_free", False, needs=(), function=_LF + "alpha_req_of_layer", best_at=1.0,
+               doc="power-law decay exponent of the covariance spectrum, no label read; α near 1 reads as best, "
+                   "a faster decay (larger α) as fewer dimensions used (Agrawal et al. 2022)"),
     MetricInfo("twonn_id", "TwoNN ID", "label_free", False, needs=(), function=_LF + "twonn_id_of_layer",
                doc="intrinsic dimension from nearest-neighbour distance ratios, no label read; lower reads as "
                    "better (Facco et al. 2017; Ansuini et al. 2019)"),

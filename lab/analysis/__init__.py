@@ -31,7 +31,8 @@ Definitions (METRICS.md):
   (:func:`image_table`), and the measures on any selection of images (:func:`selection_report`);
 - neural collapse on the training set (:mod:`lab.analysis.collapse`): the first epoch of the terminal
   phase (:func:`terminal_phase`) and the class means against a simplex ETF (:func:`simplex`);
-- whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`);
+- whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
+  the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
 - rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
   (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
   NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
@@ -56,6 +57,7 @@ from lab.analysis.images import (
 from lab.analysis.intervals import (
     CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
 )
+from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
 from lab.analysis.summary import (
     accuracy_vs_g, aggregate_seeds, complete_evaluations, generalization, grid_summary, group_curves,
@@ -73,5 +75,5 @@ __all__ = [
     "has_image_record",
     "image_record_problem",
     "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table", "AGREEMENT_MEASURES",
-    "AGREEMENT_COLUMNS", "terminal_phase", "simplex",
+    "AGREEMENT_COLUMNS", "terminal_phase", "simplex", "study_agreement", "STUDY_AGREEMENT_COLUMNS",
 ]

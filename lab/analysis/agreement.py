@@ -1,8 +1,10 @@
 """Do the measures agree on the best layer? (part of :mod:`lab.analysis`)
 
-For one evaluation, the best layer by each separability measure a run computed, how sure the bootstrap is
-of it, and how closely each measure orders the layers the way NMI does (docs/METRICS.md, "Do the measures
-agree?"). Every best layer comes from :func:`lab.analysis.generalization` run on that measure (ties to the
+For one evaluation, the best layer by each separability measure a run computed, and by each label-free one
+(which never read the unseen labels), how sure the bootstrap is of it, and how closely each measure orders the
+layers the way NMI does (docs/METRICS.md, "Do the measures agree?"). A label-free measure's best layer is its
+largest value (RankMe, LiDAR), its smallest (TwoNN ID) or its closest to ``best_at`` (alpha-ReQ: 1), as
+:data:`lab.catalogue.METRICS` records the literature's reading. Every best layer comes from :func:`lab.analysis.generalization` run on that measure (ties to the
 deeper layer, identical taps reported as the deeper tap, complete evaluations only, seed means), every
 layer value from :func:`lab.analysis.layer_curve`: nothing here re-derives g.
 """
@@ -21,8 +23,9 @@ from lab.store.lookup import load_run
 
 __all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]
 
-AGREEMENT_MEASURES = ("nmi", "knn_accuracy", "linear_probe_accuracy", "ncc_accuracy", "logme")
-"""The measures compared, in this order (those a run did not compute are left out)."""
+AGREEMENT_MEASURES = ("nmi", "knn_accuracy", "linear_probe_accuracy", "ncc_accuracy", "logme",
+                      "rankme", "alpha_req", "twonn_id", "lidar")
+"""The measures compared, in this order (those a run did not compute are left out): the label-free ones last."""
 AGREEMENT_COLUMNS = ["label", "split", "epoch", "best_layer", "value", "best_share", "spearman", "n_layers"]
 """The columns of :func:`measure_agreement` (index: measure)."""
 
@@ -33,13 +36,22 @@ def _info(measure: str):
     return METRICS.get(measure)
 
 
+def _best_at(measure: str) -> float | None:
+    info = _info(measure)
+    return None if info is None else info.best_at
+
+
 def _oriented(metrics: pd.DataFrame, measure: str, higher: bool) -> pd.DataFrame:
-    """``metrics`` with the values of ``measure`` negated when lower is better (so that the best is a
-    maximum and a higher value ranks a layer higher); every other row (the bootstrap's) unchanged."""
-    if higher:
+    """``metrics`` with the values of ``measure`` negated when lower is better, or minus their distance to the
+    entry's ``best_at`` (so that the best is a maximum and a higher value ranks a layer higher); every other
+    row (the bootstrap's) unchanged."""
+    target = _best_at(measure)
+    if higher and target is None:
         return metrics
     own = metrics["metric"] == measure
-    return metrics.assign(value=metrics["value"].astype(float).where(~own, -metrics["value"].astype(float)))
+    value = metrics["value"].astype(float)
+    oriented = -(value - target).abs() if target is not None else -value
+    return metrics.assign(value=value.where(~own, oriented))
 
 
 def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
@@ -90,9 +102,13 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
         values = curve.set_index("layer")["mean"].astype(float).reindex(kept)
         if measure == "nmi":
             reference = values
+        if _best_at(measure) is not None:         # the value itself, not its distance to best_at
+            raw = layer_curve(metrics, layers=layers, metric=measure, split=split, epoch=at).set_index("layer")
+            value = float(raw["mean"].get(str(best["layer"]), np.nan))
+        else:
+            value = float(best["g"]) if higher else -float(best["g"])
         rows[measure] = {"label": _label(measure), "split": split, "epoch": int(at), "best_layer": str(best["layer"]),
-                         "value": float(best["g"]) if higher else -float(best["g"]),
-                         "best_share": float(best["best_share"]), "_values": values}
+                         "value": value, "best_share": float(best["best_share"]), "_values": values}
     out = []
     for measure, row in rows.items():
         values = row.pop("_values")
@@ -129,7 +145,7 @@ def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] 
     run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     epoch : the evaluation; None: the last complete one (as g's)
     measures : metric names, default :data:`AGREEMENT_MEASURES` (NMI, kNN accuracy, linear probe, NCC
-        accuracy, LogME)
+        accuracy, LogME, then the label-free RankMe, alpha-ReQ, TwoNN ID and LiDAR)
     store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 
     Returns
@@ -137,11 +153,13 @@ def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] 
     DataFrame, one row per measure the run computed (index ``measure``), with :data:`AGREEMENT_COLUMNS`:
     label, split and epoch measured (LogME: the seen held-out images at epoch 0, before fine-tuning),
     best_layer and its value (the seed mean, by :func:`lab.analysis.generalization` on that measure: ties to
-    the deeper layer, identical taps as the deeper tap; lower-is-better measures take the minimum),
-    best_share (the fraction of bootstrap resamples in which that layer is best, pooled over seeds; NaN for
-    measures without a bootstrap: all but NMI and kNN accuracy), spearman (Spearman's rho between the
-    measure's and NMI's seed-mean values over the layers both measured, identical taps counted once; NaN
-    with fewer than 3 layers or a constant side) and n_layers (the layers it was computed over).
+    the deeper layer, identical taps as the deeper tap; lower-is-better measures take the minimum, alpha-ReQ
+    the value closest to 1), best_share (the fraction of bootstrap resamples in which that layer is best,
+    pooled over seeds; NaN for measures without a bootstrap: all but NMI and kNN accuracy, the label-free ones
+    included), spearman (Spearman's rho between the measure's layer order, best first, and NMI's, over the
+    seed-mean values of the layers both measured, identical taps counted once; NaN with fewer than 3 layers
+    or a constant side) and n_layers (the layers it was computed over). The label-free rows (RankMe,
+    alpha-ReQ, TwoNN ID, LiDAR) are measured on the unseen images without their labels, at the same epoch.
     ``attrs["notes"]`` says what could not be given and why.
     """
     rec = load_run(run, store)

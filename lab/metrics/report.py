@@ -29,10 +29,11 @@ __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_l
 # default (a run leaves it out for its cost); the weighted kNN only on request.
 DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != "weighted_knn_accuracy")
 DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
-ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if set(info.needs) <= {"labels"})
-"""Every metric computed from the features and labels alone; the classifier-side entries
-(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=``, and ``lidar`` ``views=``: they are named
-explicitly."""
+ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if info.needs == ("labels",))
+"""Every metric computed from the features and their labels; the classifier-side entries
+(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=``, and the label-free family
+(``lab.catalogue.LABEL_FREE_METRICS``: no labels, ``y=None`` will do; ``lidar`` needs ``views=``) is
+named explicitly."""
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
 _OPTIONS = {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}

@@ -30,6 +30,9 @@ def figures(study, *, store=None) -> dict:
         - ``transfer``: per condition and layer, the transferability scores measured before fine-tuning
           against the unseen NMI reached after it, and their Spearman correlations with intervals
           (:func:`lab.analysis.transfer_vs_g`; ``scores`` empty when the runs measured none)
+        - ``agreement``: per measure, over the study's runs, how often its best layer is NMI's and its median
+          Spearman with NMI across layers (:func:`lab.analysis.study_agreement`; the label-free measures
+          included)
         - ``axes``: the condition axes (non-repeat axes)
     """
     from lab import analysis
@@ -62,4 +65,5 @@ def figures(study, *, store=None) -> dict:
         "grid": analysis.grid_summary(grid, axes) if len(grid) else grid,
         "nc1": analysis.group_curves(groups, layers, metric="nc1", split="seen"),
         "transfer": analysis.transfer_vs_g(groups, layers, aliases=aliases),
+        "agreement": analysis.study_agreement(records),
     }

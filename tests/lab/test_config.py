@@ -141,9 +141,9 @@ def test_names_and_choices_come_from_the_catalogue():
     assert SEPARABILITY_METRICS == catalogue.SEPARABILITY_METRICS and COLLAPSE_METRICS == catalogue.COLLAPSE_METRICS
     assert FIELD_CHOICES["metrics"] == catalogue.METRIC_NAMES
     # compute_layer's ALL_METRICS: every entry computed from features and labels alone (the classifier-side
-    # entries need a trained head, lidar augmented views)
-    assert report.ALL_METRICS == tuple(m for m in catalogue.METRIC_NAMES
-                                       if m not in catalogue.CLASSIFIER_METRICS and m != "lidar")
+    # entries need a trained head; the label-free family reads no labels and is named explicitly)
+    assert report.ALL_METRICS == tuple(m for m in catalogue.METRIC_NAMES if m not in catalogue.CLASSIFIER_METRICS
+                                       and m not in catalogue.LABEL_FREE_METRICS)
     assert set(report.DEFAULT_SEPARABILITY) <= set(SEPARABILITY_METRICS)
     for name, choices in FIELD_CHOICES.items():
         if name != "metrics":

@@ -91,3 +91,55 @@ def test_a_tiny_run_agrees_with_generalization(tiny_run):
     assert list(table.index) == ["nmi", "knn_accuracy"]              # what TINY measures of the five
     assert table.loc["nmi", "best_layer"] == rec.summary()["best_layer"]
     assert table.loc["nmi", "best_share"] == pytest.approx(rec.summary()["best_share"])
+
+
+LABEL_FREE = {   # unseen images, no label read: the value of each layer at the last epoch
+    "rankme": [3.0, 8.0, 9.0, 7.0, 2.0],                # higher is better
+    "alpha_req": [0.3, 0.9, 1.3, 2.0, 3.0],             # closest to 1 is best: b
+    "twonn_id": [30.0, 12.0, 10.0, 11.0, 25.0],         # lower is better
+    "lidar": [1.0, 2.0, 3.0, 4.0, 5.0],                 # higher is better
+}
+
+
+@pytest.fixture
+def label_free_run(store):
+    from lab.config import RunConfig
+
+    w = store.create(RunConfig(dataset="digits", backbone="mlp", epochs=1, seeds=(0, 1), lidar_views=2,
+                               metrics=("nmi", "rankme", "alpha_req", "twonn_id", "lidar")))
+    w.update_meta(layers=LAYERS, layer_aliases={})
+    for seed, shift in ((0, -0.01), (1, 0.01)):
+        for epoch in (0, 1):
+            w.append_metrics([{"seed": seed, "epoch": epoch, "layer": layer, "split": "unseen", "metric": m,
+                               "value": v[i] + shift + (0.0 if epoch == 1 else 0.5)}
+                              for m, v in {"nmi": UNSEEN["nmi"], **LABEL_FREE}.items()
+                              for i, layer in enumerate(LAYERS)])
+            w.append_training({"seed": seed, "epoch": epoch})
+    w.finish("finished")
+    return w.run_id
+
+
+def test_the_label_free_rows_follow_their_literature_direction(store, label_free_run):
+    table = analysis.measure_agreement(label_free_run, store=store)
+    assert list(table.index) == ["nmi", "rankme", "alpha_req", "twonn_id", "lidar"]
+    assert table["best_layer"].to_dict() == {"nmi": "c", "rankme": "c", "alpha_req": "b", "twonn_id": "c",
+                                             "lidar": "e"}
+    assert (table["split"] == "unseen").all() and (table["epoch"] == 1).all()
+    # the value is the measure's own seed mean at its best layer (alpha-ReQ's, not its distance to 1)
+    assert table["value"].drop("nmi").to_dict() == pytest.approx({"rankme": 9.0, "alpha_req": 0.9,
+                                                                  "twonn_id": 10.0, "lidar": 5.0})
+    assert table["best_share"].drop("nmi").isna().all()                  # no bootstrap for them
+    oriented = {"rankme": np.asarray(LABEL_FREE["rankme"]), "lidar": np.asarray(LABEL_FREE["lidar"]),
+                "twonn_id": -np.asarray(LABEL_FREE["twonn_id"]),
+                "alpha_req": -np.abs(np.asarray(LABEL_FREE["alpha_req"]) - 1.0)}
+    for measure, values in oriented.items():
+        assert table.loc[measure, "spearman"] == pytest.approx(spearmanr(values, UNSEEN["nmi"]).statistic), measure
+    assert table.loc["alpha_req", "label"] == "α-ReQ"
+
+
+def test_label_free_rows_at_an_earlier_epoch_and_without_nmi(store, label_free_run):
+    earlier = analysis.measure_agreement(label_free_run, epoch=0, store=store)
+    assert earlier.loc["rankme", "epoch"] == 0 and earlier.loc["rankme", "value"] == pytest.approx(9.5)
+    alone = analysis.measure_agreement(label_free_run, measures=("rankme", "twonn_id"), store=store)
+    assert list(alone.index) == ["rankme", "twonn_id"] and alone["spearman"].isna().all()
+    assert any("no rank correlation with NMI" in note for note in alone.attrs["notes"])
