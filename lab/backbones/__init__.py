@@ -55,7 +55,8 @@ never looks into a store itself (runs and the app resolve ``run:`` specs with th
 from __future__ import annotations
 
 from lab.backbones._checkpoint import load_checkpoint, read_state_dict
-from lab.backbones._core import PRE_LOGITS, Backbone, Tap, first_tensor
+from lab.backbones._core import Backbone
+from lab.backbones._taps import PRE_LOGITS, Tap, first_tensor
 from lab.backbones._hf import HF_FAMILIES
 from lab.backbones._imagenet import imagenet_names
 from lab.backbones._normalize import Normalization

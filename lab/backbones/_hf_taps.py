@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lab.backbones._core import STEM, Tap, owns_params, trace
+from lab.backbones._taps import STEM, Tap, owns_params, trace
 from lab.backbones._hf_net import prefix_tokens
 
 if TYPE_CHECKING:

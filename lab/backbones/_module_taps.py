@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from lab.backbones._core import PRE_LOGITS, STEM, Tap, trace
-
-if TYPE_CHECKING:
-    from lab.backbones._core import Backbone
+from lab.backbones._taps import PRE_LOGITS, STEM, Tap, trace
 
 __all__ = ["namespace", "find_module", "tappable", "describe_all", "unknown_layer"]
 

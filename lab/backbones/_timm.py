@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from lab.backbones._checkpoint import classifier_name as _classifier_name
-from lab.backbones._core import PRE_LOGITS, STEM as _STEM, Tap, dummy_forward, owns_params as _owns_params
+from lab.backbones._taps import PRE_LOGITS, STEM as _STEM, Tap, dummy_forward, owns_params as _owns_params
 from lab.backbones._normalize import Normalization, from_stats, lab_default
 
 
