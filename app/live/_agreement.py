@@ -13,7 +13,11 @@ import math
 import pandas as pd
 import panel as pn
 
+from lab.catalogue import LABEL_FREE_METRICS
+
 __all__ = ["AgreementTable", "agreement_html"]
+
+_LABEL_FREE = " <span style='color:#777'>(no labels)</span>"
 
 
 class AgreementTable(pn.viewable.Viewer):
@@ -51,7 +55,8 @@ class AgreementTable(pn.viewable.Viewer):
 
 
 def _percent(value) -> str:
-    return f"{100 * float(value):.0f} %" if value is not None and math.isfinite(float(value)) else ""
+    # "—": the measure has no bootstrap (all but NMI and kNN accuracy; the label-free ones among them)
+    return f"{100 * float(value):.0f} %" if value is not None and math.isfinite(float(value)) else "—"
 
 
 def _rho(value) -> str:
@@ -59,8 +64,9 @@ def _rho(value) -> str:
 
 
 def agreement_html(table: pd.DataFrame) -> str:
-    """:func:`lab.analysis.measure_agreement` as a small HTML table: measure, best layer, best share (%, blank
-    without a bootstrap), Spearman with NMI (blank where it cannot be given), then the table's notes."""
+    """:func:`lab.analysis.measure_agreement` as a small HTML table: measure, best layer, best share (%, "—"
+    without a bootstrap), Spearman with NMI (blank where it cannot be given), then the table's notes. The
+    label-free measures (no label read) say so after their name."""
     if table is None or table.empty:
         return ""
     epoch = table.attrs.get("epoch")
@@ -68,7 +74,7 @@ def agreement_html(table: pd.DataFrame) -> str:
             f"{f' (epoch {int(epoch)})' if epoch is not None else ''}")
     rows = "".join(
         f"<tr data-measure='{html.escape(str(name))}'><td>{html.escape(str(r['label']))}"
-        f"{' (seen, epoch 0)' if r['split'] == 'seen' else ''}</td><td>{html.escape(str(r['best_layer']))}</td>"
+        f"{' (seen, epoch 0)' if r['split'] == 'seen' else ''}{_LABEL_FREE if name in LABEL_FREE_METRICS else ''}</td><td>{html.escape(str(r['best_layer']))}</td>"
         f"<td style='text-align:right'>{_percent(r['best_share'])}</td>"
         f"<td style='text-align:right'>{_rho(r['spearman'])}</td></tr>"
         for name, r in table.iterrows())

@@ -22,8 +22,12 @@ CURVE_SPECS = (
     ("linear_probe_accuracy", ("unseen",)),
     ("nc1", ("unseen", "seen")),
     ("cdnv", ("unseen", "seen")),
+    ("rankme", ("unseen", "seen")),
+    ("alpha_req", ("unseen", "seen")),
+    ("twonn_id", ("unseen", "seen")),
+    ("lidar", ("unseen",)),
 )
-"""(metric, splits) of the metric-vs-layer plots, in display order."""
+"""(metric, splits) of the metric-vs-layer plots, in display order (the label-free family last)."""
 
 HEATMAP_METRICS = METRIC_NAMES
 """Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""

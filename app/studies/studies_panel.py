@@ -19,8 +19,8 @@ from app.base import resources
 from app.base import DocDispatcher
 
 from .study_plots import (
-    accuracy_vs_g, collapse_curves, generalization_text, grid_heatmap, layer_depth_curves, rank_text, transfer_text,
-    transfer_vs_g,
+    AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
+    grid_heatmap, layer_depth_curves, rank_text, transfer_text, transfer_vs_g,
 )
 
 __all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
@@ -102,6 +102,11 @@ class StudiesPanel(pn.viewable.Viewer):
         self._table_slot = pn.Column(self.table, sizing_mode="stretch_width")
         self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-ranks"])
         self.transfer_text = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-transfer-text"])
+        self.agreement_text = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-agreement-text"])
+        self.agreement = pn.widgets.Tabulator(
+            agreement_frame({}), disabled=True, show_index=False, sizing_mode="stretch_width", layout="fit_data_table",
+            titles=AGREEMENT_TITLES, css_classes=["ls-study-agreement"],
+            formatters={c: {"type": "money", "precision": 2} for c in ("share_same", "median_spearman")})
         # linked_axes=False: Panel links the ranges of panes whose plots share a dimension (both curve
         # plots have "depth"); replacing a linked plot then sends the browser a reference to a range
         # it never received ("reference ... isn't known") and later updates of the page are dropped.
@@ -164,6 +169,8 @@ class StudiesPanel(pn.viewable.Viewer):
         self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
         self.plots["transfer"].object = transfer_vs_g(figs)
         self.transfer_text.object = transfer_text(figs)
+        self.agreement_text.object = agreement_text(figs)
+        self.agreement.value = agreement_frame(figs)
         grid = figs.get("grid")
         layers = list(dict.fromkeys(str(x) for x in grid["layer"] if str(x))) if grid is not None and "layer" in grid else []
         layer = self.layer if self.layer in layers else (layers[0] if layers else None)
@@ -276,6 +283,6 @@ class StudiesPanel(pn.viewable.Viewer):
             controls, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
-            self.plots["nc1"], self.plots["transfer"], self.transfer_text,
+            self.plots["nc1"], self.plots["transfer"], self.transfer_text, self.agreement_text, self.agreement,
             sizing_mode="stretch_width",
         )

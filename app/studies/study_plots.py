@@ -14,7 +14,8 @@ from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
 
 __all__ = ["layer_depth_curves", "accuracy_vs_g", "grid_heatmap", "collapse_curves", "rank_text",
-           "generalization_text", "transfer_vs_g", "transfer_text"]
+           "generalization_text", "transfer_vs_g", "transfer_text", "agreement_frame", "agreement_text",
+           "AGREEMENT_TITLES"]
 
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -226,3 +227,37 @@ def transfer_vs_g(figs: dict):
                             legend_position="right", width=460 if score == scores[-1] else 320, height=300,
                             **WHEEL_ZOOM_OFF)))
     return hv.Layout(panels).opts(title=title).cols(len(panels))
+
+
+# ------------------------------------------------------------------------------ do the measures agree?
+
+AGREEMENT_TITLES = {"label": "measure", "n_runs": "runs", "same_best_layer": "same best layer as NMI",
+                    "share_same": "share of runs", "median_spearman": "median Spearman ρ with NMI"}
+"""The shown columns of :func:`agreement_frame` and their titles."""
+
+
+def agreement_frame(figs: dict) -> pd.DataFrame:
+    """:func:`lab.analysis.study_agreement` (``figs["agreement"]``) as shown: one row per measure, its label
+    (label-free measures marked "no labels"), the runs compared, how many and what share of them have NMI's best
+    layer, and the median Spearman ρ with NMI across layers; empty when no run had NMI and another measure."""
+    from lab.catalogue import LABEL_FREE_METRICS
+
+    table = figs.get("agreement")
+    if table is None or table.empty:
+        return pd.DataFrame(columns=list(AGREEMENT_TITLES))
+    label = [f"{row.label} (no labels)" if measure in LABEL_FREE_METRICS else str(row.label)
+             for measure, row in table.iterrows()]
+    return pd.DataFrame({"label": label, "n_runs": table["n_runs"].astype(int).to_numpy(),
+                         "same_best_layer": table["same_best_layer"].astype(int).to_numpy(),
+                         "share_same": table["share_same"].astype(float).to_numpy(),
+                         "median_spearman": table["median_spearman"].astype(float).to_numpy()})
+
+
+def agreement_text(figs: dict) -> str:
+    """One line above the agreement table: what it counts, or why it is empty."""
+    table = figs.get("agreement")
+    if table is None or table.empty:
+        return ("Do the measures agree? No finished run has NMI and another measure to compare yet.")
+    return ("Do the measures agree? Per measure, over the study's runs: how often its best layer (at the run's "
+            "last complete NMI evaluation) is NMI's, and the median Spearman ρ between its layer order and NMI's. "
+            "The label-free measures read no unseen label.")
