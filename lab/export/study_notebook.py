@@ -9,7 +9,9 @@ writes an nbformat v4 notebook whose cells
 - draw the figures of the app's Studies tab with ``app.study_plots``: g per layer against relative
   depth (with the bootstrap interval where recorded), seen accuracy against g with the rank
   correlations, the Wang & Yang heatmaps, NC1 per layer per condition and the transferability scores
-  before fine-tuning against the unseen NMI after it, each next to its table.
+  before fine-tuning against the unseen NMI after it, each next to its table;
+- say whether the measures agree over the study's runs (:func:`lab.analysis.study_agreement`: how often
+  each measure's best layer is NMI's, the label-free ones included, and its median Spearman with NMI).
 
 Cells only call the library (no ``def`` or ``class``). Everything a user typed (the study's name,
 description and axis values, the store's path) reaches markdown escaped and code only as literals
@@ -220,6 +222,12 @@ if transfer["scores"]:
 study_plots.transfer_vs_g(figs)
 '''
 
+_AGREEMENT = r'''
+agreement = lab.analysis.study_agreement(study, store=store)   # per measure, over the study's finished runs
+print(study_plots.agreement_text(figs))
+display(agreement, metadata=lab.export.table_metadata("agreement", agreement.reset_index()))
+'''
+
 _RUN = r'''
 RUN_MISSING = False   # True: run the cells that have no finished run yet (a local Dask cluster), then re-read
 
@@ -350,6 +358,13 @@ def build_study_notebook(study_or_spec, *, store=None):
             "and of all conditions together) as their unseen NMI does, with a 95 % bootstrap interval over the "
             "points from 5 points on. Studies whose runs did not measure the scores say so."),
         v4.new_code_cell(fill(_TRANSFER), metadata={"tags": ["study-transfer"]}),
+        v4.new_markdown_cell(
+            "## Do the measures agree on the best layer?\n\nFor every measure a run computed besides NMI: in how "
+            "many of the study's runs its best layer (at the run's last complete NMI evaluation) is NMI's, and the "
+            "median over runs of Spearman's ρ between its layer order and NMI's. RankMe, α-ReQ, TwoNN ID and LiDAR "
+            "read no label: if they agree with NMI, the best layer can be found without the unseen classes' "
+            "labels."),
+        v4.new_code_cell(fill(_AGREEMENT), metadata={"tags": ["study-agreement"]}),
         v4.new_markdown_cell(
             "## Run what is missing\n\nA study resumes: running it again runs only the cells without a finished "
             "run. From a terminal: `python -m lab study run SPEC`, then `python -m lab study show NAME`."),

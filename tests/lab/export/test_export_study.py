@@ -91,6 +91,16 @@ def test_study_notebook_structure(hand_study):
     assert meta["study"] == study.name and meta["run_ids"] == ids and meta["status"] == {"finished": 3}
 
 
+def test_study_notebook_says_whether_the_measures_agree(hand_study):
+    store, study, _, _ = hand_study
+    nb = build_study_notebook(study, store=store)
+    cell = next(c for c in nb.cells if "study-agreement" in c.metadata.get("tags", []))
+    assert "lab.analysis.study_agreement(study, store=store)" in cell.source
+    assert 'table_metadata("agreement"' in cell.source and not _defined_names(cell.source)
+    # what the cell shows: the hand-written runs measured NMI only, so nothing to compare yet
+    assert lab.analysis.study_agreement(study, store=store).empty
+
+
 def test_user_text_stays_data(hand_study):
     store, study, _, marker = hand_study
     nb = build_study_notebook(study, store=store)
@@ -218,6 +228,10 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
     assert len(figs["generalization"]) == 4 and figs["generalization"]["g"].between(0, 1).all()
     pd.testing.assert_frame_equal(shown["status"], study.status(store=store), check_exact=True)
     assert (shown["status"]["status"] == "finished").all()
+    # the agreement table it showed is lab.analysis.study_agreement's (kNN accuracy against NMI, 4 runs)
+    agreement = lab.analysis.study_agreement(study, store=store).reset_index()
+    pd.testing.assert_frame_equal(shown["agreement"], agreement, check_exact=True, check_dtype=False)
+    assert agreement["n_runs"].tolist() == [4]
     # ...and it is the table on the page, not only in the metadata
     gen_cell = next(c for c in code if "study-generalization" in c.metadata.get("tags", []))
     html = "".join(o.data.get("text/html", "") for o in gen_cell.outputs if "data" in o)
