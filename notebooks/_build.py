@@ -13,7 +13,7 @@ from the ``LAB_FAST`` environment variable that shrinks it to about a minute on 
 
 The notebooks' cells are written in the modules beside this script: ``_nb_cells.py`` (the
 cell constructors and the cells every notebook shares), ``_nb_intro.py`` (01, 02),
-``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05) and ``_nb_images.py`` (06). This script
+``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06) and ``_nb_collapse.py`` (07). This script
 lists the notebooks and writes or checks them.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from _nb_collapse import collapse_lesson  # noqa: E402
 from _nb_images import which_images  # noqa: E402
 from _nb_intro import neural_collapse, quickstart  # noqa: E402
 from _nb_papers import utilization, which_layer  # noqa: E402
@@ -43,6 +44,7 @@ NOTEBOOKS = {
     "04_layer_utilization.ipynb": utilization,
     "05_studies.ipynb": studies,
     "06_which_images.ipynb": which_images,
+    "07_neural_collapse_lesson.ipynb": collapse_lesson,
 }
 
 

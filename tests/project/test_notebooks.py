@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 SHIPPED = ["01_quickstart.ipynb", "02_neural_collapse_across_layers.ipynb",
            "03_which_layer_generalizes.ipynb", "04_layer_utilization.ipynb", "05_studies.ipynb",
-           "06_which_images.ipynb"]
+           "06_which_images.ipynb", "07_neural_collapse_lesson.ipynb"]
 
 
 def test_notebooks_are_built_from_the_builder_and_stripped():

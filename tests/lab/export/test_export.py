@@ -181,7 +181,7 @@ def test_notebooks_hold_no_library_code(store):
     rid = _fake_run(store, "no library code")
     notebooks = {"exported": build_notebook([rid], store=store)}
     notebooks.update({p.name: nbformat.read(p, as_version=4) for p in sorted((REPO / "notebooks").glob("*.ipynb"))})
-    assert len(notebooks) == 7                     # the exported one and the 6 shipped
+    assert len(notebooks) == 8                     # the exported one and the 7 shipped
     for name, nb in notebooks.items():
         code = [c.source for c in nb.cells if c.cell_type == "code"]
         for source in code:

@@ -1,0 +1,40 @@
+"""The neural-collapse lesson preset: the Choose form starts exactly ``lab.lessons.NC_LESSON``, which the benchmark
+(benchmarks/nc_lesson.py) and notebook 07 run too; the config itself needs no Panel."""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+
+def test_the_lesson_preset_starts_the_lessons_runconfig():
+    from app.choose.config_panel import ConfigPanel
+    from app.choose.presets import NC_LESSON_PRESET, PRESETS
+
+    from lab.lessons import NC_LESSON
+
+    assert NC_LESSON_PRESET == "Neural collapse: the terminal phase (lesson)"
+    assert list(PRESETS).index(NC_LESSON_PRESET) < list(PRESETS).index("Tiny demo (fast)")
+    panel = ConfigPanel()
+    panel.apply_preset(NC_LESSON_PRESET)
+    cfg = panel.to_config()
+    differing = {f.name: (getattr(cfg, f.name), getattr(NC_LESSON, f.name)) for f in dataclasses.fields(cfg)
+                 if getattr(cfg, f.name) != getattr(NC_LESSON, f.name)}
+    assert not differing, differing
+    assert panel.split_mode == "random" and panel.view == {"heatmap_metric": "nc1"}
+
+
+def test_the_lesson_has_three_seen_classes_and_measures_both_collapse_families():
+    from lab import catalogue
+    from lab.lessons import NC_LESSON
+
+    assert NC_LESSON.dataset == "digits" and NC_LESSON.n_unseen == 7          # 10 digits: K = 3 seen classes
+    assert NC_LESSON.strategy == "full" and NC_LESSON.train_sample_per_class > 0
+    assert set(catalogue.CLASSIFIER_METRICS) <= set(NC_LESSON.metrics)
+    assert {"nc1", "nc2_equinorm", "nc2_equiangularity", "nc2_cosine_std"} <= set(NC_LESSON.collapse_metrics)
+
+
+def test_the_lesson_config_imports_without_panel():
+    code = "import sys, lab.lessons; assert 'panel' not in sys.modules and 'bokeh' not in sys.modules"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
