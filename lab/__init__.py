@@ -19,13 +19,14 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("data", "backbones", "features", "metrics", "finetune", "runs", "events", "config", "store",
                "projection", "export", "device", "analysis", "catalogue", "progress", "study", "archive",
-               "errors", "zoo")
+               "errors", "zoo", "monitor")
 _ATTRS = {
     "RunConfig": "lab.config:RunConfig",
     "run": "lab.runs:run",
     "RunStore": "lab.store:RunStore",
     "Cancelled": "lab._cancel:Cancelled",
     "Study": "lab.study:Study",
+    "Monitor": "lab.monitor:Monitor",
 }
 
 __all__ = sorted({*_SUBMODULES, *_ATTRS, "__version__"})

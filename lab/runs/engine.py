@@ -5,7 +5,8 @@ engine resolves the data and the backbone, then for every seed and epoch trains
 (:mod:`lab.runs.training`), evaluates (:mod:`lab.runs.evaluation`, with layouts from
 :mod:`lab.runs.projections`) and reports what :mod:`lab.analysis` makes of the numbers
 (:mod:`lab.runs.results`); contribution (:mod:`lab.runs.contribution`) follows each seed.
-Everything is written through one recorder (:mod:`lab.runs.recorder`). Every way a run
+Everything is written through one recorder (:mod:`lab.runs.recorder`); the run's context and the
+evaluation that closes each epoch are :mod:`lab.runs.attach`'s, shared with :class:`lab.Monitor`. Every way a run
 ends (finished, failed, cancelled, closed by the consumer) is handled in
 :meth:`_Engine.events`.
 """
@@ -21,19 +22,15 @@ import numpy as np
 
 from lab._cancel import Cancelled
 from lab.config import RunConfig
-from lab.device import exact_float32
-from lab.events import (
-    EpochFinished, Event, RunCancelled, RunFailed, RunFinished, RunStarted,
-)
+from lab.events import Event, RunCancelled, RunFailed, RunFinished, RunStarted
+from lab.runs.attach import evaluate_epoch, open_context
 from lab.runs.contribution import Contribution
 from lab.runs.context import RunContext, SeedState
 from lab.runs.data import RunData, absolute_dataset, prepare_data
 from lab.runs.evaluation import Evaluator
 from lab.runs.projections import Projections
-from lab.runs.recorder import open_recorder
-from lab.runs.results import Results
 from lab.runs.training import Trainer
-from lab.runs.worker import CancelToken, Worker
+from lab.runs.worker import CancelToken
 
 __all__ = ["run"]
 
@@ -89,9 +86,7 @@ class _Engine:
     def events(self) -> Generator[Event, None, None]:
         ending: Event | None = None
         try:
-            recorder = open_recorder(self.store_arg, self.cfg)
-            self.ctx = RunContext(self.cfg, recorder, self.cancel, Worker(self.cancel, recorder.run_id),
-                                  Results(recorder.run_id))
+            self.ctx = open_context(self.cfg, self.store_arg, self.cancel)
             self.projections = Projections(self.ctx)
             yield from self._run()
         except GeneratorExit as exc:
@@ -305,34 +300,15 @@ class _Engine:
     # -- one epoch -----------------------------------------------------------------------------------
     def _epoch(self, state: SeedState, epoch: int, evaluator: Evaluator, trainer: Trainer, *,
                last_seed: bool) -> Generator[Event, None, None]:
-        ctx, seed = self.ctx, state.seed
+        ctx = self.ctx
         rec = ctx.recorder
         t_epoch, before = time.perf_counter(), dict(rec.timings)
         rec.clock.begin_epoch()
         train_loss = train_acc = None
         if epoch > 0:
             train_loss, train_acc = yield from trainer.epoch(state, epoch)
-        with rec.timed("evaluate"), self._out_of_memory(f"evaluation at epoch {epoch}"), exact_float32():
-            ev = yield from evaluator.evaluate(state, epoch)
-        seconds = time.perf_counter() - t_epoch
-        if ev.aliases is not None:
-            ctx.results.aliases = ev.aliases
-            rec.update_meta(layer_aliases=ev.aliases)
-        spent = rec.since(before)
-        row = {"seed": seed, "epoch": epoch, "train_loss": train_loss, "train_accuracy": train_acc,
-               "heldout_accuracy": ev.heldout_accuracy, "heldout_loss": ev.heldout_loss,
-               "resilience": ev.resilience, "seconds": seconds,
-               **{f"{key}_seconds": spent[key] for key in ("train", "evaluate", "extract", "metrics", "projection")}}
-        timings = rec.end_epoch(row, drop_embeddings=self.projections.superseded(seed, epoch))
-        ctx.results.add_training(row)
-        yield from self.projections.poll()
-        yield EpochFinished(ctx.run_id, seed=seed, epoch=epoch, train_loss=train_loss, train_accuracy=train_acc,
-                            heldout_accuracy=ev.heldout_accuracy, seconds=seconds,
-                            heldout_loss=ev.heldout_loss, resilience=ev.resilience, timings=timings)
-        gen = ctx.results.seed_generalization(seed, epoch)
-        if gen is not None:
-            self.projections.focus(seed, gen.layer)        # the next layouts start at the best layer
-            yield gen
+        yield from evaluate_epoch(ctx, evaluator, self.projections, state, epoch, started=t_epoch, before=before,
+                                  train_loss=train_loss, train_accuracy=train_acc, guard=self._out_of_memory)
         if last_seed and len(self.cfg.seeds) > 1:
             yield from ctx.results.across_seeds(epoch)
 

@@ -1,0 +1,424 @@
+"""``lab.Monitor``: layer-by-layer evaluation of a model inside a researcher's own training loop.
+
+::
+
+    with lab.Monitor(model, unseen=(images, labels), layers=None) as mon:
+        for epoch in range(epochs):
+            train_one_epoch(model)                 # the researcher's code
+            mon.evaluate(epoch)                     # every layer: metrics, intervals, layouts, CKA to the first
+
+The monitor builds the run's parts around the model (:mod:`lab.runs.attach`): a
+:class:`~lab.runs.context.RunContext` on a new run of the store, a :class:`~lab.runs.context.SeedState` holding the
+model as a :class:`lab.backbones.Backbone` (:mod:`lab.monitor._model`), and the engine's own
+:class:`~lab.runs.evaluation.Evaluator`, so every evaluation measures, records and streams exactly what an
+epoch of :func:`lab.run` does: metrics per layer with bootstrap intervals, the per-image record, PCA (or UMAP)
+layouts, CKA of each layer to its features at the first evaluation, utilization (distance of each tap's
+weights from their values when the block was entered), and the per-phase timings. The run reads like any
+run of :class:`lab.RunStore` (status "running", then "finished"; "failed" with the exception's message when
+the block raises; "cancelled" on KeyboardInterrupt).
+
+What the run's config says: strategy ``"none"`` (lab trained nothing: the researcher's loop did), dataset
+``"monitor:<the unseen images>"``, backbone ``"monitor:<model class>"``, the layers and metrics measured; the
+run's meta adds ``"monitor"`` (model class, how it was read, data sizes, whether it was wrapped) and
+``"epochs"`` (the last evaluated epoch).
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import random
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from lab.monitor._data import EvalSet, eval_set
+from lab.monitor._model import as_backbone, describe_model, layer_names, model_device, unwrap
+
+__all__ = ["Monitor", "MonitorClosedError"]
+
+
+class MonitorClosedError(RuntimeError):
+    """``evaluate`` outside the monitor's with-block (before it opened, or after it closed)."""
+
+
+@dataclass
+class _Classes:
+    """The class names of the run (what ``lab.data.Split`` gives the engine; seen and unseen may share names
+    here, since a monitor's classes are whatever its two sets hold)."""
+
+    seen: list = field(default_factory=list)
+    unseen: list = field(default_factory=list)
+
+
+class _NoTraining:
+    """The seed state's fine-tuner for a model that lab does not train: no head, nothing to close."""
+
+    def __init__(self, model: nn.Module):
+        from lab.finetune import get_strategy
+
+        self.strategy = get_strategy("none")
+        self.block = None
+        params = list(model.parameters())
+        self.n_total = sum(p.numel() for p in params)
+        self.n_trainable = sum(p.numel() for p in params if p.requires_grad)
+        self.trainable_fraction = self.n_trainable / self.n_total if self.n_total else 0.0
+
+    def close(self) -> None:
+        pass
+
+
+def _first_is_reference(initial_cka):
+    """The engine's CKA to epoch 0, with the monitor's *first* evaluation as the reference (a loop may start
+    evaluating at epoch 1)."""
+    from lab.runs.similarity import InitialCKA
+
+    class FirstCKA(InitialCKA):
+        def __init__(self, subset_seed: int):
+            super().__init__(subset_seed)
+            self.first: int | None = None
+
+        def measure(self, seed, epoch, layer, X):
+            if self.first is None:
+                self.first = epoch
+            # the reference is stored under epoch 0; a later epoch 0 (never, epochs increase) would not be one
+            return super().measure(seed, 0 if epoch == self.first else max(epoch, 1), layer, X)
+
+    return FirstCKA(initial_cka)
+
+
+def _evaluator(ctx, projections):
+    """The engine's Evaluator; without held-out seen images it skips the seen split (the engine always has one)."""
+    from lab.runs.evaluation import Evaluator
+
+    class MonitorEvaluator(Evaluator):
+        def _seen(self, state, epoch):
+            if self.ctx.data.heldout is None:
+                return None, None
+            return (yield from super()._seen(state, epoch))
+
+    evaluator = MonitorEvaluator(ctx, projections)
+    evaluator.initial_cka = _first_is_reference(ctx.cfg.split_seed)
+    return evaluator
+
+
+def _check_counts(data: EvalSet, metrics, role: str) -> None:
+    from lab.runs.data import images_needed
+
+    need, why = images_needed(metrics)
+    counts = np.bincount(data.labels.numpy(), minlength=len(data.classes))
+    low = [k for k, n in enumerate(counts) if n < need]
+    if low:
+        k = low[0]
+        raise ValueError(f"{role} class {data.classes[k]!r} has {int(counts[k])} image(s), but {why} needs at least "
+                         f"{need} per class; give more images of it, or leave {why.split(' ')[0]} out of metrics.")
+
+
+def _layers(bb, names, model) -> list[str]:
+    """The requested taps in forward order, or the catalogue; unknown names with the closest modules."""
+    if names is None:
+        return list(bb.layers)
+    try:
+        return bb.resolve_layers(names, field="layers")
+    except ValueError as exc:
+        known = list(bb.layers) + [n for n in bb.module_names() if n not in bb.layers]
+        bad = next((n for n in names if n not in known), None)
+        if bad is None:
+            raise
+        close = difflib.get_close_matches(bad, known, n=5, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else f"the catalogue's taps: {', '.join(bb.layers)}"
+        raise ValueError(f"layers: {bad!r} is no module of {type(model).__name__}; {hint}. Give a name from "
+                         f"dict(model.named_modules()) or leave layers=None for the catalogue's blocks.") from exc
+
+
+class Monitor:
+    """Evaluate every layer of ``model`` whenever a training loop asks, written as a run of the store.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A timm model, a Hugging Face ``transformers`` vision model, or any module (then ``layers`` may name
+        any of its modules; by default its top-level blocks and its output). DDP / DataParallel / torch.compile
+        wrappers are unwrapped. The model is evaluated where it is (its device when ``evaluate`` runs): the
+        images are moved to it batch by batch, as :func:`lab.features.extract` does.
+    unseen : lab dataset, (images, labels), torch Dataset or DataLoader
+        Images of the classes whose separability is measured (at least 2 classes): a lab dataset; a tuple of a
+        tensor (N, C, H, W) and N integer labels; a torch Dataset of (image, label); or a DataLoader of
+        (images, labels) batches with ``shuffle=False``. Labels are read once, at construction.
+    seen : same forms, optional
+        Held-out images of the training classes: the collapse and label-free metrics on split "seen".
+    layers : list of str, optional
+        Catalogue taps or module names (``"blocks.3"``, ``"blocks.3.attn"``, ``"encoder.layer.1"``); None:
+        the catalogue (its blocks and ``pre_logits``, the features the classifier sees, or a plain module's
+        output).
+    metrics : list of str, optional
+        Metric names of :data:`lab.catalogue.METRICS`; None: the runs' defaults.
+    store : lab.RunStore, None or False
+        Where the run is written; None: ``lab.RunStore()``; False: nothing is written.
+    name : str, optional
+        The run's name in run lists.
+    normalize : bool
+        False (default): the images go to the model as they are, as the training loop feeds them (uint8 is
+        scaled to [0, 1]). True: they are pixels in [0, 1] and the model's own statistics apply (timm's
+        pretrained_cfg, the Hugging Face image processor's, else ``(x - 0.5) / 0.5``).
+    projection : {"pca", "umap", "none"}
+        The layouts of the unseen images per layer (UMAP fits in the background; the run waits for the last
+        evaluation's when the block closes).
+    pooling, precision, protocol : as :class:`lab.RunConfig`'s fields
+    batch_size : int
+        Images per extraction batch.
+    on_event : callable, optional
+        Called with every :mod:`lab.events` event the evaluation streams (layer metrics, layouts, ...).
+
+    Notes
+    -----
+    ``evaluate`` leaves the model as it found it: every module's train/eval flag, the grad mode, and the random
+    number generators of torch, numpy and ``random`` (a loop trains the same with and without the monitor);
+    no hook stays attached, and nothing runs between evaluations.
+    """
+
+    def __init__(self, model: nn.Module, unseen, seen=None, layers=None, metrics=None, store=None, name=None, *,
+                 normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
+                 precision: str = "auto", protocol: str = "default",
+                 on_event: Callable[[Any], None] | None = None):
+        from lab.config import DEFAULT_METRICS, RunConfig
+
+        self.model = model
+        self.module = unwrap(model)
+        self.unseen = eval_set(unseen, "unseen", min_classes=2)
+        self.seen = eval_set(seen, "seen", min_classes=2) if seen is not None else None
+        if self.seen is not None and self.seen.image_shape[0] != self.unseen.image_shape[0]:
+            raise ValueError(f"seen images have {self.seen.image_shape[0]} channels, unseen images "
+                             f"{self.unseen.image_shape[0]}; give both sets as the model takes them.")
+        self.backbone = as_backbone(self.module, self.unseen.image_shape, normalize=bool(normalize))
+        self.layers = _layers(self.backbone, layer_names(self.module, layers), self.module)
+        kind = describe_model(self.module)
+        self.config = RunConfig(
+            name=name, dataset=f"monitor:{self.unseen.description}", backbone=f"monitor:{type(self.module).__name__}",
+            strategy="none", layers=None if layers is None else tuple(self.layers),
+            metrics=tuple(metrics) if metrics is not None else tuple(DEFAULT_METRICS),
+            pooling=pooling, projection=projection, eval_batch_size=int(batch_size), precision=precision,
+            protocol=protocol, device=str(self.backbone.device), seeds=(0,), train_sample_per_class=0,
+            lidar_views=0)
+        _check_counts(self.unseen, self.config.unseen_metrics, "unseen")
+        if self.seen is not None:
+            _check_counts(self.seen, self.config.seen_metrics(0), "seen")
+        self._store = store
+        self._on_event = on_event
+        self._kind = kind
+        self._normalize = bool(normalize)
+        self._state = "new"                 # new -> open -> closed
+        self._lock = threading.Lock()
+        self._epoch: int | None = None
+        self.ctx = None
+
+    # -- the run ------------------------------------------------------------------------------------------
+    @property
+    def run_id(self) -> str | None:
+        """The run's id in the store (None before the with-block opens it)."""
+        return self.ctx.run_id if self.ctx is not None else None
+
+    @property
+    def status(self) -> str:
+        """``"new"``, ``"open"`` (inside the with-block) or ``"closed"``."""
+        return self._state
+
+    def __enter__(self) -> "Monitor":
+        if self._state != "new":
+            raise MonitorClosedError(f"this Monitor already wrote run {self.run_id} ({self._state}); a Monitor "
+                                     f"writes one run: create a new lab.Monitor(...) for another.")
+        from lab.runs.attach import open_context
+
+        self.ctx = open_context(self.config, self._store)
+        self._state = "open"
+        try:
+            self._prepare()
+        except BaseException as exc:
+            self._close(exc)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._state == "open":
+            self._close(exc)
+        return False
+
+    def _prepare(self) -> None:
+        from lab.runs.context import SeedState
+        from lab.runs.data import RunData
+        from lab.runs.projections import Projections
+
+        ctx, bb = self.ctx, self.backbone
+        ctx.device = ctx.worker.device = bb.device
+        classes = _Classes(list(self.seen.classes) if self.seen is not None else [], list(self.unseen.classes))
+        ctx.data = RunData(None, classes, None, self.seen.data if self.seen is not None else None, self.unseen.data)
+        ctx.unseen_labels = self.unseen.labels
+        ctx.heldout_labels = self.seen.labels if self.seen is not None else torch.zeros(0, dtype=torch.long)
+        ctx.unseen_indices = np.arange(len(self.unseen), dtype=np.int64)
+        ctx.layers = list(self.layers)
+        ctx.proj_layers = [] if self.config.projection == "none" else list(self.layers)
+        ctx.results.layers = list(self.layers)
+        ft = _NoTraining(self.module)
+        # utilization: each tap's distance from its weights as the block opened (trainable modules only)
+        weighted, initial = [], {}
+        for layer in ctx.layers:
+            module = bb.tap_module(layer)
+            if module is None:
+                continue
+            weighted.append(layer)
+            if any(p.requires_grad for p in module.parameters()):
+                initial[layer] = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+        self._seed_state = SeedState(0, bb, ft, weighted, initial)
+        self._projections = Projections(ctx)
+        self._evaluator = _evaluator(ctx, self._projections)
+        layers = [{"name": n, "kind": bb.tap(n).kind, "dim": int(bb.tap(n).dim)} for n in ctx.layers]
+        n_images = {"unseen": len(self.unseen), "heldout": len(self.seen) if self.seen is not None else 0}
+        ctx.recorder.update_meta(
+            layers=layers, classes=sorted(set(classes.seen) | set(classes.unseen)),
+            split={"seen": classes.seen, "unseen": classes.unseen}, device=str(bb.device), n_images=n_images,
+            seeds=[0], trainable_fraction=ft.trainable_fraction, n_trainable=ft.n_trainable,
+            n_parameters=ft.n_total, epochs=0, block=None, projection_layers=ctx.proj_layers,
+            describe=f"monitored {type(self.module).__name__} · {self.unseen.description}", backbone=bb.info,
+            monitor={"model": f"{type(self.module).__module__}.{type(self.module).__qualname__}", "read_as": self._kind,
+                     "wrapped_in": type(self.model).__name__ if self.model is not self.module else None,
+                     "layers": list(ctx.layers), "metrics": list(self.config.metrics),
+                     "unseen": self.unseen.description, "unseen_images": len(self.unseen),
+                     "seen": self.seen.description if self.seen is not None else None,
+                     "seen_images": len(self.seen) if self.seen is not None else 0,
+                     "normalize": self._normalize})
+
+    # -- one evaluation -------------------------------------------------------------------------------------
+    def evaluate(self, epoch: int | None = None, *, train_loss: float | None = None,
+                 train_accuracy: float | None = None):
+        """Measure every layer now, as epoch ``epoch`` of the run.
+
+        Parameters
+        ----------
+        epoch : int, optional
+            A number larger than the last evaluation's (epochs, or steps); None: the last one plus 1 (0 first).
+        train_loss, train_accuracy : float, optional
+            The loop's own numbers for this epoch, written to the run's training table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            This evaluation's metric rows (seed, epoch, layer, split, metric, value), as the store keeps them.
+        """
+        if self._state != "open":
+            when = "before its with-block opened" if self._state == "new" else f"after its with-block closed (run {self.run_id})"
+            raise MonitorClosedError(f"Monitor.evaluate was called {when}; call it inside "
+                                     f"`with lab.Monitor(model, unseen=...) as mon:`.")
+        epoch = self._next_epoch(epoch)
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("Monitor.evaluate is already running in another thread; a run evaluates one epoch "
+                               "at a time (call it from one thread, e.g. rank 0).")
+        try:
+            self._follow_device()
+            with _model_kept(self.model, self.backbone.device):
+                self._run_epoch(epoch, train_loss, train_accuracy)
+            self._epoch = epoch
+            self.ctx.recorder.update_meta(epochs=epoch)
+        finally:
+            self._lock.release()
+        return self.ctx.results.metrics(epoch)
+
+    def _next_epoch(self, epoch) -> int:
+        if epoch is None:
+            return 0 if self._epoch is None else self._epoch + 1
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative integer (an epoch or a step). Got {epoch!r} instead.")
+        if self._epoch is not None and epoch <= self._epoch:
+            raise ValueError(f"epoch must grow from one evaluation to the next: the last was {self._epoch}, got "
+                             f"{epoch}; pass a larger number (or none: {self._epoch + 1}).")
+        return int(epoch)
+
+    def _follow_device(self) -> None:
+        """The model may have moved since the monitor was built (``model.to("cuda")``): evaluate it there."""
+        device = model_device(self.module)
+        if device != self.backbone.device:
+            self.backbone.device = self.ctx.device = self.ctx.worker.device = device
+
+    def _run_epoch(self, epoch: int, train_loss, train_accuracy) -> None:
+        from lab.device import device_scope
+        from lab.runs.attach import evaluate_epoch
+
+        ctx = self.ctx
+        started, before = time.perf_counter(), dict(ctx.recorder.timings)
+        ctx.recorder.clock.begin_epoch()
+        with device_scope(ctx.device):
+            for event in evaluate_epoch(ctx, self._evaluator, self._projections, self._seed_state, epoch,
+                                        started=started, before=before, train_loss=train_loss,
+                                        train_accuracy=train_accuracy):
+                if self._on_event is not None:
+                    self._on_event(event)
+
+    # -- the end --------------------------------------------------------------------------------------------
+    def _close(self, exc: BaseException | None) -> None:
+        """Mark the run finished, failed (with ``exc``'s message) or cancelled; stop its threads. Never raises
+        past the user's own exception."""
+        from lab.errors import user_message
+
+        ctx = self.ctx
+        status, message, tb = "finished", None, None
+        try:
+            if exc is None:
+                for event in self._projections.finish():        # the last evaluation's UMAP layouts
+                    if self._on_event is not None:
+                        self._on_event(event)
+        except Exception as err:                                    # noqa: BLE001 - recorded as the run's failure
+            exc = err
+        if isinstance(exc, KeyboardInterrupt):
+            status, message = "cancelled", "interrupted (KeyboardInterrupt)"
+        elif exc is not None:
+            status = "failed"
+            message = user_message(exc, folder=ctx.recorder.path)
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        try:
+            summary = ctx.results.summary(epochs=self._epoch or 0, seeds=[0], layers=list(ctx.layers),
+                                          trainable_fraction=getattr(getattr(self, "_seed_state", None), "ft",
+                                                                     None) and self._seed_state.ft.trainable_fraction,
+                                          timings=ctx.recorder.clock.run_row())
+        except Exception:                                           # noqa: BLE001 - never masks the outcome
+            summary = {"timings": ctx.recorder.clock.run_row()}
+        ctx.recorder.close(status, message=message, summary=summary, traceback=tb)
+        self._state = "closed"
+        with contextlib.suppress(Exception):
+            if getattr(self, "_projections", None) is not None:
+                self._projections.close()
+            ctx.worker.close()
+
+    def record(self):
+        """The stored run (:class:`lab.store.RunRecord`), as written so far."""
+        from lab.store import RunStore
+
+        if self.ctx is None or self.ctx.recorder.root is None:
+            raise ValueError("this Monitor has no stored run (not opened yet, or store=False).")
+        return RunStore(self.ctx.recorder.root).load(self.run_id)
+
+    def __repr__(self) -> str:
+        return (f"Monitor({type(self.module).__name__}, layers={len(self.layers)}, unseen={len(self.unseen)} "
+                f"images, run={self.run_id}, {self._state})")
+
+
+@contextlib.contextmanager
+def _model_kept(model: nn.Module, device: torch.device):
+    """Restore, after the block, every module's train flag, the grad mode and the random number generators."""
+    flags = [(m, m.training) for m in model.modules()]
+    grad = torch.is_grad_enabled()
+    np_state, py_state = np.random.get_state(), random.getstate()
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        for module, flag in flags:
+            module.training = flag
+        torch.set_grad_enabled(grad)
+        np.random.set_state(np_state)
+        random.setstate(py_state)
