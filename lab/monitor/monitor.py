@@ -9,7 +9,7 @@
 
 The monitor builds the run's parts around the model (:mod:`lab.runs.attach`): a
 :class:`~lab.runs.context.RunContext` on a new run of the store, a :class:`~lab.runs.context.SeedState` holding the
-model as a :class:`lab.backbones.Backbone` (:mod:`lab.monitor._model`), and the engine's own
+model as a :class:`lab.backbones.Backbone` (:func:`lab.backbones.wrap.wrap`), and the engine's own
 :class:`~lab.runs.evaluation.Evaluator`, so every evaluation measures, records and streams exactly what an
 epoch of :func:`lab.run` does: metrics per layer with bootstrap intervals, the per-image record, PCA (or UMAP)
 layouts, CKA of each layer to its features at the first evaluation, utilization (distance of each tap's
@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from lab.monitor._data import EvalSet, eval_set
-from lab.monitor._model import as_backbone, describe_model, layer_names, model_device, unwrap
+from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
 
 __all__ = ["Monitor", "MonitorClosedError"]
 
@@ -195,9 +195,9 @@ class Monitor:
         if self.seen is not None and self.seen.image_shape[0] != self.unseen.image_shape[0]:
             raise ValueError(f"seen images have {self.seen.image_shape[0]} channels, unseen images "
                              f"{self.unseen.image_shape[0]}; give both sets as the model takes them.")
-        self.backbone = as_backbone(self.module, self.unseen.image_shape, normalize=bool(normalize))
+        self.backbone = wrap(self.module, self.unseen.image_shape, normalize=bool(normalize))
         self.layers = _layers(self.backbone, layer_names(self.module, layers), self.module)
-        kind = describe_model(self.module)
+        kind = model_kind(self.module)
         self.config = RunConfig(
             name=name, dataset=f"monitor:{self.unseen.description}", backbone=f"monitor:{type(self.module).__name__}",
             strategy="none", layers=None if layers is None else tuple(self.layers),

@@ -1,4 +1,5 @@
-"""A researcher's model as a :class:`lab.backbones.Backbone`: the same catalogue, taps and pooling as a loaded one.
+"""A model built elsewhere (a researcher's own) as a :class:`lab.backbones.Backbone`: :func:`wrap` does for it what
+:func:`lab.backbones.load` does after building a model, so it gets the same catalogue, taps and pooling.
 
 Three kinds of model, told apart by their interface, not their name:
 
@@ -23,9 +24,11 @@ import sys
 import torch
 from torch import nn
 
-from lab.backbones import PRE_LOGITS, Backbone, Normalization, Tap, first_tensor
+from lab.backbones._core import Backbone
+from lab.backbones._normalize import Normalization
+from lab.backbones._taps import PRE_LOGITS, Tap, first_tensor
 
-__all__ = ["unwrap", "as_backbone", "model_device", "describe_model"]
+__all__ = ["wrap", "unwrap", "model_device", "model_kind", "layer_names", "ModuleNet"]
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -66,8 +69,8 @@ def _is_timm_like(model: nn.Module) -> bool:
     return callable(getattr(model, "forward_features", None)) and callable(getattr(model, "forward_head", None))
 
 
-def describe_model(model: nn.Module) -> str:
-    """``timm``, ``hf`` or ``module``: how :func:`as_backbone` reads ``model``."""
+def model_kind(model: nn.Module) -> str:
+    """``timm``, ``hf`` or ``module``: how :func:`wrap` reads ``model``."""
     return "hf" if _is_hf(model) else "timm" if _is_timm_like(model) else "module"
 
 
@@ -144,8 +147,11 @@ def _hf_parts(model: nn.Module, input_size, device):
     return net, taps, _hf.normalization(loaded, None, type(model).__name__)
 
 
-def as_backbone(model: nn.Module, input_size: tuple[int, int, int], *, normalize: bool) -> Backbone:
-    """``model`` (unwrapped) as a Backbone on its device, its catalogue built for ``input_size`` (C, H, W).
+def wrap(model: nn.Module, input_size: tuple[int, int, int], *, normalize: bool = True) -> Backbone:
+    """``model`` as a Backbone on its device (the model itself, not a copy), its catalogue built for
+    ``input_size`` (C, H, W) by one dummy forward in eval mode (the train flags are restored).
+
+    ``model`` must be unwrapped already (:func:`unwrap`).
 
     ``normalize`` False: the images go to the model as they are (float; uint8 is scaled to [0, 1]); True: the
     model's own statistics (timm's pretrained_cfg, the Hugging Face processor's defaults, else (x - 0.5) / 0.5).
@@ -153,7 +159,7 @@ def as_backbone(model: nn.Module, input_size: tuple[int, int, int], *, normalize
     from lab.backbones import _normalize, _timm
 
     device = model_device(model)
-    kind = describe_model(model)
+    kind = model_kind(model)
     name = type(model).__name__
     with eval_mode(model):
         if kind == "hf":
@@ -184,7 +190,7 @@ def layer_names(model: nn.Module, layers) -> list[str] | None:
     bad = [n for n in names if not isinstance(n, str)]
     if bad or not names:
         raise ValueError(f"layers must be a list of tap or module names (strings). Got {layers!r} instead.")
-    if describe_model(model) == "hf":
+    if model_kind(model) == "hf":
         prefix = f"{model.base_model_prefix}."
         if model.base_model is not model:
             names = [n[len(prefix):] if n.startswith(prefix) else n for n in names]
