@@ -49,7 +49,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from lab._cancel import Cancelled
-from lab.backbones import PRE_LOGITS, Backbone, Tap, first_tensor
+from lab.backbones import PRE_LOGITS, Backbone, Tap, eval_mode, first_tensor
 from lab.device import autocast, autocast_dtype, out_of_memory_hint, to_channels_last
 
 __all__ = ["extract", "FeatureSet", "Cancelled", "pool_tap_output", "to_numpy", "POOLINGS", "FLATTEN_BUDGET_BYTES"]
@@ -255,24 +255,6 @@ def _pre_logits(model: torch.nn.Module, feats: torch.Tensor, amp: torch.dtype | 
         return model.forward_head(feats.float(), pre_logits=True)
 
 
-@contextlib.contextmanager
-def _eval_mode(model: torch.nn.Module):
-    """Eval mode for the duration; restore every module's previous flag afterwards.
-
-    Nothing to do (and nothing to restore) when no module is training: flipping and restoring every
-    module's flag is host time that a GPU forward waiting on the host pays on every call."""
-    flags = [(m, m.training) for m in model.modules() if m.training]
-    if not flags:
-        yield
-        return
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
-
-
 def _split_batch(batch) -> tuple[torch.Tensor, torch.Tensor | None]:
     if torch.is_tensor(batch):
         return batch, None
@@ -385,7 +367,7 @@ def extract(bb: Backbone, data, layers=None, pooling: str = "auto", batch_size: 
     oom = out_of_memory_hint("feature extraction", "eval_batch_size (lab.features.extract's batch_size)",
                              getattr(batches, "batch_size", None) or batch_size, device)
 
-    with oom, _eval_mode(model), _tap_hooks(bb, hooked, sink, stop_after), torch.no_grad():
+    with oom, eval_mode(model), _tap_hooks(bb, hooked, sink, stop_after), torch.no_grad():
         for batch in batches:
             if should_stop is not None and should_stop():
                 of = total if total is not None else "?"

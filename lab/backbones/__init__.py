@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from lab.backbones._checkpoint import load_checkpoint, read_state_dict
 from lab.backbones._core import Backbone
-from lab.backbones._taps import PRE_LOGITS, Tap, first_tensor
+from lab.backbones._taps import PRE_LOGITS, Tap, eval_mode, first_tensor
 from lab.backbones._hf import HF_FAMILIES
 from lab.backbones._imagenet import imagenet_names
 from lab.backbones._normalize import Normalization
@@ -70,7 +70,7 @@ __all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "
            "offline_models", "OfflineModel", "first_tensor", "PRE_LOGITS", "HF_FAMILIES", "check_name",
            "check_checkpoint", "resolve_checkpoint", "Checkpoint", "SOURCES", "Source", "source_for", "list_models",
            "read_state_dict", "load_checkpoint", "checkpoint_path", "cache_problems", "hub_cache_dir",
-           "torch_checkpoints_dir"]
+           "torch_checkpoints_dir", "eval_mode"]
 
 
 def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: int = 0, in_chans: int = 3,

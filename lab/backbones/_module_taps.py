@@ -13,13 +13,12 @@ Names are read in the catalogue's namespace (Hugging Face taps are named inside 
 """
 from __future__ import annotations
 
-import contextlib
 import difflib
 
 import torch
 from torch import nn
 
-from lab.backbones._taps import PRE_LOGITS, STEM, Tap, trace
+from lab.backbones._taps import PRE_LOGITS, STEM, Tap, eval_mode, trace
 
 __all__ = ["namespace", "find_module", "tappable", "describe_all", "unknown_layer"]
 
@@ -60,18 +59,6 @@ def _short(space: str, full: str) -> str:
     return full[len(space):] if space and full.startswith(space) else full
 
 
-@contextlib.contextmanager
-def _eval_mode(model: nn.Module):
-    """Eval mode for the dummy forward (batch norm must not update its statistics mid fine-tuning)."""
-    flags = [(m, m.training) for m in model.modules() if m.training]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
-
-
 def _probe_input(bb: Backbone) -> torch.Tensor:
     # Its own generator: resolving a tap must not move the run's random stream.
     gen = torch.Generator().manual_seed(0)
@@ -84,7 +71,7 @@ def _traced(bb: Backbone, watched: list[str], shapes_only: bool = False):
     head's ends after every ``forward_features`` end."""
     model = bb.model
     x = _probe_input(bb)
-    with _eval_mode(model):
+    with eval_mode(model):   # batch norm must not update its statistics mid fine-tuning
         _, _, ends, calls, outputs = trace(model, watched, lambda: model.forward_features(x),
                                            shapes_only=shapes_only)
         missing = [n for n in watched if calls.get(n, 0) == 0]
