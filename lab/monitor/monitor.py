@@ -379,9 +379,9 @@ class Monitor:
             message = user_message(exc, folder=ctx.recorder.path)
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         try:
+            state = getattr(self, "_seed_state", None)
             summary = ctx.results.summary(epochs=self._epoch or 0, seeds=[0], layers=list(ctx.layers),
-                                          trainable_fraction=getattr(getattr(self, "_seed_state", None), "ft",
-                                                                     None) and self._seed_state.ft.trainable_fraction,
+                                          trainable_fraction=state.ft.trainable_fraction if state else None,
                                           timings=ctx.recorder.clock.run_row())
         except Exception:                                           # noqa: BLE001 - never masks the outcome
             summary = {"timings": ctx.recorder.clock.run_row()}
