@@ -74,7 +74,8 @@ TRAINING_FIELDS = ("epochs", "lr", "label_noise", "contribution", "weight_decay"
                    "augment")
 """Fields that only matter when something is trained: strategy "none" sends their RunConfig defaults."""
 ADVANCED_FIELDS = ("heldout_fraction", "weight_decay", "optimizer", "lr_schedule", "augment", "protocol",
-                   "projection_layers", "save_weights", "eval_batch_size", "precision", "train_sample_per_class")
+                   "projection_layers", "save_weights", "eval_batch_size", "precision", "train_sample_per_class",
+                   "lidar_views", "lidar_images")
 """Fields shown in the collapsed "Advanced" section (widgets made from the parameter's type)."""
 
 

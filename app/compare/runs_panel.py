@@ -13,8 +13,9 @@ import pandas as pd
 import panel as pn
 import param
 
-from lab.export import tables
+from lab.catalogue import LABEL_FREE_METRICS
 from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
+from lab.export import tables
 
 from app.base import plots
 from app.base import notify as _notify
@@ -45,9 +46,10 @@ class RunsPanel(pn.viewable.Viewer):
 
     search = param.String(default="", doc="Case-insensitive text filter over the table's text columns.")
     selected = param.List(default=[], item_type=str, doc="Run ids selected in the table.")
-    compare_metric = param.Selector(default="nmi", objects=list(SEPARABILITY_METRICS + COLLAPSE_METRICS),
+    compare_metric = param.Selector(default="nmi", objects=list(SEPARABILITY_METRICS + COLLAPSE_METRICS
+                                                                      + LABEL_FREE_METRICS),
                                     doc="Metric overlaid for the selected runs.")
-    compare_split = param.Selector(default="unseen", objects=["unseen", "seen"],
+    compare_split = param.Selector(default="unseen", objects=["unseen", "seen", "train"],
                                    doc="Images the compared metric is measured on.")
     message = param.String(default="", doc="Last result of an action (delete, export).")
 
