@@ -29,7 +29,7 @@ Definitions (METRICS.md):
 - the answer per image and per selection (:mod:`lab.analysis.images`): each unseen image's kNN vote,
   margin and cluster per layer (the per-image record), its arrival layer and forgetting
   (:func:`image_table`), and the measures on any selection of images (:func:`selection_report`);
-- neural collapse on the training set (:mod:`lab.analysis.collapse`): the first epoch of the terminal
+- neural collapse on the training set (:mod:`lab.analysis.neural_collapse`): the first epoch of the terminal
   phase (:func:`terminal_phase`) and the class means against a simplex ETF (:func:`simplex`);
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
   the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
@@ -49,7 +49,7 @@ Examples
 from __future__ import annotations
 
 from lab.analysis.agreement import AGREEMENT_COLUMNS, AGREEMENT_MEASURES, agreement_table, measure_agreement
-from lab.analysis.collapse import simplex, terminal_phase
+from lab.analysis.neural_collapse import simplex, terminal_phase
 from lab.analysis.images import (
     IMAGE_VALUES, SELECTION_COLUMNS, arrival_counts, has_image_record, image_answers, image_record_problem,
     image_table, record_table, selection_measures, selection_report,

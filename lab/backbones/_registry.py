@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from lab.backbones import _checks, _resolve
+from lab.backbones import _resolve, _source_checks as _checks
 from lab.backbones._build import Built, build_hf, build_imagenet, build_mlp, build_timm, build_zoo
 from lab.backbones._resolve import Checkpoint
 from lab.backbones._offline import OfflineModel, hub_models, imagenet_models, torch_hub_models, zoo_models
