@@ -91,6 +91,24 @@ def bokeh_counts(page) -> dict:
     return page.evaluate(_BOKEH_COUNTS)
 
 
+_BOKEH_TITLES = """
+() => {
+  const out = [];
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    for (const m of doc._all_models.values()) {
+      if (m.type === "Title" || (m.constructor && m.constructor.name === "Title")) out.push(String(m.text));
+    }
+  }
+  return out;
+}
+"""
+
+
+def bokeh_titles(page) -> list[str]:
+    """The text of every plot title in the page (drawn on a canvas: not in the page's text)."""
+    return page.evaluate(_BOKEH_TITLES)
+
+
 def choose_preset(page, name: str) -> None:
     page.locator(".ls-preset select").select_option(name)
     page.locator(".ls-apply-preset button").click()
@@ -152,6 +170,17 @@ def test_tiny_run_streams_every_view(page):
     # the player's header names it too (Panel's own value label kept the layer before a move from Python)
     player_title = page.locator(".ls-layer-player .pn-player-title")
     expect(player_title).to_have_text(f"Layer: {best}", timeout=10_000)
+    # the label-free family (measured by default): its curve panels, and its rows in the agreement table
+    from lab.catalogue import LABEL_FREE_METRICS, METRICS
+
+    titles = bokeh_titles(page)
+    assert any(t.startswith(f"{METRICS['rankme'].label} (unseen") for t in titles), titles
+    for name in ("rankme", "alpha_req", "twonn_id"):
+        row = page.locator(f".ls-agreement tr[data-measure='{name}']")
+        expect(row).to_have_count(1, timeout=10_000)
+        expect(row).to_contain_text(f"{METRICS[name].label} (no labels)")
+    marked = page.locator(".ls-agreement tr", has_text="(no labels)")
+    assert marked.count() == len([m for m in LABEL_FREE_METRICS if m != "lidar"])      # lidar: off by default
     assert first["run_id"]
     assert not page.errors, page.errors
 
