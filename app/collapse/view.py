@@ -97,7 +97,10 @@ class CollapseView(pn.viewable.Viewer):
         # each plot keeps its own axes (panes that share dimension names would link them)
         self._cos_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
         self._ideal_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
-        self._plane_pane = pn.pane.HoloViews(None, sizing_mode="fixed", visible=False, linked_axes=False)
+        self._plane_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        # shown for three classes by its box: a served HoloViews pane passes a change of its own `visible` to the Bokeh
+        # pane inside, which then copies the figure's stylesheets into a parameter that only takes strings (TypeError)
+        self._plane_box = pn.Column(self._plane_pane, visible=False, margin=0)
         self._simplex_classes = None
         self._choosing = False
         self.param.watch(self._on_layers, "layers")
@@ -109,7 +112,7 @@ class CollapseView(pn.viewable.Viewer):
             self._simplex_intro,
             pn.Row(self._layer_w, self._split_w, self.player, self._epoch_label),
             self._deviation,
-            pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_pane, sizing_mode="stretch_width"),
+            pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_box, sizing_mode="stretch_width"),
             sizing_mode="stretch_width",
         )
         self._card = pn.Card(body, title="Neural collapse: training sample, held-out and unseen",
@@ -246,10 +249,13 @@ class CollapseView(pn.viewable.Viewer):
     def _refresh_simplex_choices(self) -> None:
         layers = self.class_means.layers(self.source.layers)
         if list(self.param.simplex_layer.objects) != layers:
+            keep = self.simplex_layer if self.simplex_layer in layers else None
+            # on a page the Select widget takes its first option when its options change: choose after it
             self.param.simplex_layer.objects = layers
-            if self.simplex_layer not in layers:
-                head = head_layer(self.source.metrics, self.source.layers)
-                self.simplex_layer = head if head in layers else (layers[-1] if layers else None)
+            head = head_layer(self.source.metrics, self.source.layers)
+            wanted = keep or (head if head in layers else (layers[-1] if layers else None))
+            if self.simplex_layer != wanted:
+                self.simplex_layer = wanted
                 return          # the watcher redraws
         self._on_simplex_choice(follow=True)
 
@@ -302,7 +308,7 @@ class CollapseView(pn.viewable.Viewer):
             self._ideal_pane.object = plots.cosine_heatmap(result["ideal"], result["classes"],
                                                            title=f"simplex ETF (K = {k}): −1/(K−1) = {-1 / (k - 1):.3f}")
             self._plane_pane.object = hv.DynamicMap(self._render_plane, streams=[pipe]) if k == 3 else None
-            self._plane_pane.visible = k == 3
+            self._plane_box.visible = k == 3
         else:
             self.streams["simplex"].send(data)
 
@@ -313,7 +319,7 @@ class CollapseView(pn.viewable.Viewer):
     @staticmethod
     def _render_plane(data):
         return plots.simplex_plane(data["coords"], data["classes"],
-                                   title="3 means in their plane · dashed: equilateral")
+                                   title="3 means in their plane (dashed: ETF)")
 
     # ------------------------------------------------------------------ for tests and the walk of every plot
     def figures(self) -> dict[str, hv.Element]:

@@ -1,0 +1,111 @@
+"""The neural-collapse lesson in the served app: choose its preset, run it, open the Neural collapse card.
+
+One run of ``lab.lessons.NC_LESSON`` (about 20 s on a 2-core CPU) through ``panel serve app`` in Debian's Chromium:
+the card's panels draw, its key names the three splits and their dashes, the terminal-phase mark is on the plots,
+the simplex view draws the two cosine matrices and, for K = 3, the triangle, and the epoch player steps. A screenshot
+of the card goes to ``test-artifacts/collapse-lesson.png``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from served import ARTIFACTS, probe, serve, wait_probe, with_repo_on_path
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LESSON = "Neural collapse: the terminal phase (lesson)"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+# What the page's Bokeh documents hold: the cells of the cosine heatmaps, the sizes of the point sets (the plane's
+# means among them) and the texts drawn on the plots (the terminal-phase label).
+_CARD_MODELS = """
+() => {
+  const out = {heatmaps: [], point_sets: [], texts: []};
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    for (const m of doc._all_models.values()) {
+      if (!(m.data && (m.data instanceof Map || typeof m.data === "object"))) continue;
+      const d = m.data;
+      const get = (k) => (d instanceof Map ? d.get(k) : d[k]);
+      const keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
+      if (keys.includes("cosine") && keys.includes("row")) out.heatmaps.push(get("row").length);
+      if (keys.includes("class") && keys.includes("x") && keys.includes("y")) out.point_sets.push(get("x").length);
+      if (keys.includes("text")) out.texts.push(...Array.from(get("text")).map(String));
+    }
+  }
+  return out;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def page(chromium, free_port, tmp_path_factory):
+    """The served app (temporary run store) in a Chromium page, its page errors kept in ``page.errors``."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    url = f"http://localhost:{port}/app"
+    with serve([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)], url,
+               log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="server-collapse.log",
+               what="panel serve", timeout=240,
+               env=with_repo_on_path({"LAB_RUNS_DIR": str(tmp_path_factory.mktemp("runs"))})):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1600, "height": 2300})
+            page.errors = []
+            page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+            page.goto(url, timeout=180_000)
+            page.wait_for_selector(".ls-run button", timeout=180_000)
+            yield page
+            browser.close()
+
+
+def test_the_lesson_draws_the_neural_collapse_card(page):
+    from playwright.sync_api import expect
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".ls-preset select").select_option(LESSON)
+    page.locator(".ls-apply-preset button").click()
+    page.wait_for_timeout(500)
+    run = page.locator(".ls-run button")
+    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=60_000)
+    before = probe(page).get("run_id")
+    t0 = time.monotonic()
+    run.click()
+    state = wait_probe(page, lambda s: s.get("run_id") not in (None, before)
+                       and s.get("status") in ("finished", "failed", "cancelled"), 300, "the lesson run's end")
+    assert state["status"] == "finished", state
+    print(f"lesson run in the app: {time.monotonic() - t0:.1f} s")
+
+    card = page.locator(".ls-collapse").first
+    card.locator(".card-header").first.click()                      # unfold: the card draws only when open
+    key = card.locator(".ls-collapse-key")
+    for text in ("train sample", "held-out (seen)", "unseen classes", "terminal phase (100 % train accuracy)"):
+        expect(key).to_contain_text(text, timeout=60_000)
+    # the key draws each split's dash: solid, dashed, dotted
+    dashes = key.locator("svg line").evaluate_all("ls => ls.slice(0, 3).map(l => l.getAttribute('stroke-dasharray'))")
+    assert dashes == [None, "6,3", "2,3"], dashes
+    expect(card.locator(".ls-collapse-notes")).to_contain_text("seed 0: epoch", timeout=30_000)
+    panels = card.locator(".ls-collapse-panel")
+    expect(panels).to_have_count(6, timeout=60_000)
+    expect(panels.first.locator("canvas").first).to_be_visible(timeout=60_000)
+
+    deadline = time.monotonic() + 60                               # the browser has the data a moment after Python
+    while True:
+        models = page.evaluate(_CARD_MODELS)
+        if models["heatmaps"].count(9) >= 2 and 3 in models["point_sets"]:
+            break
+        assert time.monotonic() < deadline, f"the simplex view did not draw: {models}"
+        page.wait_for_timeout(500)
+    assert any("terminal phase" in text for text in models["texts"]), models["texts"][:20]
+
+    deviation = card.locator(".ls-simplex-deviation")
+    card.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "collapse-lesson.png"), full_page=True)
+    # the head input's class means at the last epoch, where the player starts
+    expect(deviation).to_contain_text("pre_logits, epoch 15", timeout=30_000)
+    card.locator(".ls-simplex-player button.previous").click()                  # one epoch back
+    expect(deviation).to_contain_text("epoch 14", timeout=30_000)
+    assert not page.errors, page.errors
