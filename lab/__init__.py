@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("data", "backbones", "features", "metrics", "finetune", "runs", "events", "config", "store",
                "projection", "export", "device", "analysis", "catalogue", "progress", "study", "archive",
-               "errors", "zoo", "monitor")
+               "errors", "zoo", "monitor", "lessons")
 _ATTRS = {
     "RunConfig": "lab.config:RunConfig",
     "run": "lab.runs:run",

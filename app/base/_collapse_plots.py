@@ -135,7 +135,9 @@ def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height:
     ring = lambda xy: np.vstack([xy, xy[:1]]) if len(xy) else xy   # noqa: E731 - closes a polygon
     colors = class_colors(names)
     points = pd.DataFrame({"x": coords[:, 0], "y": coords[:, 1], "class": names})
-    span = 1.25 * (radius if np.isfinite(radius) and radius > 0 else 1.0)
+    # the axes hold the farthest mean as well as the triangle (the mean radius alone clipped the largest class)
+    reach = float(np.max(np.linalg.norm(coords, axis=1))) if len(coords) else np.nan
+    span = 1.15 * (max(reach, radius) if np.isfinite(reach) and reach > 0 else 1.0)
     return (hv.Path([ring(ideal)]).opts(color="#999999", line_dash="dashed", line_width=1.5)
             * hv.Path([ring(coords)]).opts(color="#333333", line_width=1.5)
             * hv.Points(points, ["x", "y"], ["class"]).opts(color="class", cmap=colors, size=11, tools=["hover"],
