@@ -101,7 +101,7 @@ def test_the_terminal_phase_is_marked_on_every_panel_at_the_epoch_lab_gives():
 
 
 def test_the_run_summary_terminal_phase_is_used_when_the_run_has_one():
-    from app.collapse._data import Source, terminal_epochs
+    from app.collapse._rows import Source, terminal_epochs
 
     _, model, _ = _view(collapse=True)
     assert terminal_epochs(Source(metrics=model.metrics, summary={"terminal_phase": {"0": 1}})) == {0: 1}

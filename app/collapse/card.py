@@ -26,7 +26,7 @@ from lab import events as ev
 
 from app.base import plots
 
-from ._data import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
+from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
                     head_layer, problems, terminal_epochs)
 from ._text import INTRO, SIMPLEX_INTRO, deviation_html, key_html, notes_html
 
