@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lab.monitor._data import EvalSet, eval_set
+from lab.monitor._eval_set import EvalSet, eval_set
 from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
 
 __all__ = ["Monitor", "MonitorClosedError"]
