@@ -18,7 +18,6 @@ module's train flag is restored after it) and the wrappers below only hold it.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import torch
@@ -26,7 +25,7 @@ from torch import nn
 
 from lab.backbones._core import Backbone
 from lab.backbones._normalize import Normalization
-from lab.backbones._taps import PRE_LOGITS, Tap, first_tensor
+from lab.backbones._taps import PRE_LOGITS, Tap, eval_mode, first_tensor
 
 __all__ = ["wrap", "unwrap", "model_device", "model_kind", "layer_names", "ModuleNet"]
 
@@ -72,18 +71,6 @@ def _is_timm_like(model: nn.Module) -> bool:
 def model_kind(model: nn.Module) -> str:
     """``timm``, ``hf`` or ``module``: how :func:`wrap` reads ``model``."""
     return "hf" if _is_hf(model) else "timm" if _is_timm_like(model) else "module"
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module):
-    """Eval mode for the duration, every module's own train flag restored afterwards."""
-    flags = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
 
 
 class ModuleNet(nn.Module):
