@@ -10,6 +10,7 @@ sees the same sequence::
       Aggregate* Generalization(seed=None)   (per epoch, once every seed has reported it)
       LayerContribution*                (when the config asks for it)
     RunFinished | RunFailed | RunCancelled
+    (a run read back by lab.runs.follow may end with RunInterrupted instead)
 
 Every event has a class-level ``kind`` string and ``to_dict()`` (JSON-safe:
 arrays become lists) so consumers can log or forward it.
@@ -25,7 +26,7 @@ import numpy as np
 __all__ = [
     "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "ClassMeans", "LayerConfidence",
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
-    "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "TERMINAL_KINDS",
+    "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "RunInterrupted", "TERMINAL_KINDS",
 ]
 
 
@@ -245,4 +246,15 @@ class RunCancelled(Event):
     message: str = "cancelled by the user"
 
 
-TERMINAL_KINDS = frozenset({RunFinished.kind, RunFailed.kind, RunCancelled.kind})
+@dataclass
+class RunInterrupted(Event):
+    """A followed run (:mod:`lab.runs.follow`) stopped without closing: its process is gone, or another host's
+    run sent no heartbeat for :data:`lab.store.STALE_AFTER` seconds. :func:`lab.run` never sends it (its own
+    run always ends with one of the three above)."""
+
+    kind: ClassVar[str] = "run_interrupted"
+    seconds: float = 0.0
+    message: str = "the process writing the run stopped without closing it"
+
+
+TERMINAL_KINDS = frozenset({RunFinished.kind, RunFailed.kind, RunCancelled.kind, RunInterrupted.kind})
