@@ -1,13 +1,18 @@
 """Callbacks that call :meth:`lab.Monitor.evaluate` from a trainer that owns the loop.
 
-- :class:`HFTrainerCallback`: Hugging Face ``transformers.Trainer``; evaluates before training (epoch 0) and
-  after every epoch (``every="epoch"``; the run's epoch is the trainer's epoch) or every ``every`` optimizer
-  steps (the run's epoch axis then counts steps), on the main process only (``state.is_world_process_zero``);
+- :class:`HFTrainerCallback`: Hugging Face ``transformers.Trainer``;
 - :class:`LightningCallback`: PyTorch Lightning (``lightning`` or ``pytorch_lightning``, imported when the
-  callback is built; neither is a dependency of lab); evaluates before training and after every training epoch,
-  on global rank 0.
+  callback is built; ``pip install "layerscope[trainers]"`` installs Lightning and accelerate).
 
-Both take the monitor of an open with-block::
+Both take the same arguments, ``(monitor, every=1, unit=None)`` (unit None is "epoch"), and follow the same schedule: an evaluation
+before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is the trainer's epoch number,
+1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the run's epoch is the global
+step), and one at the end of training when the last epoch or step was not a multiple of ``every``, so the
+final model is always measured. A number is evaluated once (gradient accumulation calls the batch hooks several
+times per optimizer step), and only on the main process (global rank 0). The run's meta records the axis:
+``axis`` is ``"epoch"`` or ``"step"``, and ``callback`` holds the callback's name, ``every`` and ``unit``.
+
+::
 
     with lab.Monitor(model, unseen=(images, labels)) as mon:
         Trainer(model=model, args=args, train_dataset=train, callbacks=[HFTrainerCallback(mon)]).train()
@@ -15,25 +20,83 @@ Both take the monitor of an open with-block::
 from __future__ import annotations
 
 import math
+import warnings
 
-from lab.monitor.monitor import Monitor
+from lab.monitor.monitor import Monitor, MonitorClosedError
 
 __all__ = ["HFTrainerCallback", "LightningCallback"]
 
+UNITS = ("epoch", "step")
 
-def _check_monitor(monitor) -> Monitor:
+
+def _check_monitor(monitor, who: str) -> Monitor:
     if not isinstance(monitor, Monitor):
-        raise ValueError(f"monitor must be a lab.Monitor (opened with `with lab.Monitor(...) as mon:`). "
+        raise ValueError(f"{who}: monitor must be a lab.Monitor (opened with `with lab.Monitor(...) as mon:`). "
                          f"Got {type(monitor).__name__} instead.")
+    if monitor.status == "closed":
+        raise MonitorClosedError(f"{who}: the monitor's with-block already closed (run {monitor.run_id}); build the "
+                                 f"callback inside `with lab.Monitor(model, unseen=...) as mon:` and train there.")
     return monitor
 
 
-def _check_every(every):
+def _schedule(every, unit, who: str, int_means_steps: bool = False) -> tuple[int, str]:
+    """``(every, unit)`` checked: every a positive int (``"epoch"`` is every=1, unit="epoch", as it shipped),
+    unit "epoch" or "step" (None: "epoch"; with ``int_means_steps``, an int ``every`` without a unit keeps its
+    old meaning, steps, with a FutureWarning)."""
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"{who}: unit must be 'epoch' or 'step' (optimizer steps). Got {unit!r} instead.")
     if every == "epoch":
-        return every
+        if unit == "step":
+            raise ValueError(f"{who}: every='epoch' with unit='step' contradicts itself; pass every=N, unit='step' "
+                             f"for every N optimizer steps.")
+        return 1, "epoch"
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"every must be 'epoch' or a positive number of steps. Got {every!r} instead.")
-    return every
+        raise ValueError(f"{who}: every must be 'epoch' or a positive number of steps or epochs (an int >= 1, "
+                         f"counted in unit='epoch' or unit='step'). Got {every!r} instead.")
+    if unit is None and int_means_steps and every != 1:
+        warnings.warn(f"{who}(mon, every={every}) without unit evaluates every {every} optimizer steps, as it did in "
+                      f"the last release; a later release will read it as epochs. Pass unit='step' to keep steps, "
+                      f"or unit='epoch' for every {every} epochs.", FutureWarning, stacklevel=3)
+        return every, "step"
+    return every, unit or "epoch"
+
+
+class _Schedule:
+    """When to evaluate: the one rule both callbacks follow (see the module's docstring)."""
+
+    def __init__(self, monitor: Monitor, every: int, unit: str, who: str):
+        self.monitor, self.every, self.unit, self.who = monitor, every, unit, who
+        self.last: int | None = None        # the last number evaluated
+        self.position = 0                   # the trainer's epoch or step now
+
+    def begin(self, epoch: int, step: int, main: bool) -> None:
+        self.position = epoch if self.unit == "epoch" else step
+        if not main:
+            return
+        self._evaluate(self.position)
+        self.monitor.ctx.recorder.update_meta(axis=self.unit, callback={"name": self.who, "every": self.every,
+                                                                        "unit": self.unit})
+
+    def epoch_end(self, epoch: int, main: bool) -> None:
+        if self.unit == "epoch":
+            self._reach(epoch, main)
+
+    def step_end(self, step: int, main: bool) -> None:
+        if self.unit == "step":
+            self._reach(step, main)
+
+    def end(self, main: bool) -> None:
+        if main and (self.last is None or self.position > self.last):
+            self._evaluate(self.position)           # the final model, off the every-N grid
+
+    def _reach(self, n: int, main: bool) -> None:
+        self.position = max(self.position, n)
+        if main and n % self.every == 0 and (self.last is None or n > self.last):
+            self._evaluate(n)
+
+    def _evaluate(self, n: int) -> None:
+        self.monitor.evaluate(n)
+        self.last = n
 
 
 def _hf_base():
@@ -44,35 +107,52 @@ def _hf_base():
     return TrainerCallback
 
 
+def _hf_epoch(state) -> int:
+    """The trainer's epoch as an int: ``state.epoch`` is fractional (1.0 after the first epoch, 1.5 when
+    ``max_steps`` stopped it halfway through the second: that partial epoch counts as epoch 2)."""
+    return int(math.ceil(round(float(state.epoch or 0), 6)))
+
+
 class HFTrainerCallback(_hf_base()):
     """Evaluate a :class:`lab.Monitor` from a ``transformers.Trainer``.
 
     Parameters
     ----------
     monitor : lab.Monitor
-        The monitor of the trainer's model (the same module object the trainer trains).
-    every : "epoch" or int
-        "epoch": at the start of training (epoch 0) and at the end of every epoch (epoch 1, 2, ...);
-        an int N: at the start (step 0) and every N optimizer steps (the run's epochs are steps).
+        The monitor of the trainer's model (the same module object the trainer trains), inside its with-block.
+    every : int
+        Evaluate every ``every`` epochs or optimizer steps, after one evaluation before training; ``"epoch"``
+        (the last release's default) is every=1, unit="epoch".
+    unit : {"epoch", "step"}
+        "epoch" (default): the run's epochs are the trainer's epochs (``ceil(state.epoch)``); "step": the run's
+        epochs are ``state.global_step`` (optimizer steps, not gradient accumulation's micro-batches).
+        An int ``every`` other than 1 without ``unit`` keeps its last-release meaning, steps, with a
+        FutureWarning: pass unit="step" (or "epoch") to say which.
+
+    It evaluates on the main process only (``state.is_world_process_zero``), and once more when training ends
+    off the every-N grid, so the final model is measured.
     """
 
-    def __init__(self, monitor: Monitor, every="epoch"):
-        self.monitor = _check_monitor(monitor)
-        self.every = _check_every(every)
+    def __init__(self, monitor: Monitor, every=1, unit: str | None = None):
+        self.monitor = _check_monitor(monitor, "HFTrainerCallback")
+        self.every, self.unit = _schedule(every, unit, "HFTrainerCallback", int_means_steps=True)
+        self._schedule = _Schedule(self.monitor, self.every, self.unit, "HFTrainerCallback")
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            self.monitor.evaluate(int(state.global_step) if self.every != "epoch" else 0)
-        return control
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        if self.every == "epoch" and state.is_world_process_zero:
-            self.monitor.evaluate(max(1, int(math.ceil(round(float(state.epoch or 0), 6)))))
+        epoch = int(math.floor(round(float(state.epoch or 0), 6)))
+        self._schedule.begin(epoch, int(state.global_step), bool(state.is_world_process_zero))
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.every != "epoch" and state.is_world_process_zero and state.global_step % self.every == 0:
-            self.monitor.evaluate(int(state.global_step))
+        self._schedule.step_end(int(state.global_step), bool(state.is_world_process_zero))
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self._schedule.epoch_end(max(1, _hf_epoch(state)), bool(state.is_world_process_zero))
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._schedule.end(bool(state.is_world_process_zero))
         return control
 
 
@@ -87,29 +167,48 @@ def _lightning_base():
     return pl.Callback
 
 
-def LightningCallback(monitor: Monitor, every: str = "epoch"):
-    """A PyTorch Lightning ``Callback`` that evaluates ``monitor`` before training and after every training epoch
-    (the run's epochs are Lightning's ``current_epoch + 1``), on global rank 0.
+def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
+    """A PyTorch Lightning ``Callback`` that evaluates ``monitor`` before training and every ``every`` epochs
+    or optimizer steps, on global rank 0 (``trainer.is_global_zero``).
 
-    Raises ImportError naming the package to install when neither ``lightning`` nor ``pytorch_lightning`` is
-    installed.
+    Parameters
+    ----------
+    monitor : lab.Monitor
+        The monitor of the LightningModule's network (the module object it trains), inside its with-block.
+    every : int
+        Evaluate every ``every`` epochs or optimizer steps; ``"epoch"`` (the last release's only value) is 1.
+    unit : {"epoch", "step"}
+        "epoch" (default): the run's epochs are ``trainer.current_epoch + 1`` after each training epoch;
+        "step": the run's epochs are ``trainer.global_step`` (optimizer steps: with ``accumulate_grad_batches``
+        a step is evaluated once, however many batches it took).
+
+    Training that ends off the every-N grid is evaluated once more at its last epoch or step, so the final model
+    is measured. Raises ImportError naming the package to install when neither ``lightning`` nor
+    ``pytorch_lightning`` is installed.
     """
-    _check_monitor(monitor)
-    if every != "epoch":
-        raise ValueError(f"LightningCallback evaluates every epoch; every must be 'epoch'. Got {every!r} instead.")
+    _check_monitor(monitor, "LightningCallback")
+    every, unit = _schedule(every, unit, "LightningCallback")
     base = _lightning_base()
     if base is None:
-        raise ImportError("LightningCallback needs PyTorch Lightning: pip install lightning (or pytorch_lightning).")
+        raise ImportError('LightningCallback needs PyTorch Lightning: pip install "layerscope[trainers]" '
+                          '(or pip install lightning).')
 
-    class _Callback(base):
+    class LabMonitorCallback(base):
+        def __init__(self):
+            self.monitor, self.every, self.unit = monitor, every, unit
+            self._schedule = _Schedule(monitor, every, unit, "LightningCallback")
+
         def on_train_start(self, trainer, pl_module):
-            if trainer.is_global_zero:
-                monitor.evaluate(0)
+            self._schedule.begin(int(trainer.current_epoch), int(trainer.global_step), bool(trainer.is_global_zero))
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self._schedule.step_end(int(trainer.global_step), bool(trainer.is_global_zero))
 
         def on_train_epoch_end(self, trainer, pl_module):
-            if trainer.is_global_zero:
-                monitor.evaluate(int(trainer.current_epoch) + 1)
+            self._schedule.epoch_end(int(trainer.current_epoch) + 1, bool(trainer.is_global_zero))
 
-    callback = _Callback()
-    callback.monitor = monitor
-    return callback
+        def on_train_end(self, trainer, pl_module):
+            self._schedule.end(bool(trainer.is_global_zero))
+
+    LabMonitorCallback.__qualname__ = "LightningCallback"
+    return LabMonitorCallback()
