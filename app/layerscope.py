@@ -11,7 +11,7 @@ import param
 from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
-from .live import LiveView, RunControl
+from .live import LiveView, RunControl, WatchControl
 from .studies import StudiesPanel
 
 __all__ = ["LayerScope"]
@@ -30,6 +30,8 @@ _ABOUT = """
 * **Layer utilization** — how far a layer's weights moved from their initial values (Wang & Yang).
 
 Every run is stored (`$LAB_RUNS_DIR` or `./runs`) and can be exported to a notebook from *Compare & export*.
+A run written by another process (`lab.Monitor` in your own training loop, `python -m lab run`, a study) is
+listed under *Watch a running run* while it runs; *Watch* follows it here as each evaluation lands.
 Runs started from this page stop when you press **Stop** or close the tab.
 """
 
@@ -59,6 +61,8 @@ class LayerScope(pn.viewable.Viewer):
         self.run_collapse = CollapseView()      # neural collapse of the first run selected in the runs' table
         self.runs.param.watch(self._show_collapse, "selected")
         self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)
+        self.watcher = WatchControl(self.live, store)      # runs another process is writing
+        self.runs.on_open = self.watch
         self.config.param.watch(self._apply_view, "view")
         self._apply_view()
         self._tabs = pn.Tabs(
@@ -85,13 +89,22 @@ class LayerScope(pn.viewable.Viewer):
         except (KeyError, ValueError, OSError):     # a run gone or damaged: the runs' table says so
             self.run_collapse.clear()
 
+    def watch(self, run_id: str) -> None:
+        """Show stored run ``run_id`` in *Run & watch* and follow it while another process writes it (a
+        :class:`lab.Monitor` in a training loop, ``python -m lab run``, a study); a finished run is replayed.
+
+        Raises KeyError when the store has no such run."""
+        self.live.follow(run_id, store=self.store)
+        self.active_tab = 0
+        self.watcher.refresh()
+
     def _run_ended(self) -> None:
         self.runs.refresh()
         self.config.refresh_runs()
 
     @property
     def sidebar(self) -> pn.Column:
-        return pn.Column(self.control, self.config, sizing_mode="stretch_width")
+        return pn.Column(self.control, self.watcher, self.config, sizing_mode="stretch_width")
 
     def template(self, title: str = "layerscope — which layer generalizes?"):
         """The served page: settings in the sidebar, the tabs in the main area."""

@@ -79,13 +79,16 @@ def _log10(values: np.ndarray, log: bool) -> np.ndarray:
         return np.log10(_positive(values, True))
 
 
-def epoch_keys(n_epochs: int) -> list[int]:
-    """Epochs that get a line: all when few, else an even subset that keeps 0 and the last."""
-    epochs = list(range(n_epochs + 1))
+def epoch_keys(n_epochs: int, epochs=None) -> list[int]:
+    """Epochs that get a line: all when few, else an even subset that keeps the first and the last.
+
+    ``epochs``: the run's evaluation epochs when they are not 0..n_epochs (a monitored loop may number its
+    evaluations by steps: 0, 50, 100, ...); None: 0..n_epochs."""
+    epochs = list(range(n_epochs + 1)) if epochs is None else sorted({int(e) for e in epochs})
     if len(epochs) <= _MAX_LINES:
         return epochs
-    picks = np.unique(np.round(np.linspace(0, n_epochs, _MAX_LINES)).astype(int))
-    return [int(e) for e in picks]
+    picks = np.unique(np.round(np.linspace(0, len(epochs) - 1, _MAX_LINES)).astype(int))
+    return [epochs[i] for i in picks]
 
 
 def _ramp_color(split: str, epoch: int, n_epochs: int) -> str:

@@ -42,7 +42,7 @@ __all__ = [
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
                   n_epochs: int, band: bool = False, interval: bool = False, height: int = 290,
-                  width: int = 380, responsive: bool = False) -> hv.Overlay:
+                  width: int = 380, responsive: bool = False, epochs=None) -> hv.Overlay:
     """Metric vs layer: one line per epoch and split, the latest epoch bold (with hover).
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
@@ -63,6 +63,8 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         Draw the latest epoch's bootstrap interval (columns low, high) as a dotted band where both are finite.
     responsive : bool
         Grow with the page (``width`` is then the least width); else ``width`` pixels wide.
+    epochs : list of int, optional
+        The run's evaluation epochs when they are not 0..n_epochs (:func:`epoch_keys`).
 
     The title is two lines, what is measured and the key of the lines (:func:`curves_title`); the y axis spans
     every value drawn, bands included, with a little padding (:func:`value_range`).
@@ -72,7 +74,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     n = len(layers)
     x = np.arange(n, dtype=float)
     layer_pos = {name: i for i, name in enumerate(layers)}
-    shown = set(epoch_keys(n_epochs))
+    shown = set(epoch_keys(n_epochs, epochs))
     latest = int(frame["epoch"].max()) if len(frame) else -1
     ydim = hv.Dimension(metric, label=label)
     xdim = hv.Dimension("layer_pos", label="layer")
@@ -405,7 +407,7 @@ def epoch_curves(record, metric: str, split: str = "unseen", *, height: int = 36
     band = bool(len(frame)) and int(frame["n"].max()) > 1
     layers = [plot_text(n) for n in tables.run_layers(record)]
     return metric_curves(frame, metric=metric, splits=(split,), layers=layers, n_epochs=n_epochs, band=band,
-                         height=height, width=width)
+                         height=height, width=width, epochs=sorted(set(frame["epoch"])) if len(frame) else None)
 
 
 def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int | None = None,

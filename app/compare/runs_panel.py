@@ -73,6 +73,10 @@ class RunsPanel(pn.viewable.Viewer):
         self._delete_button = pn.widgets.Button(label="Delete selected…", color="danger", width=150,
                                                 disabled=True, css_classes=["ls-delete"])
         self._delete_button.on_click(self._ask_delete)
+        self.on_open = None         # callable(run_id): show a run in Run & watch (LayerScope.watch)
+        self._open_button = pn.widgets.Button(label="Open in Run & watch", width=170, disabled=True,
+                                              css_classes=["ls-open-run"])
+        self._open_button.on_click(lambda _e: self.open_selected())
         self._confirm_text = pn.pane.HTML("")
         self._confirm_yes = pn.widgets.Button(label="Yes, delete", color="danger", width=110,
                                               css_classes=["ls-delete-confirm"])
@@ -109,7 +113,7 @@ class RunsPanel(pn.viewable.Viewer):
         self._layout = pn.Column(
             pn.Row(search_w, refresh),
             self._table,
-            pn.Row(self._delete_button, self._export_button, self._download),
+            pn.Row(self._open_button, self._delete_button, self._export_button, self._download),
             self._confirm_row,
             self._status,
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
@@ -152,8 +156,21 @@ class RunsPanel(pn.viewable.Viewer):
         self.selected = ids
         self._delete_button.disabled = not ids
         self._export_button.disabled = not ids
+        self._open_button.disabled = len(ids) != 1
         self._download.visible = False
         self._confirm_row.visible = False
+
+    def open_selected(self) -> bool:
+        """Show the one selected run in Run & watch, following it while it is written (``on_open``)."""
+        if len(self.selected) != 1 or self.on_open is None:
+            return False
+        try:
+            self.on_open(self.selected[0])
+        except (KeyError, ValueError, OSError) as exc:
+            self.message = f"Cannot open run {self.selected[0]}: {exc}"
+            _notify("error", self.message, duration=8000)
+            return False
+        return True
 
     def select(self, run_ids: list[str]) -> None:
         """Select runs by id (as if ticked in the table)."""

@@ -24,18 +24,19 @@ CKA_INITIAL_CAPTION = ("Linear CKA of each layer's unseen-image features to its 
 
 
 def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, height: int = 240,
-                   width: int = 420, responsive: bool = False) -> hv.Overlay:
+                   width: int = 420, responsive: bool = False, epochs=None) -> hv.Overlay:
     """CKA to epoch 0 vs layer, one line per epoch (the latest bold), from ``frame`` (epoch, layer, mean,
     std, n: :func:`lab.export.tables.epoch_table` or the live run model's summary of ``cka_initial``).
 
     Cells where CKA is undefined (n = 0: no seed had a finite value) are left out: a gap, never a NaN point.
-    ``responsive``: grow with the page, ``width`` the least width.
+    ``responsive``: grow with the page, ``width`` the least width; ``epochs``: the run's evaluation epochs when
+    they are not 0..n_epochs (a monitored loop's steps).
     """
     rows = frame[frame["n"] > 0] if len(frame) else frame
     band = bool(len(rows)) and int(rows["n"].max()) > 1
     return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
                                layers=layers, n_epochs=n_epochs, band=band, height=height, width=width,
-                               responsive=responsive)
+                               responsive=responsive, epochs=epochs)
 
 
 def initial_caption(frame: pd.DataFrame) -> str:
@@ -64,7 +65,7 @@ def cka_to_initial(record, *, label: str | None = None, height: int = 320, width
     layers = [plots.plot_text(name) for name in tables.run_layers(record)]
     name = label if label is not None else (record.name or record.run_id)
     return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height,
-                          width=width).opts(title=plots.plot_title(f"{name}: CKA to epoch 0, one line per epoch"))
+                          width=width, epochs=sorted(set(frame["epoch"]))).opts(title=plots.plot_title(f"{name}: CKA to epoch 0, one line per epoch"))
 
 
 def cka_heatmap(record, *, other=None, epoch: int | None = None, other_epoch: int | None = None,

@@ -4,9 +4,11 @@
 at any layer) from its event model (``_model``); ``_streams`` says what each plot's stream carries,
 ``_status`` writes the status line and messages, ``_picker`` chooses the explorer's layer and epoch.
 :class:`RunControl` (``run_controls``) turns the Choose form's config into a run in a worker thread and
-hands its events to a LiveView.
+hands its events to a LiveView. :class:`WatchControl` (``watch_control``) has a LiveView follow a run that
+another process writes (``LiveView.follow``, through ``_follow`` and :mod:`lab.runs.follow`).
 """
 from app.base import lazy_exports
 
-__all__ = ["LiveView", "RunControl"]
-__getattr__, __dir__ = lazy_exports(__name__, {"LiveView": ".view:LiveView", "RunControl": ".run_controls:RunControl"})
+__all__ = ["LiveView", "RunControl", "WatchControl"]
+__getattr__, __dir__ = lazy_exports(__name__, {"LiveView": ".view:LiveView", "RunControl": ".run_controls:RunControl",
+                                               "WatchControl": ".watch_control:WatchControl"})

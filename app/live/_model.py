@@ -19,6 +19,7 @@ import pandas as pd
 from lab import analysis
 from lab import events as ev
 from lab.catalogue import metric_label
+from lab.config import is_monitored
 
 __all__ = ["RunModel", "STAGE_LABELS", "verdict_html"]
 
@@ -29,6 +30,7 @@ STAGE_LABELS = {
     "metrics": "computing metrics",
     "project": "projecting embeddings",
     "contribution": "measuring layer contribution",
+    "evaluate": "evaluated",            # a followed run (lab.runs.follow): one per completed evaluation
 }
 
 _METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
@@ -51,7 +53,11 @@ class RunModel:
     Attributes
     ----------
     status : str
-        "idle", "queued", "running", "finished", "failed" or "cancelled".
+        "idle", "queued", "running", "finished", "failed", "cancelled" or "interrupted" (a followed run whose
+        process stopped without closing it).
+    open_ended : bool
+        The run was recorded by :class:`lab.Monitor`: the researcher's loop numbers its evaluations (epochs
+        or steps) and has no planned end, so :attr:`n_epochs` is the latest evaluated epoch.
     """
 
     run_id: str | None = None
@@ -66,6 +72,7 @@ class RunModel:
     device: str = ""
     n_images: dict = field(default_factory=dict)
     n_epochs: int = 0
+    open_ended: bool = False
     started_at: float | None = None
     ended_at: float | None = None
     progress: ev.Progress | None = None
@@ -80,6 +87,7 @@ class RunModel:
     _utilization: list[dict] = field(default_factory=list, repr=False)
     _projections: dict = field(default_factory=dict, repr=False)     # (seed, epoch, layer) -> {method: _Projection}
     _epochs_done: set = field(default_factory=set, repr=False)        # {(seed, epoch)}
+    _epochs_seen: set = field(default_factory=set, repr=False)        # every epoch with a measurement
     _summary: pd.DataFrame | None = field(default=None, repr=False)
     _epoch_times: list = field(default_factory=list, repr=False)     # arrival of each EpochFinished
     dirty_metrics: set = field(default_factory=set, repr=False)       # metrics changed since last read
@@ -103,6 +111,7 @@ class RunModel:
             return {"progress"}
         if kind in (ev.LayerMetrics.kind, ev.LayerConfidence.kind):
             split = getattr(event, "split", "unseen")     # the bootstrap's rows are of the unseen images
+            self._grow(event.epoch)
             for metric, value in event.values.items():
                 self._metric_rows.append({
                     "seed": event.seed, "epoch": event.epoch, "layer": event.layer,
@@ -118,6 +127,7 @@ class RunModel:
             self._summary = None
             return {"curves", "heatmap"}
         if kind == ev.EpochFinished.kind:
+            self._grow(event.epoch)
             self._epochs_done.add((event.seed, event.epoch))
             self._epoch_times.append(time.monotonic())
             self.epoch_timings = dict(getattr(event, "timings", None) or {})
@@ -153,7 +163,17 @@ class RunModel:
             return self._end("failed", event.message)
         if kind == ev.RunCancelled.kind:
             return self._end("cancelled", event.message)
+        if kind == ev.RunInterrupted.kind:
+            return self._end("interrupted", event.message)
         return set()
+
+    def _grow(self, epoch) -> None:
+        """An open-ended run's epochs are those it has evaluated."""
+        if epoch is None:
+            return
+        self._epochs_seen.add(int(epoch))
+        if self.open_ended and int(epoch) > self.n_epochs:
+            self.n_epochs = int(epoch)
 
     def _on_started(self, event: ev.RunStarted) -> set[str]:
         self.config = dict(event.config or {})
@@ -164,9 +184,10 @@ class RunModel:
         self.seeds = list(event.seeds)
         self.device = event.device
         self.n_images = dict(event.n_images or {})
+        self.open_ended = is_monitored(self.config)
         epochs = self.config.get("epochs")
-        if epochs is None:
-            epochs = 0 if self.config.get("strategy") == "none" else 3
+        if epochs is None or self.open_ended:
+            epochs = 0 if self.open_ended or self.config.get("strategy") == "none" else 3
         self.n_epochs = int(epochs)
         self.status = "running"
         self.started_at = self.started_at or time.monotonic()
@@ -234,7 +255,7 @@ class RunModel:
 
     def heatmap_frame(self, metric: str, split: str) -> pd.DataFrame:
         """Every (epoch, layer) cell of the run with the metric's mean; NaN where not yet measured."""
-        epochs = list(range(self.n_epochs + 1))
+        epochs = self.epoch_axis()
         grid = pd.MultiIndex.from_product([epochs, self.layers], names=["epoch", "layer"]).to_frame(index=False)
         summary = self.summary_frame(metric, split)
         if summary.empty:
@@ -258,6 +279,16 @@ class RunModel:
         out["epoch"] = latest
         order = {name: i for i, name in enumerate(self.layers)}
         return out.sort_values("layer", key=lambda s: s.map(order).fillna(len(order))).reset_index(drop=True)
+
+    def epoch_axis(self) -> list[int]:
+        """The run's evaluation epochs: 0..n_epochs, or for an open-ended run those evaluated so far."""
+        if not self.open_ended:
+            return list(range(self.n_epochs + 1))
+        return sorted(self._epochs_seen) or [0]
+
+    def curve_epochs(self) -> list[int] | None:
+        """What :func:`app.base.plots.metric_curves` takes as ``epochs`` (None: 0..n_epochs)."""
+        return self.epoch_axis() if self.open_ended else None
 
     def projection_keys(self) -> list[tuple[int, int, str]]:
         return list(self._projections)
@@ -303,6 +334,8 @@ class RunModel:
         """Fraction of (seed, epoch) evaluations finished, refined by the training progress."""
         if self.status == "finished":
             return 1.0
+        if self.open_ended:
+            return 0.0                  # no planned end: the status line counts the evaluations instead
         return min((self.epochs_done + 0.9 * self._train_fraction()) / self.epochs_total, 0.999)
 
     def eta_seconds(self, now: float | None = None) -> float | None:
@@ -310,7 +343,7 @@ class RunModel:
 
         None until a training epoch is at least a fifth done (an earlier guess would mislead).
         """
-        if self.started_at is None or self.status != "running" or not self._epoch_times:
+        if self.started_at is None or self.status != "running" or not self._epoch_times or self.open_ended:
             return None
         now = now or time.monotonic()
         remaining = self.epochs_total - self.epochs_done

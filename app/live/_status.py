@@ -50,7 +50,16 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
     if m.run_id:
         parts.append(f"run <code>{html.escape(m.run_id)}</code>")
     p = m.progress
-    if status in ("running", "stopping") and p is not None:
+    if status == "running" and p is not None and p.stage == "evaluate":      # a run followed from the store
+        done = f"{m.epochs_done} evaluation{'s' if m.epochs_done != 1 else ''}"
+        if m.open_ended:
+            parts.append(f"{done} so far, the latest at epoch {p.epoch} (as the training loop numbers them)")
+        else:
+            parts.append(f"{done} of {m.epochs_total}, the latest at epoch {p.epoch}/{m.n_epochs}"
+                         + (f" (seed {p.seed})" if len(m.seeds) > 1 else ""))
+        if m.epoch_timings:
+            parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
+    elif status in ("running", "stopping") and p is not None:
         stage = STAGE_LABELS.get(p.stage, p.stage)
         where = []
         if p.seed is not None and len(m.seeds) > 1:
@@ -63,7 +72,7 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
             parts.append(f"about {fmt_seconds(eta)} left")
         if m.epoch_timings:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
-    elif status in ("finished", "cancelled", "failed") and m.started_at and m.ended_at:
+    elif status in ("finished", "cancelled", "failed", "interrupted") and m.started_at and m.ended_at:
         parts.append(f"after {fmt_seconds(m.ended_at - m.started_at)}")
     if message and status in ("starting", "queued", "idle", "stopping"):
         parts.append(html.escape(message))
@@ -71,10 +80,14 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
 
 
 def end_message(model: RunModel) -> str:
-    """Markdown for a failed or cancelled run: why it ended and what of it was measured."""
+    """Markdown for a failed, cancelled or interrupted run: why it ended and what of it was measured."""
     m = model
-    head = f"**The run failed:** {m.message}" if m.status == "failed" else \
-        f"**Run cancelled** ({m.message or 'stopped'})."
+    if m.status == "failed":
+        head = f"**The run failed:** {m.message}"
+    elif m.status == "interrupted":
+        head = f"**The run was interrupted:** {m.message}."
+    else:
+        head = f"**Run cancelled** ({m.message or 'stopped'})."
     frame = m.metrics
     cells = frame[["epoch", "layer"]].drop_duplicates() if len(frame) else frame
     if not len(cells):

@@ -27,7 +27,7 @@ from app.base import ThumbnailSource, notify as _notify, shared
 
 from .view import LiveView
 
-__all__ = ["RunControl", "readable_error"]
+__all__ = ["RunControl", "readable_error", "load_thumbnails"]
 
 _log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class RunControl(pn.viewable.Viewer):
             return False
         import lab.runs
 
+        self.live.stop_following()          # this tab's own run replaces a run it was following
         self._doc = pn.state.curdoc
         self.live.reset("Starting… (loading data and backbone)")
         self.live.bind_document(self._doc)
@@ -185,7 +186,7 @@ class RunControl(pn.viewable.Viewer):
                         elif event.kind == ev.ProjectionReady.kind and not thumbnails_requested:
                             # after the first metrics, so that it does not compete with the run's start
                             thumbnails_requested = True
-                            self._load_thumbnails(cfg)
+                            load_thumbnails(self.live, cfg)
                         elif event.kind == ev.ProjectionReady.kind and self.live.thumbnails is not None:
                             self.live.thumbnails.get(event.indices)   # render thumbnails here, not on the page thread
                         push(event)
@@ -196,21 +197,23 @@ class RunControl(pn.viewable.Viewer):
         finally:
             push(partial(self._ended, run_id))
 
-    def _load_thumbnails(self, cfg) -> None:
-        """Thumbnails of the run's unseen evaluation images (the indices of ProjectionReady)."""
-        def load():
-            try:
-                import lab.runs
-
-                data = lab.runs.prepare_data(cfg)
-                source = ThumbnailSource(data.unseen.thumbnail, size=32)
-                source.get(range(len(data.unseen)))
-            except Exception as exc:  # hover thumbnails are a nicety; the plot works without them
-                _log.warning("no hover thumbnails: %s", exc)
-                return
-            self.live.push(partial(self.live.set_thumbnails, source))
-
-        threading.Thread(target=load, daemon=True, name="layerscope-thumbnails").start()
-
     def __panel__(self):
         return self._layout
+
+
+def load_thumbnails(live: LiveView, cfg) -> None:
+    """Load, in a thread of its own, thumbnails of the run's unseen evaluation images (the indices of
+    ProjectionReady) and hand them to ``live``."""
+    def load():
+        try:
+            import lab.runs
+
+            data = lab.runs.prepare_data(cfg)
+            source = ThumbnailSource(data.unseen.thumbnail, size=32)
+            source.get(range(len(data.unseen)))
+        except Exception as exc:  # hover thumbnails are a nicety; the plot works without them
+            _log.warning("no hover thumbnails: %s", exc)
+            return
+        live.push(partial(live.set_thumbnails, source))
+
+    threading.Thread(target=load, daemon=True, name="layerscope-thumbnails").start()

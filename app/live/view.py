@@ -59,7 +59,8 @@ class LiveView(pn.viewable.Viewer):
     thumbnails = param.ClassSelector(class_=ThumbnailSource, default=None, allow_None=True,
                                      doc="Image thumbnails of the evaluation images (hover tooltips).")
     status = param.String(default="idle", constant=True,
-                          doc="idle, queued, starting, running, stopping, finished, failed or cancelled.")
+                          doc="idle, queued, starting, running, stopping, finished, failed, cancelled or "
+                              "interrupted (a followed run whose process stopped without closing it).")
     store = param.Parameter(default=None, doc="The lab.RunStore the shown run is recorded in (RunControl sets it); "
                                               "the per-image answers and the measures' best layers read it.")
 
@@ -68,6 +69,7 @@ class LiveView(pn.viewable.Viewer):
         self.model = RunModel()
         self.streams: dict[str, hv.streams.Stream] = {}
         self._dispatcher = DocDispatcher(self.consume, doc=None)
+        self._following = None              # the run this view follows from the store (app.live._follow)
         self._n_events = 0
         self._message = ""
         self._placeholder = None
@@ -121,6 +123,57 @@ class LiveView(pn.viewable.Viewer):
         urgent = not isinstance(item, ev.Event) or item.kind in ev.TERMINAL_KINDS
         self._dispatcher.push(item, urgent=urgent)
 
+    def follow(self, run_id: str, store=None, *, every: float = 1.0) -> None:
+        """Show a stored run and follow it as another process writes it (:mod:`lab.runs.follow`).
+
+        The run may be running (a :class:`lab.Monitor` in someone's training loop, ``python -m lab run``, a
+        study's worker), finished, failed or interrupted: the view replays what is stored and then keeps
+        up, an evaluation at a time, until the run ends or :meth:`stop_following` (or a run started here).
+        ``store``: where it is (None: this view's store, else the default store). Session thread only.
+
+        Raises
+        ------
+        KeyError
+            No run ``run_id`` in the store (the message names the store).
+        """
+        from ._follow import Following
+
+        import lab.store
+
+        self.stop_following()
+        store = store if store is not None else (self.store or lab.store.RunStore())
+        following = Following(run_id, store, self.push, every=every, on_started=self._followed_run_started,
+                              on_message=partial(self.set_message, status="running"))
+        self.store = store
+        self.reset(f"Reading run {run_id} from the store…", status="starting")
+        self.bind_document(pn.state.curdoc)
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            pn.state.on_session_destroyed(lambda _ctx, f=following: f.stop())
+        self._following = following.start()
+
+    def stop_following(self) -> None:
+        """Stop following the stored run (what it showed stays)."""
+        if self._following is not None:
+            self._following.stop()
+            self._following = None
+
+    @property
+    def following(self) -> str | None:
+        """Id of the stored run this view follows while it is written, or None."""
+        f = self._following
+        return f.run_id if f is not None and f.active else None
+
+    def _followed_run_started(self, event) -> None:
+        """Hover thumbnails of a followed run's images, where its dataset is one lab loads (worker thread)."""
+        from lab.config import RunConfig, is_monitored
+
+        from .run_controls import load_thumbnails
+
+        if is_monitored(event.config):
+            return                  # the loop's own tensors: not stored, so no thumbnails
+        load_thumbnails(self, RunConfig.from_dict(event.config))
+
     def reset(self, message: str = "Starting…", status: str = "starting") -> None:
         """Forget the current run and show an empty, waiting view (session thread only)."""
         self.model = RunModel()
@@ -158,7 +211,7 @@ class LiveView(pn.viewable.Viewer):
 
     def settle(self) -> None:
         """After the worker has ended: show the run's final status (clears a pending "stopping")."""
-        if self.model.status in ("finished", "failed", "cancelled"):
+        if self.model.status in ("finished", "failed", "cancelled", "interrupted"):
             self._set_status(self.model.status)
         elif self.status in ("stopping", "starting", "queued", "running"):
             self._set_status("cancelled")
@@ -227,7 +280,7 @@ class LiveView(pn.viewable.Viewer):
         streams["projection"] = hv.streams.Pipe(data=self._projection_data())
         streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
                                                 index=False)
-        if m.config.get("strategy", "full") != "none":
+        if m.config.get("strategy", "full") != "none" or m.open_ended:     # a monitored loop trains
             streams["utilization"] = hv.streams.Pipe(data=m.utilization_frame())
             streams["cka_initial"] = hv.streams.Pipe(data=cka_initial_data(m))
         self.streams = streams
@@ -301,7 +354,8 @@ class LiveView(pn.viewable.Viewer):
     def _render_curves(self, data, metric, splits):
         return plots.metric_curves(data, metric=metric, splits=splits, layers=list(self.model.layers),
                                    n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1,
-                                   interval="low" in data, width=CURVE_WIDTH, responsive=True)
+                                   interval="low" in data, width=CURVE_WIDTH, responsive=True,
+                                   epochs=self.model.curve_epochs())
 
     def _render_heatmap(self, data):
         return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
@@ -315,7 +369,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _render_cka(self, data, layers):
         return similarity_plots.initial_curves(data, layers=layers, n_epochs=self.model.n_epochs, width=360,
-                                               responsive=True)
+                                               responsive=True, epochs=self.model.curve_epochs())
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
@@ -418,9 +472,9 @@ class LiveView(pn.viewable.Viewer):
         self._progress.param.update(
             value=int(1000 * m.fraction_done()) if self.status != "queued" else 0,
             active=self.status in ("starting", "queued") or (running and m.epochs_done == 0 and not m.progress),
-            visible=running or self.status == "finished",
+            visible=(running and not m.open_ended) or (self.status == "finished" and not m.open_ended),
         )
-        if m.status in ("failed", "cancelled"):
+        if m.status in ("failed", "cancelled", "interrupted"):
             self._alert.param.update(object=end_message(m), visible=True,
                                      alert_type="danger" if m.status == "failed" else "warning")
             if not self.streams and self._placeholder is not None:

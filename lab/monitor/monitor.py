@@ -43,6 +43,12 @@ from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wr
 __all__ = ["Monitor", "MonitorClosedError"]
 
 
+HEARTBEAT_SECONDS = 60.0
+"""How often an open monitor refreshes its run's ``updated`` time while the loop trains between evaluations, so
+that a reader on another host (the app, :mod:`lab.runs.follow`) does not take a long epoch for a dead process
+(:data:`lab.store.STALE_AFTER`)."""
+
+
 class MonitorClosedError(RuntimeError):
     """``evaluate`` outside the monitor's with-block (before it opened, or after it closed)."""
 
@@ -186,7 +192,7 @@ class Monitor:
                  normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
                  precision: str = "auto", protocol: str = "default",
                  on_event: Callable[[Any], None] | None = None):
-        from lab.config import DEFAULT_METRICS, RunConfig
+        from lab.config import DEFAULT_METRICS, MONITORED, RunConfig
 
         self.model = model
         self.module = unwrap(model)
@@ -199,7 +205,8 @@ class Monitor:
         self.layers = _layers(self.backbone, layer_names(self.module, layers), self.module)
         kind = model_kind(self.module)
         self.config = RunConfig(
-            name=name, dataset=f"monitor:{self.unseen.description}", backbone=f"monitor:{type(self.module).__name__}",
+            name=name, dataset=f"{MONITORED}{self.unseen.description}",
+            backbone=f"{MONITORED}{type(self.module).__name__}",
             strategy="none", layers=None if layers is None else tuple(self.layers),
             metrics=tuple(metrics) if metrics is not None else tuple(DEFAULT_METRICS),
             pooling=pooling, projection=projection, eval_batch_size=int(batch_size), precision=precision,
@@ -241,7 +248,15 @@ class Monitor:
         except BaseException as exc:
             self._close(exc)
             raise
+        self._beating = threading.Event()
+        threading.Thread(target=self._heartbeat, args=(self._beating,), daemon=True,
+                         name=f"layerscope-monitor-heartbeat-{self.run_id}").start()
         return self
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            with contextlib.suppress(Exception):        # a full disk shows at the next evaluation, not here
+                self.ctx.recorder.update_meta()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self._state == "open":
@@ -364,6 +379,8 @@ class Monitor:
         from lab.errors import user_message
 
         ctx = self.ctx
+        if getattr(self, "_beating", None) is not None:
+            self._beating.set()
         status, message, tb = "finished", None, None
         try:
             if exc is None:

@@ -147,6 +147,16 @@ class DamagedRunError(ValueError):
 # the store
 # ----------------------------------------------------------------------------------------------
 
+def _epochs(rec) -> Any:
+    """A run's epochs for a listing: the latest evaluated epoch of a monitored run (its loop numbers them and
+    plans none), else the configured number."""
+    from lab.config import is_monitored
+
+    if is_monitored(rec.config_dict):
+        return rec.meta.get("epochs")
+    return getattr(rec.config, "n_epochs", rec.config_dict.get("epochs"))
+
+
 _LIST_COLUMNS = ["run_id", "name", "status", "dataset", "backbone", "strategy", "epochs", "seeds",
                  "started", "best_layer", "g", "heldout_accuracy", "damage"]
 
@@ -261,6 +271,25 @@ class RunStore:
                 out.append(p.name)
         return out
 
+    def running(self) -> pd.DataFrame:
+        """The runs being written now (status "running": their process is alive, or another host's sent a
+        heartbeat lately), newest first: run_id, name, dataset, backbone, epochs (the latest evaluated epoch of
+        a monitored run, else the planned number), started. Reads each run's meta.json and config.json only,
+        so the app can look every few seconds."""
+        rows = []
+        for run_id in self.ids():
+            try:
+                rec = self.load(run_id, damaged_ok=True)
+            except Exception:                       # noqa: BLE001 - written or deleted right now: not listed
+                continue
+            if rec.status != "running" or rec.problems:
+                continue
+            cfg = rec.config_dict
+            rows.append({"run_id": run_id, "name": rec.name, "dataset": cfg.get("dataset"),
+                         "backbone": cfg.get("backbone"), "epochs": _epochs(rec), "started": rec.meta.get("started")})
+        df = pd.DataFrame(rows, columns=["run_id", "name", "dataset", "backbone", "epochs", "started"])
+        return df.sort_values(["started", "run_id"], ascending=False, kind="stable").reset_index(drop=True)
+
     def list(self) -> pd.DataFrame:
         """One row per run, newest first: run_id, name, status, dataset, backbone, strategy, epochs,
         seeds, started, best_layer, g, heldout_accuracy, damage. A run whose config.json or meta.json is
@@ -289,7 +318,7 @@ class RunStore:
             rows.append({
                 "run_id": rec.run_id, "name": rec.name, "status": rec.status,
                 "dataset": cfg.get("dataset"), "backbone": cfg.get("backbone"),
-                "strategy": cfg.get("strategy"), "epochs": getattr(rec.config, "n_epochs", cfg.get("epochs")),
+                "strategy": cfg.get("strategy"), "epochs": _epochs(rec),
                 "seeds": ",".join(map(str, seeds)) if isinstance(seeds, (list, tuple)) else seeds,
                 "started": rec.meta.get("started"), "best_layer": summ.get("best_layer"),
                 "g": summ.get("g"), "heldout_accuracy": summ.get("heldout_accuracy"), "damage": rec.damage,

@@ -1,0 +1,104 @@
+"""Watch a run that another process is writing: a monitored training loop, ``python -m lab run``, a study.
+
+:class:`WatchControl` lists the store's running runs (:meth:`lab.RunStore.running`, which reads only their
+meta and config files, so it can look every few seconds) and, on **Watch**, has the
+:class:`~app.live.LiveView` follow the chosen one (:meth:`LiveView.follow`): the same curves, verdict,
+heatmap and explorer as a run started here, updated as each evaluation lands.
+"""
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import param
+
+from app.base import notify as _notify
+
+from .view import LiveView
+
+__all__ = ["WatchControl"]
+
+_EMPTY = ("No run is being written now. A run appears here while it runs: <code>lab.Monitor</code> in a "
+          "training loop, <code>python -m lab run</code>, a study's worker.")
+
+
+def _label(row) -> str:
+    name = row.name if isinstance(row.name, str) and row.name else row.backbone
+    epochs = "" if row.epochs is None or row.epochs != row.epochs else f", epoch {int(row.epochs)}"
+    return f"{name} · {row.run_id}{epochs}"
+
+
+class WatchControl(pn.viewable.Viewer):
+    """The sidebar's "Watch a running run": a list of the store's running runs and a Watch button.
+
+    Parameters
+    ----------
+    live : LiveView
+        The view that follows the chosen run.
+    store : lab.RunStore
+        The store listed.
+    every : float
+        Seconds between looks at the store for new running runs while the page is open (0: only on ↻).
+    """
+
+    runs = param.List(default=[], doc="Ids of the running runs listed, newest first.")
+
+    def __init__(self, live: LiveView, store, every: float = 5.0, **params):
+        super().__init__(**params)
+        self.live, self.store = live, store
+        self.select = pn.widgets.Select(label="Watch a running run", options={}, width=250,
+                                        css_classes=["ls-watch-select"])
+        self.watch_button = pn.widgets.Button(label="Watch", width=80, margin=(28, 5, 5, 5), disabled=True,
+                                              css_classes=["ls-watch"])
+        self.refresh_button = pn.widgets.Button(label="↻", width=40, margin=(28, 5, 5, 5))
+        self.note = pn.pane.HTML(_EMPTY, margin=(0, 10), styles={"color": "#666", "font-size": "12px"},
+                                 css_classes=["ls-watch-note"])
+        self.watch_button.on_click(lambda _e: self.watch())
+        self.refresh_button.on_click(lambda _e: self.refresh())
+        self._layout = pn.Column(pn.Row(self.select, self.watch_button, self.refresh_button, margin=0), self.note,
+                                 margin=(5, 0))
+        self.refresh()
+        if every and pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            pn.state.add_periodic_callback(self.refresh, period=int(every * 1000))
+
+    def refresh(self) -> None:
+        """Look for running runs now (a run this view already shows is left out)."""
+        try:
+            table = self.store.running()
+        except OSError as exc:
+            self.note.object = html.escape(f"Cannot list the runs of {self.store.root}: {exc}")
+            return
+        shown = self.live.model.run_id
+        rows = [row for row in table.itertuples(index=False) if row.run_id != shown or not self.live.following]
+        options = {_label(row): row.run_id for row in rows}
+        if options != self.select.options:
+            keep = self.select.value if self.select.value in options.values() else None
+            self.select.options = options
+            self.select.value = keep if keep is not None else (next(iter(options.values())) if options else None)
+        self.runs = [row.run_id for row in rows]
+        self.watch_button.disabled = not options
+        following = self.live.following
+        if following:
+            self.note.object = (f"Following run <code>{html.escape(following)}</code> as it is written."
+                                + (f" {len(options)} other run(s) running." if options else ""))
+        else:
+            self.note.object = (f"{len(options)} run(s) being written now: pick one and press Watch."
+                                if options else _EMPTY)
+
+    def watch(self, run_id: str | None = None) -> bool:
+        """Have the live view follow ``run_id`` (default: the one picked); False, with a message, when it
+        cannot be read."""
+        run_id = run_id or self.select.value
+        if not run_id:
+            return False
+        try:
+            self.live.follow(run_id, store=self.store)
+        except (KeyError, ValueError, OSError) as exc:
+            _notify("error", f"Cannot watch run {run_id}: {exc}", duration=8000)
+            self.refresh()
+            return False
+        self.refresh()
+        return True
+
+    def __panel__(self):
+        return self._layout
