@@ -20,6 +20,7 @@ times per optimizer step), and only on the main process (global rank 0). The run
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 from lab.monitor.monitor import Monitor, MonitorClosedError
@@ -68,11 +69,18 @@ class _Schedule:
         self.monitor, self.every, self.unit, self.who = monitor, every, unit, who
         self.last: int | None = None        # the last number evaluated
         self.position = 0                   # the trainer's epoch or step now
+        self.pid = os.getpid()
 
     def begin(self, epoch: int, step: int, main: bool) -> None:
         self.position = epoch if self.unit == "epoch" else step
         if not main:
             return
+        if os.getpid() != self.pid:
+            raise RuntimeError(f"{self.who}: the trainer runs rank 0 in process {os.getpid()}, not in the process "
+                               f"that opened the monitor ({self.pid}), so its evaluations would be lost (a forked "
+                               f"or spawned launcher, e.g. Lightning's strategy='ddp_notebook'); use a launcher that "
+                               f"trains rank 0 in this process: Lightning's strategy='ddp', torchrun or accelerate "
+                               f"launch.")
         self._evaluate(self.position)
         self.monitor.ctx.recorder.update_meta(axis=self.unit, callback={"name": self.who, "every": self.every,
                                                                         "unit": self.unit})
@@ -183,7 +191,8 @@ def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
         a step is evaluated once, however many batches it took).
 
     Training that ends off the every-N grid is evaluated once more at its last epoch or step, so the final model
-    is measured. Raises ImportError naming the package to install when neither ``lightning`` nor
+    is measured. Under ``strategy="ddp"`` rank 0 is this process; ``"ddp_spawn"`` would pickle the callback into
+    new processes, which is refused with a TypeError that says so. Raises ImportError naming the package to install when neither ``lightning`` nor
     ``pytorch_lightning`` is installed.
     """
     _check_monitor(monitor, "LightningCallback")
@@ -209,6 +218,13 @@ def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
 
         def on_train_end(self, trainer, pl_module):
             self._schedule.end(bool(trainer.is_global_zero))
+
+        def __reduce__(self):
+            # ddp_spawn pickles the callbacks into new processes; the monitor's run lives in this one
+            raise TypeError("LightningCallback cannot be sent to other processes (strategy='ddp_spawn' starts "
+                            "rank 0 in a new process, away from the monitor's run): use "
+                            "strategy='ddp', which trains rank 0 in this process, and open the monitor with "
+                            "store=False on the other ranks (see docs/guide/monitor.md).")
 
     LabMonitorCallback.__qualname__ = "LightningCallback"
     return LabMonitorCallback()
