@@ -160,69 +160,6 @@ def test_lightning_off_rank_zero_evaluates_nothing(pl, store, digits, one_thread
     assert rec.status == "finished" and rec.training.empty and rec.metrics.empty
 
 
-_DDP_SCRIPT = """
-import json, os, sys
-import torch
-from torch import nn
-import lightning.pytorch as pl
-import lab
-from lab.monitor import LightningCallback
-
-class Module(pl.LightningModule):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def training_step(self, batch, _):
-        x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-if __name__ == "__main__":
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
-    x, y = torch.rand(40, 1, 8, 8), torch.arange(40) % 3
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=5)
-    main = int(os.environ.get("LOCAL_RANK", 0)) == 0       # Lightning's ddp launcher sets it in the other ranks
-    with lab.Monitor(net, unseen=(x, y), store=lab.RunStore(sys.argv[1]) if main else False,
-                     metrics=("nmi",)) as mon:
-        trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=2, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             callbacks=[LightningCallback(mon)])
-        trainer.fit(Module(net), loader)
-        evaluated = sorted(set(mon.ctx.results.metrics()["epoch"])) if len(mon.ctx.results.metrics()) else []
-    print("RANK " + json.dumps({"rank": trainer.global_rank, "evaluated": [int(e) for e in evaluated],
-                                "steps": trainer.global_step}), flush=True)
-"""
-
-
-@pytest.mark.slow
-def test_lightning_ddp_on_two_processes_evaluates_once_on_rank_zero(pl, tmp_path, repo_root):
-    """A real 2-process DDP run on CPU (gloo): rank 0 (this script's process) evaluates, rank 1 does not."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "ddp_monitor.py"
-    script.write_text(_DDP_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
-    ranks = {r["rank"]: r for r in (json.loads(line[5:]) for line in out.stdout.splitlines()
-                                    if line.startswith("RANK "))}
-    assert set(ranks) == {0, 1}
-    assert ranks[0]["evaluated"] == [0, 1, 2] and ranks[1]["evaluated"] == []
-    assert ranks[0]["steps"] == ranks[1]["steps"] == 8                 # 40 images over 2 ranks, batches of 5, 2 epochs
-    runs = lab.RunStore(tmp_path / "runs").list()
-    assert len(runs) == 1 and runs["status"].tolist() == ["finished"]
-    rec = lab.RunStore(tmp_path / "runs").load(runs["run_id"][0])
-    assert list(rec.training["epoch"]) == [0, 1, 2] and set(rec.metrics["epoch"]) == {0, 1, 2}
-
-
 def test_rank_zero_in_another_process_than_the_monitor_is_refused(store, digits):
     """A forking launcher (Lightning's ddp_notebook) would evaluate in a child process, away from the run."""
     import os
