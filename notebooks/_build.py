@@ -13,7 +13,7 @@ from the ``LAB_FAST`` environment variable that shrinks it to about a minute on 
 
 The notebooks' cells are written in the modules beside this script: ``_nb_cells.py`` (the
 cell constructors and the cells every notebook shares), ``_nb_intro.py`` (01, 02),
-``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06) and ``_nb_collapse.py`` (07). This script
+``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06), ``_nb_collapse.py`` (07) and ``_nb_attach.py`` (08). This script
 lists the notebooks and writes or checks them.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from _nb_attach import attach_training  # noqa: E402
 from _nb_collapse import collapse_lesson  # noqa: E402
 from _nb_images import which_images  # noqa: E402
 from _nb_intro import neural_collapse, quickstart  # noqa: E402
@@ -45,6 +46,7 @@ NOTEBOOKS = {
     "05_studies.ipynb": studies,
     "06_which_images.ipynb": which_images,
     "07_neural_collapse_lesson.ipynb": collapse_lesson,
+    "08_attach_to_your_training.ipynb": attach_training,
 }
 
 
