@@ -46,11 +46,11 @@ class WatchControl(pn.viewable.Viewer):
     def __init__(self, live: LiveView, store, every: float = 5.0, **params):
         super().__init__(**params)
         self.live, self.store = live, store
-        self.select = pn.widgets.Select(label="Watch a running run", options={}, width=250,
+        self.select = pn.widgets.Select(label="Watch a running run", options={}, width=215,
                                         css_classes=["ls-watch-select"])
         self.watch_button = pn.widgets.Button(label="Watch", width=80, margin=(28, 5, 5, 5), disabled=True,
                                               css_classes=["ls-watch"])
-        self.refresh_button = pn.widgets.Button(label="↻", width=40, margin=(28, 5, 5, 5))
+        self.refresh_button = pn.widgets.Button(label="↻", width=36, margin=(28, 0, 5, 0))
         self.note = pn.pane.HTML(_EMPTY, margin=(0, 10), styles={"color": "#666", "font-size": "12px"},
                                  css_classes=["ls-watch-note"])
         self.watch_button.on_click(lambda _e: self.watch())
