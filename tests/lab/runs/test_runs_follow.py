@@ -110,11 +110,16 @@ def test_a_monitored_loop_in_another_process_is_followed_epoch_by_epoch(store, t
         second = _poll_until(follower, proc, lambda got: 1 in _finished_epochs(got))
         assert _finished_epochs(second) == [1] and not any(e.kind == "run_started" for e in second)
         assert {e.epoch for e in second if e.kind == "layer_metrics"} == {1}
+        running = store.running()                                   # what the app's watch list reads
+        assert running["run_id"].tolist() == [follower.run_id] and running["epochs"].tolist() == [1]
+        listed = store.list().set_index("run_id").loc[follower.run_id]
+        assert listed["status"] == "running" and listed["epochs"] == 1      # evaluated so far, not planned
         (control / "go2").touch()
         rest = _poll_until(follower, proc, lambda got: bool(got) and got[-1].kind in ev.TERMINAL_KINDS)
         assert _finished_epochs(rest) == [2] and rest[-1].kind == "run_finished"
         assert rest[-1].summary["best_layer"] in ("fc1", "fc2", "pre_logits")
         assert proc.wait(60) == 0
+        assert store.running().empty and store.list()["epochs"].tolist() == [2]
     finally:
         proc.kill()
 
