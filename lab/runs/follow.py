@@ -57,6 +57,8 @@ class RunFollower:
     store : None, lab.RunStore or path
         Where it is stored (None: the default store).
 
+    Notes
+    -----
     Each poll returns only what is new: ``RunStarted`` once the run has described itself (its layers and
     classes), then per completed (seed, epoch) its ``LayerMetrics``, ``LayerConfidence``, ``ClassMeans``,
     ``LayerUtilization``, ``ProjectionReady`` (PCA, and UMAP when it lands, perhaps a poll later),
