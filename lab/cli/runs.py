@@ -1,4 +1,4 @@
-"""``python -m lab runs list|show|delete|pack|unpack|to-tensorboard|to-mlflow``: the stored runs."""
+"""``python -m lab runs list|show|follow|delete|pack|unpack|to-tensorboard|to-mlflow``: the stored runs."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from typing import Any
 
 from lab import analysis
 from lab.catalogue import metric_label
-from lab.cli._common import EXIT_OK, EXIT_USAGE, command_with_actions, fmt, one_line, store_of
+from lab.cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, one_line, store_of
 
 __all__ = ["add_runs_parser"]
 
@@ -17,10 +17,17 @@ def add_runs_parser(sub, common, parser_class) -> None:
     action = command_with_actions(sub, "runs", common, parser_class,
                                   help="list, show, delete, pack, unpack or export stored runs",
                                   description="Stored runs.",
-                                  actions="list, show, delete, pack, unpack, to-tensorboard or to-mlflow")
+                                  actions="list, show, follow, delete, pack, unpack, to-tensorboard or to-mlflow")
     action("list", _cmd_list, help="table of the stored runs, newest first")
     p = action("show", _cmd_show, help="config, summary and per-layer table of a run")
     p.add_argument("run_id", metavar="RUN_ID")
+    p = action("follow", _cmd_follow, help="print a run's evaluations as another process writes them",
+               description="One line per evaluation of a run being written elsewhere (lab.Monitor in a training "
+                           "loop, another `lab run`, a study), as `lab run` prints its own, until the run ends; "
+                           "a finished run prints all of them. Ctrl-C stops following (the run goes on).")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--every", type=float, default=2.0, metavar="SECONDS",
+                   help="seconds between looks at the store (default 2)")
     p = action("delete", _cmd_delete, help="delete a stored run")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--force", action="store_true", help="delete even if the run is still running")
@@ -63,7 +70,35 @@ def _cmd_list(args) -> int:
     return EXIT_OK
 
 
-def _layer_table(rec, epoch: int | None = None) -> tuple[int | None, Any]:
+def _cmd_follow(args) -> int:
+    from lab.cli.console import RunConsole
+    from lab.runs.follow import follow
+
+    store = store_of(args)
+    if not store.exists(args.run_id):
+        print(f"error: no run {args.run_id!r} in {store.root.resolve()} (python -m lab runs list shows them)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if not args.every > 0:
+        print(f"error: --every must be a positive number of seconds, not {args.every}", file=sys.stderr)
+        return EXIT_USAGE
+    console = RunConsole(progress=False)
+    last = None
+    try:
+        for event in follow(args.run_id, store=store, every=args.every):
+            console.handle(event)
+            last = event
+    except KeyboardInterrupt:
+        print(f"stopped following run {args.run_id} (it goes on)", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        console.close()
+    if last is not None and last.kind == "run_finished":
+        print(f"finished: run {args.run_id}")
+        return EXIT_OK
+    print(f"run {args.run_id} ended {last.kind.removeprefix('run_') if last is not None else ''}: "
+          f"{one_line(getattr(last, 'message', ''))}", file=sys.stderr)
+    return EXIT_FAILED
     """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at ``epoch`` (default the
     last epoch stored), one row per layer in the run's layer order."""
     m = rec.metrics

@@ -143,15 +143,24 @@ def test_a_loop_that_dies_without_closing_reads_as_interrupted(store, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_loop_that_raises_is_followed_to_its_failure(store, tmp_path):
+def test_a_loop_that_raises_is_followed_to_its_failure(store, tmp_path, capsys):
+    from lab.cli.entry import main
+
     control = tmp_path / "control"
     proc = _start_loop(store, control, end="fail", epochs=1)
     try:
-        events = list(follow(_run_id(control, proc), store=store, every=0.1, timeout=180))
+        run_id = _run_id(control, proc)
+        events = list(follow(run_id, store=store, every=0.1, timeout=180))
         assert events[-1].kind == "run_failed" and "the loss went NaN" in events[-1].message
         assert _finished_epochs(events) == [0]
     finally:
         proc.kill()
+    # the command line prints the same evaluations and the end
+    assert main(["runs", "follow", run_id, "--runs-dir", str(store.root), "--every", "0.1"]) == 1
+    out, err = capsys.readouterr()
+    assert "epoch 0 | best layer " in out and "ended failed" in err and "the loss went NaN" in err
+    assert main(["runs", "follow", "no-such-run", "--runs-dir", str(store.root)]) == 2
+    assert "no run 'no-such-run'" in capsys.readouterr().err
 
 
 def test_bad_calls_say_what_to_pass(store):
