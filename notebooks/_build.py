@@ -7,14 +7,15 @@ Run from the repository root after editing a notebook's text or code here::
 
 The notebooks import ``lab`` and draw with ``app.plots``, the app's own plot module (the
 quickstart also shows the ``app`` component); they never define the library: no code cell
-holds a ``def`` or ``class`` (tests/lab/export/test_export.py checks). Each has a ``FAST`` switch read
+holds a ``def`` or ``class`` (tests/lab/export/test_export.py checks), except 08's, which is the reader's
+own training loop and LightningModule that ``lab.Monitor`` attaches to. Each has a ``FAST`` switch read
 from the ``LAB_FAST`` environment variable that shrinks it to about a minute on a 2-core CPU
 (the notebook tests run them that way); the text says what the full setting shows.
 
 The notebooks' cells are written in the modules beside this script: ``_nb_cells.py`` (the
 cell constructors and the cells every notebook shares), ``_nb_intro.py`` (01, 02),
-``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06), ``_nb_collapse.py`` (07) and ``_nb_attach.py`` (08). This script
-lists the notebooks and writes or checks them.
+``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06), ``_nb_collapse.py`` (07)
+and ``_nb_attach.py`` (08). This script lists the notebooks and writes or checks them.
 """
 from __future__ import annotations
 
