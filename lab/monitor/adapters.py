@@ -4,12 +4,12 @@
 - :class:`LightningCallback`: PyTorch Lightning (``lightning`` or ``pytorch_lightning``, imported when the
   callback is built; ``pip install "layerscope[trainers]"`` installs Lightning and accelerate).
 
-Both take the same arguments, ``(monitor, every=1, unit=None)`` (unit None is "epoch"), and follow the same schedule: an evaluation
-before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is the trainer's epoch number,
-1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the run's epoch is the global
-step), and one at the end of training when the last epoch or step was not a multiple of ``every``, so the
-final model is always measured. A number is evaluated once (gradient accumulation calls the batch hooks several
-times per optimizer step), and only on the main process (global rank 0). The run's meta records the axis:
+Both take the same arguments, ``(monitor, every=1, unit=None)`` (unit None is "epoch"), and follow the same
+schedule: an evaluation before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is
+the trainer's epoch number, 1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the
+run's epoch is the global step), and one at the end of training when the last epoch or step was not a multiple
+of ``every``, so the final model is always measured. A number is evaluated once (gradient accumulation calls the
+batch hooks several times per optimizer step), and only on the main process (global rank 0). The run's meta records the axis:
 ``axis`` is ``"epoch"`` or ``"step"``, and ``callback`` holds the callback's name, ``every`` and ``unit``.
 
 ::
@@ -142,8 +142,8 @@ class HFTrainerCallback(_hf_base()):
     """
 
     def __init__(self, monitor: Monitor, every=1, unit: str | None = None):
-        self.monitor = _check_monitor(monitor, "HFTrainerCallback")
         self.every, self.unit = _schedule(every, unit, "HFTrainerCallback", int_means_steps=True)
+        self.monitor = _check_monitor(monitor, "HFTrainerCallback")
         self._schedule = _Schedule(self.monitor, self.every, self.unit, "HFTrainerCallback")
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -192,11 +192,11 @@ def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
 
     Training that ends off the every-N grid is evaluated once more at its last epoch or step, so the final model
     is measured. Under ``strategy="ddp"`` rank 0 is this process; ``"ddp_spawn"`` would pickle the callback into
-    new processes, which is refused with a TypeError that says so. Raises ImportError naming the package to install when neither ``lightning`` nor
-    ``pytorch_lightning`` is installed.
+    new processes, which is refused with a TypeError that says so. Raises ImportError naming the package to
+    install when neither ``lightning`` nor ``pytorch_lightning`` is installed.
     """
-    _check_monitor(monitor, "LightningCallback")
     every, unit = _schedule(every, unit, "LightningCallback")
+    _check_monitor(monitor, "LightningCallback")
     base = _lightning_base()
     if base is None:
         raise ImportError('LightningCallback needs PyTorch Lightning: pip install "layerscope[trainers]" '

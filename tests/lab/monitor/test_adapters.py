@@ -241,7 +241,8 @@ class _Pixels(torch.utils.data.Dataset):
 
 def _hf_train(tmp_path, model, images, labels, callbacks, epochs=2, batch=32, accumulate=1):
     transformers = pytest.importorskip("transformers")
-    pytest.importorskip("accelerate", reason='transformers\' Trainer needs accelerate: pip install "layerscope[trainers]"')
+    pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate: "
+                                             'pip install "layerscope[trainers]"')
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"), num_train_epochs=epochs, per_device_train_batch_size=batch,
         gradient_accumulation_steps=accumulate, learning_rate=0.05, report_to=[], use_cpu=True, save_strategy="no",
@@ -273,7 +274,7 @@ def _hf_flag_probe(flags, model):
 @pytest.mark.parametrize("every, unit, accumulate, epochs", [
     (1, None, 1, [0, 1, 2]),                      # the default: every epoch
     ("epoch", None, 1, [0, 1, 2]),                # the last release's spelling
-    (3, "step", 2, [0, 3, 6, 8]),                 # 8 micro-batches of 16 a epoch, 2 per step: 8 steps, the last off the grid
+    (3, "step", 2, [0, 3, 6, 8]),                 # 8 batches of 16 a epoch, 2 per step: 8 steps, the last off grid
 ], ids=["every-epoch", "every-epoch-as-shipped", "every-3-steps-accumulated"])
 def test_the_hf_trainer_evaluates_on_its_schedule(store, tmp_path, digits, one_thread, every, unit, accumulate,
                                                   epochs):
