@@ -5,12 +5,12 @@
   callback is built; ``pip install "layerscope[trainers]"`` installs Lightning and accelerate).
 
 Both take the same arguments, ``(monitor, every=1, unit=None)`` (unit None is "epoch"), and follow the same
-schedule: an evaluation before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is
-the trainer's epoch number, 1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the
-run's epoch is the global step), and one at the end of training when the last epoch or step was not a multiple
-of ``every``, so the final model is always measured. A number is evaluated once (gradient accumulation calls the
-batch hooks several times per optimizer step), and only on the main process (global rank 0). The run's meta
-records the axis: ``axis`` is ``"epoch"`` or ``"step"``, and ``callback`` holds the callback's name, ``every`` and ``unit``.
+schedule: an evaluation before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is the
+trainer's epoch number, 1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the run's
+epoch is the global step), and one at the end of training when the last epoch or step was not a multiple of
+``every``, so the final model is always measured. A number is evaluated once (gradient accumulation calls the batch
+hooks several times per optimizer step), and only on the main process (global rank 0). The run's meta records the
+axis: ``axis`` is ``"epoch"`` or ``"step"``, and ``callback`` holds the callback's name, ``every`` and ``unit``.
 
 ::
 
