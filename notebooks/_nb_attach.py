@@ -153,7 +153,8 @@ evaluates before training (epoch 0) and after every training epoch (epoch `curre
 rank 0 only. Below: the same architecture from the same initial weights (`torch.manual_seed(0)` again),
 wrapped in a `LightningModule`, trained by a `Trainer` on the same batches. The monitor is given the
 network itself (`lit.model`), so its layers are named as in Part 1. Lightning is not a dependency of lab:
-install `lightning` (or `pytorch_lightning`) yourself.
+`pip install "layerscope[trainers]"` brings it (and accelerate, for the Hugging Face Trainer's callback).
+`LightningCallback(mon, every=2)` evaluates every second epoch, `every=50, unit="step"` every 50 optimizer steps.
 '''),
         code('''
 import logging

@@ -239,7 +239,7 @@ def test_the_hf_trainer_callback_follows_the_trainer_events(store, cli, one_thre
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with lab.Monitor(model, unseen=(images, labels), layers=["vit.layers.0", "layers.1"], store=store,
                      metrics=("nmi", "knn_accuracy"), name="hf") as mon:
-        per_epoch, per_step = HFTrainerCallback(mon), HFTrainerCallback(mon, every=2)
+        per_epoch, per_step = HFTrainerCallback(mon), HFTrainerCallback(mon, every=2, unit="step")
         state, control = TrainerState(), TrainerControl()
         per_epoch.on_train_begin(None, state, control)
         other_rank = TrainerState(is_world_process_zero=False)
