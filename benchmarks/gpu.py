@@ -52,11 +52,12 @@ from lab.device import autocast, autocast_dtype, resolve_device, to_channels_las
 
 GOALS = {"extraction": (">=", 0.95), "fine-tuning": (">=", 0.90), "knn": ("<=", 1.5)}
 MODELS = ("resnet50", "vit_base_patch16_224")
-FULL = {"batch": 64, "batches": 8, "pairs": 10, "knn_n": 50_000, "knn_classes": 100,
+FULL = {"batch": 64, "batches": 8, "pairs": 10, "warmup": True, "knn_n": 50_000, "knn_classes": 100,
         "eval_n": 20_000, "eval_classes": 20, "eval_batch": 256, "models": MODELS, "eval_model": MODELS[1]}
-# the smoke test: the same code paths on the small models of the same two families (ResNet, ViT)
-QUICK = {"batch": 2, "batches": 2, "pairs": 1, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16, "eval_classes": 4,
-         "eval_batch": 8, "models": ("resnet18", "vit_tiny_patch16_224"), "eval_model": "vit_tiny_patch16_224"}
+# the smoke test: the same code paths on the small models of the same two families (ResNet, ViT), without the
+# warm-up calls (its timings judge nothing)
+QUICK = {"batch": 2, "batches": 2, "pairs": 1, "warmup": False, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16,
+         "eval_classes": 4, "eval_batch": 8, "models": ("resnet18", "vit_tiny_patch16_224"), "eval_model": "vit_tiny_patch16_224"}
 _DIM = 768
 
 
@@ -65,9 +66,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def _pairs(lab_fn, bare_fn, pairs: int, device: torch.device) -> tuple[float, float, float]:
-    """(median lab seconds, median bare seconds, median of the per-pair ratios lab/bare); one warm-up each."""
-    lab_fn(), bare_fn()
+def _pairs(lab_fn, bare_fn, pairs: int, device: torch.device, warmup: bool = True) -> tuple[float, float, float]:
+    """(median lab seconds, median bare seconds, median of the per-pair ratios lab/bare); one warm-up each
+    unless ``warmup`` is False."""
+    if warmup:
+        lab_fn(), bare_fn()
     t_lab, t_bare = [], []
     for i in range(pairs):
         order = ((lab_fn, t_lab), (bare_fn, t_bare))
@@ -115,7 +118,7 @@ def bench_extraction(name: str, s: dict, device: torch.device) -> dict:
     def extract():
         features.extract(bb, images, layers=bb.layers, batch_size=b, normalize=False)
 
-    t_lab, t_bare, ratio = _pairs(extract, bare, s["pairs"], device)
+    t_lab, t_bare, ratio = _pairs(extract, bare, s["pairs"], device, s.get("warmup", True))
     n = b * k
     print(f"extraction  {name:<22} {len(bb.layers):>2} layers  extract {n / t_lab:9.1f} img/s  "
           f"bare forward {n / t_bare:9.1f} img/s  ratio {1 / ratio:.3f}  {_verdict('extraction', 1 / ratio, device)}")
@@ -131,7 +134,7 @@ def bench_extraction(name: str, s: dict, device: torch.device) -> dict:
             with torch.no_grad(), autocast(device, amp):
                 bb.model(x)
 
-        t_nhwc, t_nchw, r = _pairs(bare_nhwc, bare_nchw, s["pairs"], device)
+        t_nhwc, t_nchw, r = _pairs(bare_nhwc, bare_nchw, s["pairs"], device, s.get("warmup", True))
         print(f"  channels_last bare forward {b / t_nhwc:9.1f} img/s vs NCHW {b / t_nchw:9.1f} img/s "
               f"(NHWC/NCHW speed {1 / r:.3f})")
     return {"lab": n / t_lab, "bare": n / t_bare, "ratio": 1 / ratio}
@@ -172,7 +175,7 @@ def bench_training(name: str, s: dict, device: torch.device) -> dict:
 
     ft.model.train()
     head.train()
-    t_lab, t_bare, ratio = _pairs(step, bare, s["pairs"], device)
+    t_lab, t_bare, ratio = _pairs(step, bare, s["pairs"], device, s.get("warmup", True))
     ft.model.eval()
     n = s["batch"]
     print(f"fine-tuning {name:<22} full, AdamW  train_step {n / t_lab:9.1f} img/s  bare loop {n / t_bare:9.1f} img/s  "
@@ -208,7 +211,7 @@ def bench_kmeans(s: dict, device: torch.device) -> dict:
     def kmeans():
         lab.metrics.compute_layer(X, y, metrics=("nmi",))
 
-    t_lab, t_ref, ratio = _pairs(kmeans, _gram(X), max(1, s["pairs"] // 2), device)
+    t_lab, t_ref, ratio = _pairs(kmeans, _gram(X), max(1, s["pairs"] // 2), device, s.get("warmup", True))
     print(f"k-means NMI N={n:,} d={_DIM} {k} classes  {t_lab:7.2f} s  blocked float32 X@X.T {t_ref:7.2f} s  "
           f"ratio {ratio:.3f}  {_verdict('knn', ratio, device)}")
     return {"lab": t_lab, "bare": t_ref, "ratio": ratio}
@@ -225,7 +228,7 @@ def bench_knn(s: dict, device: torch.device) -> dict:
         values.update(lab.metrics.compute_layer(X, y, metrics=("knn_accuracy", "knn_purity")))
 
     pairs = max(1, s["pairs"] // 2)
-    t_lab, t_ref, ratio = _pairs(knn, gram, pairs, device)
+    t_lab, t_ref, ratio = _pairs(knn, gram, pairs, device, s.get("warmup", True))
     print(f"kNN metrics N={n:,} d={_DIM} {k} classes (knn_accuracy k=1, knn_purity k={n // k - 1})  "
           f"{t_lab:7.2f} s  blocked float32 X@X.T {t_ref:7.2f} s  ratio {ratio:.3f}  {_verdict('knn', ratio, device)}")
     return {"lab": t_lab, "bare": t_ref, "ratio": ratio}
