@@ -38,7 +38,6 @@ from lab._numpydoc import parameter_docs
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS", "PRECISIONS",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
-    "MONITORED", "is_monitored",
 ]
 
 STRATEGIES = catalogue.STRATEGY_NAMES
@@ -61,17 +60,6 @@ COLLAPSE_METRICS = catalogue.COLLAPSE_METRICS
 TRANSFER_METRICS = catalogue.TRANSFER_METRICS
 """Transferability estimators (LogME, SFDA); computed on the seen held-out sample before fine-tuning (epoch 0)."""
 DEFAULT_METRICS = catalogue.DEFAULT_METRICS
-
-MONITORED = "monitor:"
-"""How the dataset and backbone of a run recorded by :class:`lab.Monitor` begin (``"monitor:MLP"``)."""
-
-
-def is_monitored(config) -> bool:
-    """Whether a run's config (a :class:`RunConfig` or its dict) was recorded by :class:`lab.Monitor`: the
-    researcher's loop trained the model (its strategy reads "none": lab trained nothing) and numbered its
-    evaluations (epochs or steps), so the run has no planned number of epochs."""
-    backbone = config.get("backbone") if isinstance(config, dict) else getattr(config, "backbone", None)
-    return isinstance(backbone, str) and backbone.startswith(MONITORED)
 """What a run measures by default (:data:`lab.catalogue.DEFAULT_METRICS`)."""
 
 FIELD_CHOICES = MappingProxyType({

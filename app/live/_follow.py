@@ -14,7 +14,7 @@ from typing import Callable
 
 from lab import events as ev
 
-__all__ = ["Following"]
+__all__ = ["Following", "follow_in"]
 
 _log = logging.getLogger(__name__)
 
@@ -80,3 +80,34 @@ class Following:
             if self._follower.ended:
                 return
             self._stop.wait(self._every)
+
+
+def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following:
+    """Have ``view`` (a :class:`~app.live.LiveView`) show ``run_id`` of ``store`` (None: the view's store, else
+    the default store) and follow it: reset the view, route its events through the session's document, start
+    the thread (stopped when the session ends). Raises KeyError for a run the store does not have."""
+    import panel as pn
+
+    import lab.store
+
+    store = store if store is not None else (view.store or lab.store.RunStore())
+    following = Following(run_id, store, view.push, every=every, on_started=partial(_thumbnails_for, view),
+                          on_message=partial(view.set_message, status="running"))
+    view.store = store
+    view.reset(f"Reading run {run_id} from the store…", status="starting")
+    doc = pn.state.curdoc
+    view.bind_document(doc)
+    if doc is not None and doc.session_context is not None:
+        pn.state.on_session_destroyed(lambda _ctx, f=following: f.stop())
+    return following.start()
+
+
+def _thumbnails_for(view, event: ev.RunStarted) -> None:
+    """Hover thumbnails of a followed run's images, where its dataset is one lab loads (the follow thread)."""
+    from lab.config import RunConfig
+    from lab.monitor.naming import is_monitored
+
+    from ._thumbnails import load_thumbnails
+
+    if not is_monitored(event.config):      # a monitored loop's own tensors are not stored: no thumbnails
+        load_thumbnails(view, RunConfig.from_dict(event.config))

@@ -23,11 +23,12 @@ from lab.device import check_device
 from lab.runs.names import check_names
 from lab.runs.projections import notices_to
 
-from app.base import ThumbnailSource, notify as _notify, shared
+from app.base import notify as _notify, shared
 
+from ._thumbnails import load_thumbnails
 from .view import LiveView
 
-__all__ = ["RunControl", "readable_error", "load_thumbnails"]
+__all__ = ["RunControl", "readable_error"]
 
 _log = logging.getLogger(__name__)
 
@@ -199,21 +200,3 @@ class RunControl(pn.viewable.Viewer):
 
     def __panel__(self):
         return self._layout
-
-
-def load_thumbnails(live: LiveView, cfg) -> None:
-    """Load, in a thread of its own, thumbnails of the run's unseen evaluation images (the indices of
-    ProjectionReady) and hand them to ``live``."""
-    def load():
-        try:
-            import lab.runs
-
-            data = lab.runs.prepare_data(cfg)
-            source = ThumbnailSource(data.unseen.thumbnail, size=32)
-            source.get(range(len(data.unseen)))
-        except Exception as exc:  # hover thumbnails are a nicety; the plot works without them
-            _log.warning("no hover thumbnails: %s", exc)
-            return
-        live.push(partial(live.set_thumbnails, source))
-
-    threading.Thread(target=load, daemon=True, name="layerscope-thumbnails").start()

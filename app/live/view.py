@@ -124,55 +124,25 @@ class LiveView(pn.viewable.Viewer):
         self._dispatcher.push(item, urgent=urgent)
 
     def follow(self, run_id: str, store=None, *, every: float = 1.0) -> None:
-        """Show a stored run and follow it as another process writes it (:mod:`lab.runs.follow`).
-
-        The run may be running (a :class:`lab.Monitor` in someone's training loop, ``python -m lab run``, a
-        study's worker), finished, failed or interrupted: the view replays what is stored and then keeps
-        up, an evaluation at a time, until the run ends or :meth:`stop_following` (or a run started here).
-        ``store``: where it is (None: this view's store, else the default store). Session thread only.
-
-        Raises
-        ------
-        KeyError
-            No run ``run_id`` in the store (the message names the store).
-        """
-        from ._follow import Following
-
-        import lab.store
+        """Show a stored run and follow it as another process writes it (:mod:`lab.runs.follow`): a
+        :class:`lab.Monitor` in someone's training loop, ``python -m lab run``, a study's worker; a finished run
+        is replayed. Until the run ends, :meth:`stop_following` or a run started here. ``store``: None for this
+        view's store, else the default one. Raises KeyError for a run the store lacks. Session thread only."""
+        from ._follow import follow_in
 
         self.stop_following()
-        store = store if store is not None else (self.store or lab.store.RunStore())
-        following = Following(run_id, store, self.push, every=every, on_started=self._followed_run_started,
-                              on_message=partial(self.set_message, status="running"))
-        self.store = store
-        self.reset(f"Reading run {run_id} from the store…", status="starting")
-        self.bind_document(pn.state.curdoc)
-        doc = pn.state.curdoc
-        if doc is not None and doc.session_context is not None:
-            pn.state.on_session_destroyed(lambda _ctx, f=following: f.stop())
-        self._following = following.start()
+        self._following = follow_in(self, run_id, store, every=every)
 
     def stop_following(self) -> None:
         """Stop following the stored run (what it showed stays)."""
         if self._following is not None:
             self._following.stop()
-            self._following = None
+        self._following = None
 
     @property
     def following(self) -> str | None:
         """Id of the stored run this view follows while it is written, or None."""
-        f = self._following
-        return f.run_id if f is not None and f.active else None
-
-    def _followed_run_started(self, event) -> None:
-        """Hover thumbnails of a followed run's images, where its dataset is one lab loads (worker thread)."""
-        from lab.config import RunConfig, is_monitored
-
-        from .run_controls import load_thumbnails
-
-        if is_monitored(event.config):
-            return                  # the loop's own tensors: not stored, so no thumbnails
-        load_thumbnails(self, RunConfig.from_dict(event.config))
+        return self._following.run_id if self._following is not None and self._following.active else None
 
     def reset(self, message: str = "Starting…", status: str = "starting") -> None:
         """Forget the current run and show an empty, waiting view (session thread only)."""

@@ -99,6 +99,9 @@ def _cmd_follow(args) -> int:
     print(f"run {args.run_id} ended {last.kind.removeprefix('run_') if last is not None else ''}: "
           f"{one_line(getattr(last, 'message', ''))}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _layer_table(rec, epoch: int | None = None) -> tuple[int | None, Any]:
     """Mean over seeds (:func:`lab.analysis.aggregate_seeds`) of every metric at ``epoch`` (default the
     last epoch stored), one row per layer in the run's layer order."""
     m = rec.metrics

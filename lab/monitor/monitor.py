@@ -192,7 +192,8 @@ class Monitor:
                  normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
                  precision: str = "auto", protocol: str = "default",
                  on_event: Callable[[Any], None] | None = None):
-        from lab.config import DEFAULT_METRICS, MONITORED, RunConfig
+        from lab.config import DEFAULT_METRICS, RunConfig
+        from lab.monitor.naming import MONITORED
 
         self.model = model
         self.module = unwrap(model)

@@ -78,9 +78,10 @@ def test_a_monitored_loop_elsewhere_is_listed_watched_and_read_as_interrupted_wh
         assert "my loop" in next(iter(scope.watcher.select.options))
         assert scope.watcher.watch()
         view = scope.live
-        _wait(lambda: view.model.epochs_done == 1, proc, what="epoch 0 in the view")
+        # the follow thread applies each event as it reads it (no session here): wait for the status line
+        _wait(lambda: "1 evaluation so far" in view._status_md.object, proc, what="epoch 0 in the view")
         assert view.status == "running" and view.model.open_ended and view.following == run_id
-        assert view.probe()["metric_layers"] == 3 and "1 evaluation so far" in view._status_md.object
+        assert view.model.epochs_done == 1 and view.probe()["metric_layers"] == 3
         (control / "go1").touch()
         _wait(lambda: view.model.epochs_done == 2, proc, what="epoch 1 in the view")
         assert view.model.heatmap_frame("nmi", "unseen")["epoch"].unique().tolist() == [0, 1]

@@ -97,7 +97,7 @@ def test_flags_override_the_config_file(tmp_path, monkeypatch, store, capsys):
     (["runs", "delete", "/etc/passwd"], r"run id '/etc/passwd' is not valid"),
     (["export", "nope", "-o", "x.ipynb"], r"no run 'nope'"),
     (["frobnicate"], r"invalid choice: 'frobnicate'"),
-    (["runs"], r"give an action: list, show, delete, pack, unpack, to-tensorboard or to-mlflow"),
+    (["runs"], r"give an action: list, show, follow, delete, pack, unpack, to-tensorboard or to-mlflow"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, store, capsys):
     assert _exit_code([*argv, "--runs-dir", str(store.root)] if argv[0] != "frobnicate" else argv) == 2
