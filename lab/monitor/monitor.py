@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import random
 import threading
 import time
@@ -40,7 +41,7 @@ from torch import nn
 from lab.monitor._eval_set import EvalSet, eval_set
 from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
 
-__all__ = ["Monitor", "MonitorClosedError"]
+__all__ = ["Monitor", "MonitorClosedError", "is_main_process"]
 
 
 HEARTBEAT_SECONDS = 60.0
@@ -180,6 +181,11 @@ class Monitor:
         Images per extraction batch.
     on_event : callable, optional
         Called with every :mod:`lab.events` event the evaluation streams (layer metrics, layouts, ...).
+    all_ranks : bool
+        False (default): in a distributed run (torchrun, ``accelerate launch``, Lightning's DDP) only the main
+        process (global rank 0) measures and writes the run; on every other rank the monitor checks its input
+        as everywhere, writes nothing, and ``evaluate`` measures nothing and returns an empty table
+        (:attr:`active` is False). True: every process writes a run of its own.
 
     Notes
     -----
@@ -191,7 +197,7 @@ class Monitor:
     def __init__(self, model: nn.Module, unseen, seen=None, layers=None, metrics=None, store=None, name=None, *,
                  normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
                  precision: str = "auto", protocol: str = "default",
-                 on_event: Callable[[Any], None] | None = None):
+                 on_event: Callable[[Any], None] | None = None, all_ranks: bool = False):
         from lab.config import DEFAULT_METRICS, RunConfig
         from lab.monitor.naming import MONITORED
 
@@ -217,6 +223,8 @@ class Monitor:
         if self.seen is not None:
             _check_counts(self.seen, self.config.seen_metrics(0), "seen")
         self._store = store
+        self.active = bool(all_ranks) or is_main_process()
+        """Whether this process measures and writes the run (False on a distributed run's other ranks)."""
         self._on_event = on_event
         self._kind = kind
         self._normalize = bool(normalize)
@@ -240,10 +248,12 @@ class Monitor:
         if self._state != "new":
             raise MonitorClosedError(f"this Monitor already wrote run {self.run_id} ({self._state}); a Monitor "
                                      f"writes one run: create a new lab.Monitor(...) for another.")
+        self._state = "open"
+        if not self.active:
+            return self                     # another rank: rank 0 writes the run
         from lab.runs.attach import open_context
 
         self.ctx = open_context(self.config, self._store)
-        self._state = "open"
         try:
             self._prepare()
         except BaseException as exc:
@@ -260,7 +270,9 @@ class Monitor:
                 self.ctx.recorder.update_meta()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if self._state == "open":
+        if self._state == "open" and not self.active:
+            self._state = "closed"
+        elif self._state == "open":
             self._close(exc)
         return False
 
@@ -330,6 +342,11 @@ class Monitor:
             raise MonitorClosedError(f"Monitor.evaluate was called {when}; call it inside "
                                      f"`with lab.Monitor(model, unseen=...) as mon:`.")
         epoch = self._next_epoch(epoch)
+        if not self.active:
+            self._epoch = epoch
+            import pandas as pd
+
+            return pd.DataFrame(columns=["seed", "epoch", "layer", "split", "metric", "value"])
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("Monitor.evaluate is already running in another thread; a run evaluates one epoch "
                                "at a time (call it from one thread, e.g. rank 0).")
@@ -414,6 +431,9 @@ class Monitor:
         """The stored run (:class:`lab.store.RunRecord`), as written so far."""
         from lab.store import RunStore
 
+        if not self.active:
+            raise ValueError("this Monitor has no stored run: this process is not the main process of a "
+                             "distributed run (rank 0 writes it; all_ranks=True has every rank write one).")
         if self.ctx is None or self.ctx.recorder.root is None:
             raise ValueError("this Monitor has no stored run (not opened yet, or store=False).")
         return RunStore(self.ctx.recorder.root).load(self.run_id)
@@ -421,6 +441,23 @@ class Monitor:
     def __repr__(self) -> str:
         return (f"Monitor({type(self.module).__name__}, layers={len(self.layers)}, unseen={len(self.unseen)} "
                 f"images, run={self.run_id}, {self._state})")
+
+
+def is_main_process() -> bool:
+    """Whether this process is the main one (global rank 0) of a distributed run, or not in one: the process
+    group's rank once ``torch.distributed`` is initialized, else the launchers' environment (``RANK`` from
+    torchrun and ``accelerate launch``; ``LOCAL_RANK`` and ``NODE_RANK`` from Lightning's DDP launcher)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    env = os.environ
+    try:
+        if "RANK" in env:
+            return int(env["RANK"]) == 0
+        return int(env.get("LOCAL_RANK", 0)) == 0 and int(env.get("NODE_RANK", 0)) == 0
+    except ValueError:          # a variable of the same name set for something else: not a launcher's rank
+        return True
 
 
 @contextlib.contextmanager

@@ -344,3 +344,67 @@ def test_bad_arguments_name_the_fix(pl, digits, callback):
         with pytest.raises(ValueError, match=rf"{name}: monitor must be a lab.Monitor.*Got Sequential instead"):
             callback(nn.Sequential())
         assert callback(mon, every="epoch").unit == "epoch"
+
+
+_DDP_SCRIPT = """
+import json, os, sys
+import torch
+from torch import nn
+import lightning.pytorch as pl
+import lab
+from lab.monitor import LightningCallback
+
+class Module(pl.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def training_step(self, batch, _):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 3))
+    x, y = torch.rand(40, 1, 8, 8), torch.arange(40) % 3
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=5)
+    # every rank opens the monitor on the same store: only rank 0 (LOCAL_RANK unset or 0) writes the run
+    with lab.Monitor(net, unseen=(x, y), store=lab.RunStore(sys.argv[1]), metrics=("nmi",)) as mon:
+        trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=2, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             callbacks=[LightningCallback(mon)])
+        trainer.fit(Module(net), loader)
+        evaluated = sorted(set(mon.ctx.results.metrics()["epoch"])) if mon.active else []
+    print("RANK " + json.dumps({"rank": trainer.global_rank, "active": mon.active, "evaluated": [int(e) for e in evaluated],
+                                "steps": trainer.global_step}), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_lightning_ddp_on_two_processes_evaluates_once_on_rank_zero(pl, tmp_path, repo_root):
+    """A real 2-process DDP run on CPU (gloo), every rank opening the same monitor on the same store: rank 0 (this
+    script's process) evaluates and writes the one run; rank 1's monitor is inactive."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "ddp_monitor.py"
+    script.write_text(_DDP_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = {r["rank"]: r for r in (json.loads(line[5:]) for line in out.stdout.splitlines()
+                                    if line.startswith("RANK "))}
+    assert set(ranks) == {0, 1}
+    assert ranks[0]["evaluated"] == [0, 1, 2] and ranks[1]["evaluated"] == []
+    assert ranks[0]["active"] and not ranks[1]["active"]
+    assert ranks[0]["steps"] == ranks[1]["steps"] == 8                 # 40 images over 2 ranks, batches of 5, 2 epochs
+    runs = lab.RunStore(tmp_path / "runs").list()
+    assert len(runs) == 1 and runs["status"].tolist() == ["finished"]
+    rec = lab.RunStore(tmp_path / "runs").load(runs["run_id"][0])
+    assert list(rec.training["epoch"]) == [0, 1, 2] and set(rec.metrics["epoch"]) == {0, 1, 2}

@@ -315,3 +315,32 @@ def test_the_lightning_callback_evaluates_each_epoch(digits, one_thread):
                              enable_progress_bar=False, logger=False, enable_checkpointing=False)
         trainer.fit(Module(), loader)
         assert set(mon.ctx.results.metrics()["epoch"]) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("env, writes", [({"RANK": "1"}, False), ({"RANK": "0"}, True),
+                                         ({"LOCAL_RANK": "1", "NODE_RANK": "0"}, False),
+                                         ({"LOCAL_RANK": "0", "NODE_RANK": "1"}, False), ({}, True)])
+def test_only_the_main_process_of_a_distributed_run_writes_it(store, digits, one_thread, monkeypatch, env, writes):
+    """The launchers' environment is the interface (torchrun / accelerate: RANK; Lightning's DDP: LOCAL_RANK and
+    NODE_RANK); once torch.distributed is initialized its rank decides (tested by the adapters' DDP run)."""
+    unseen, _, _ = digits
+    for name in ("RANK", "LOCAL_RANK", "NODE_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    model = _mlp()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with lab.Monitor(model, unseen=unseen, store=store, metrics=("nmi",)) as mon:
+        first, second = mon.evaluate(), mon.evaluate()
+    assert mon.active is writes and len(store.ids()) == int(writes)
+    assert (len(first) > 0) is writes and (set(second["epoch"]) == {1} if writes else second.empty)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    if not writes:
+        assert mon.run_id is None
+        with pytest.raises(ValueError, match="not the main process.*all_ranks=True"):
+            mon.record()
+        with pytest.raises(MonitorClosedError):
+            mon.evaluate()
+        with lab.Monitor(model, unseen=unseen, store=store, metrics=("nmi",), all_ranks=True) as every:
+            every.evaluate()
+        assert every.active and store.load(every.run_id).status == "finished"
