@@ -228,39 +228,6 @@ def _check_hf_run(store, mon, model, cli, epochs):
     assert mon.run_id in out.stdout
 
 
-def test_the_hf_trainer_callback_follows_the_trainer_events(store, cli, one_thread):
-    """The TrainerCallback contract driven by hand, as Trainer drives it: begin, steps, epoch ends (rank 0 only)."""
-    from transformers import TrainerControl, TrainerState
-
-    from lab.monitor import HFTrainerCallback
-
-    model = _tiny_vit()
-    images, labels = torch.rand(24, 1, 16, 16), torch.arange(24) % 3
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with lab.Monitor(model, unseen=(images, labels), layers=["vit.layers.0", "layers.1"], store=store,
-                     metrics=("nmi", "knn_accuracy"), name="hf") as mon:
-        per_epoch, per_step = HFTrainerCallback(mon), HFTrainerCallback(mon, every=2, unit="step")
-        state, control = TrainerState(), TrainerControl()
-        per_epoch.on_train_begin(None, state, control)
-        other_rank = TrainerState(is_world_process_zero=False)
-        for epoch in (1, 2):
-            for _ in range(3):
-                model.train()
-                loss = nn.functional.cross_entropy(model(pixel_values=images).logits, labels)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                state.global_step += 1
-                per_step.on_step_end(None, other_rank, control)       # not the main process: nothing
-            state.epoch = float(epoch)
-            per_epoch.on_epoch_end(None, state, control)
-            per_epoch.on_epoch_end(None, other_rank, control)
-        assert model.training
-    _check_hf_run(store, mon, model, cli, [0, 1, 2])
-    with pytest.raises(ValueError, match="every must be 'epoch' or a positive number of steps"):
-        HFTrainerCallback(mon, every=0)
-
-
 def test_the_hf_trainer_callback_in_a_real_trainer(store, tmp_path, cli, one_thread):
     pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate, which is not installed")
     import transformers
@@ -285,36 +252,6 @@ def test_the_hf_trainer_callback_in_a_real_trainer(store, tmp_path, cli, one_thr
         transformers.Trainer(model=model, args=args, train_dataset=Pixels(),
                              callbacks=[HFTrainerCallback(mon)]).train()
     _check_hf_run(store, mon, model, cli, [0, 1, 2])
-
-
-def test_the_lightning_callback_evaluates_each_epoch(digits, one_thread):
-    try:
-        import lightning.pytorch as pl
-    except ImportError:
-        pl = pytest.importorskip("pytorch_lightning", reason="PyTorch Lightning is not installed")
-    from lab.monitor import LightningCallback
-
-    unseen, images, labels = digits
-    model = _mlp()
-
-    class Module(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def training_step(self, batch, _):
-            x, y = batch
-            return nn.functional.cross_entropy(self.model(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=32)
-    with lab.Monitor(model, unseen=unseen, store=False, metrics=("nmi",)) as mon:
-        trainer = pl.Trainer(max_epochs=2, callbacks=[LightningCallback(mon)], accelerator="cpu",
-                             enable_progress_bar=False, logger=False, enable_checkpointing=False)
-        trainer.fit(Module(), loader)
-        assert set(mon.ctx.results.metrics()["epoch"]) == {0, 1, 2}
 
 
 @pytest.mark.parametrize("env, writes", [({"RANK": "1"}, False), ({"RANK": "0"}, True),
