@@ -277,6 +277,7 @@ class Monitor:
         return False
 
     def _prepare(self) -> None:
+        from lab.runs.attach import initial_weights
         from lab.runs.context import SeedState
         from lab.runs.data import RunData
         from lab.runs.projections import Projections
@@ -292,16 +293,8 @@ class Monitor:
         ctx.proj_layers = [] if self.config.projection == "none" else list(self.layers)
         ctx.results.layers = list(self.layers)
         ft = _NoTraining(self.module)
-        # utilization: each tap's distance from its weights as the block opened (trainable modules only)
-        weighted, initial = [], {}
-        for layer in ctx.layers:
-            module = bb.tap_module(layer)
-            if module is None:
-                continue
-            weighted.append(layer)
-            if any(p.requires_grad for p in module.parameters()):
-                initial[layer] = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
-        self._seed_state = SeedState(0, bb, ft, weighted, initial)
+        # utilization: each tap's distance from its weights as the block opened
+        self._seed_state = SeedState(0, bb, ft, *initial_weights(bb, ctx.layers))
         self._projections = Projections(ctx)
         self._evaluator = _evaluator(ctx, self._projections)
         layers = [{"name": n, "kind": bb.tap(n).kind, "dim": int(bb.tap(n).dim)} for n in ctx.layers]

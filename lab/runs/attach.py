@@ -5,6 +5,7 @@ them, so a monitored run is written by the same recorder and measured by the sam
 :class:`~lab.runs.evaluation.Evaluator` as any run of the engine:
 
 - :func:`open_context`: a new run in the store and the :class:`~lab.runs.context.RunContext` around it;
+- :func:`initial_weights`: the taps' weights at the start, the reference of utilization (and contribution);
 - :func:`evaluate_epoch`: evaluate one seed's model at one epoch, then close the epoch (its training row,
   timings, projections' news and the seed's :class:`~lab.events.Generalization`).
 """
@@ -23,7 +24,7 @@ from lab.runs.recorder import open_recorder
 from lab.runs.results import Results
 from lab.runs.worker import CancelToken, Worker
 
-__all__ = ["open_context", "evaluate_epoch"]
+__all__ = ["open_context", "initial_weights", "evaluate_epoch"]
 
 
 def open_context(config, store, cancel: CancelToken | None = None) -> RunContext:
@@ -33,6 +34,21 @@ def open_context(config, store, cancel: CancelToken | None = None) -> RunContext
     cancel = cancel or CancelToken()
     recorder = open_recorder(store, config)
     return RunContext(config, recorder, cancel, Worker(cancel, recorder.run_id), Results(recorder.run_id))
+
+
+def initial_weights(bb, layers, *, every: bool = False) -> tuple[list[str], dict[str, dict]]:
+    """The taps of ``layers`` that are modules (utilization is measured on them) and CPU copies of their
+    weights now: only of those with trainable weights (what can move), or of every one with ``every`` (layer
+    contribution re-initialises them, and their batch-norm statistics move too)."""
+    weighted, initial = [], {}
+    for name in layers:
+        module = bb.tap_module(name)
+        if module is None:
+            continue
+        weighted.append(name)
+        if every or any(p.requires_grad for p in module.parameters()):
+            initial[name] = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    return weighted, initial
 
 
 def evaluate_epoch(ctx: RunContext, evaluator: Evaluator, projections: Projections, state: SeedState, epoch: int, *,

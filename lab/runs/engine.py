@@ -23,7 +23,7 @@ import numpy as np
 from lab._cancel import Cancelled
 from lab.config import RunConfig
 from lab.events import Event, RunCancelled, RunFailed, RunFinished, RunStarted
-from lab.runs.attach import evaluate_epoch, open_context
+from lab.runs.attach import evaluate_epoch, initial_weights, open_context
 from lab.runs.contribution import Contribution
 from lab.runs.context import RunContext, SeedState
 from lab.runs.data import RunData, absolute_dataset, prepare_data
@@ -252,17 +252,7 @@ class _Engine:
         if ctx.data.train is not None:          # None when nothing is trained (strategy "none")
             ft.schedule(cfg.lr_schedule, cfg.n_epochs * -(-len(ctx.data.train) // cfg.batch_size))
         self.trainable_fraction = ft.trainable_fraction
-        # Epoch-0 copies only of what can move: modules with trained weights (utilization), or every
-        # tap's module when contribution re-initialises them (their batch-norm statistics move too).
-        weighted, initial_modules = [], {}
-        for name in ctx.layers:
-            module = bb.tap_module(name)
-            if module is None:
-                continue
-            weighted.append(name)
-            if cfg.contribution or any(p.requires_grad for p in module.parameters()):
-                initial_modules[name] = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
-        state = SeedState(seed, bb, ft, weighted, initial_modules)
+        state = SeedState(seed, bb, ft, *initial_weights(bb, ctx.layers, every=cfg.contribution))
         if cfg.label_noise > 0:
             targets = np.asarray(ctx.data.train.targets, dtype=np.int64)
             state.train_labels, state.corrupted = finetune.corrupt_labels(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import lab
 from lab.monitor import HFTrainerCallback, LightningCallback, MonitorClosedError
+from tests.fixtures.small_loop import digits_split, small_mlp
 
 LAYERS = {"fc1", "fc2", "pre_logits"}
 
@@ -18,11 +18,7 @@ LAYERS = {"fc1", "fc2", "pre_logits"}
 @pytest.fixture(scope="module")
 def digits():
     """(unseen lab dataset: 4 classes x 10 images, training images (120, 1, 16, 16), their labels 0..5)."""
-    ds = lab.data.load("digits", image_size=16)
-    unseen = ds.subset(list(ds.classes[:4])).sample_per_class(10, seed=0)
-    seen = ds.subset(list(ds.classes[4:])).sample_per_class(20, seed=0)
-    images = torch.stack([seen[i][0] for i in range(len(seen))])
-    return unseen, images, torch.as_tensor(np.asarray(seen.targets), dtype=torch.long)
+    return digits_split()
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +31,7 @@ def pl():
 
 
 def _mlp():
-    torch.manual_seed(0)
-    model = lab.backbones.load("mlp:depth=2,width=16", in_chans=1, img_size=16, num_classes=6, device="cpu").model
-    return model.train()                          # as a training script hands it to its trainer
+    return small_mlp().train()                    # as a training script hands it to its trainer
 
 
 def _weights(model):

@@ -11,33 +11,18 @@ from torch import nn
 
 import lab
 from lab.monitor import MonitorClosedError
+from tests.fixtures.small_loop import digits_split, small_mlp, train_epoch
 
 METRICS = ("nmi", "knn_accuracy", "nc1", "cdnv")
 
 
 @pytest.fixture(scope="module")
 def digits():
-    """(unseen lab dataset of 4 classes x 10 images, seen training images (N, 1, 16, 16), their labels 0..5)."""
-    ds = lab.data.load("digits", image_size=16)
-    unseen = ds.subset(list(ds.classes[:4])).sample_per_class(10, seed=0)
-    seen = ds.subset(list(ds.classes[4:])).sample_per_class(20, seed=0)
-    images = torch.stack([seen[i][0] for i in range(len(seen))])                       # (120, 1, 16, 16)
-    return unseen, images, torch.as_tensor(np.asarray(seen.targets), dtype=torch.long)
+    """(unseen lab dataset of 4 classes x 10 images, seen training images (120, 1, 16, 16), their labels 0..5)."""
+    return digits_split()
 
 
-def _mlp():
-    torch.manual_seed(0)
-    return lab.backbones.load("mlp:depth=2,width=16", in_chans=1, img_size=16, num_classes=6, device="cpu").model
-
-
-def _train_epoch(model, images, labels, opt):
-    model.train()
-    for i in range(0, len(images), 32):
-        loss = nn.functional.cross_entropy(model(images[i:i + 32]), labels[i:i + 32])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return float(loss.detach())
+_mlp, _train_epoch = small_mlp, train_epoch
 
 
 def _hooks(model):
