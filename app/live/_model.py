@@ -185,9 +185,9 @@ class RunModel:
         self.device = event.device
         self.n_images = dict(event.n_images or {})
         self.open_ended = is_monitored(self.config)
-        epochs = self.config.get("epochs")
-        if epochs is None or self.open_ended:
-            epochs = 0 if self.open_ended or self.config.get("strategy") == "none" else 3
+        epochs = 0 if self.open_ended else self.config.get("epochs")       # an open-ended run grows (_grow)
+        if epochs is None:
+            epochs = 0 if self.config.get("strategy") == "none" else 3
         self.n_epochs = int(epochs)
         self.status = "running"
         self.started_at = self.started_at or time.monotonic()

@@ -267,7 +267,7 @@ class Monitor:
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(HEARTBEAT_SECONDS):
             with contextlib.suppress(Exception):        # a full disk shows at the next evaluation, not here
-                self.ctx.recorder.update_meta()
+                self.ctx.recorder.heartbeat()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self._state == "open" and not self.active:

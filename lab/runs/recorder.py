@@ -78,6 +78,10 @@ class Recorder:
         """Merge JSON-able ``fields`` into the run's meta (written now)."""
         self.writer.update_meta(**fields)
 
+    def heartbeat(self) -> None:
+        """Tell readers on other hosts the run is alive (:meth:`lab.store.RunWriter.heartbeat`)."""
+        self.writer.heartbeat()
+
     # -- tables ----------------------------------------------------------------------------------------
     def metrics(self, rows: list[dict]) -> None:
         """Buffer metric rows ``{seed, epoch, layer, split, metric, value}`` until the epoch ends."""
@@ -194,6 +198,9 @@ class NullRecorder(Recorder):
         self.clock = Timings()
 
     def update_meta(self, **fields: Any) -> None:
+        pass
+
+    def heartbeat(self) -> None:
         pass
 
     def metrics(self, rows: list[dict]) -> None:

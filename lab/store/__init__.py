@@ -274,11 +274,13 @@ class RunStore:
     def running(self) -> pd.DataFrame:
         """The runs being written now (status "running": their process is alive, or another host's sent a
         heartbeat lately), newest first: run_id, name, dataset, backbone, epochs (the latest evaluated epoch of
-        a monitored run, else the planned number), started. Reads each run's meta.json and config.json only,
-        so the app can look every few seconds."""
+        a monitored run, else the planned number), started. Reads each run's meta.json, and the config of the
+        running ones, so the app can look every few seconds."""
         rows = []
         for run_id in self.ids():
             try:
+                if _derived_status(_read_json(self.path(run_id) / "meta.json")) != "running":
+                    continue                        # most runs have ended: their config is not read
                 rec = self.load(run_id, damaged_ok=True)
             except Exception:                       # noqa: BLE001 - written or deleted right now: not listed
                 continue
