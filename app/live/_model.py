@@ -30,7 +30,6 @@ STAGE_LABELS = {
     "metrics": "computing metrics",
     "project": "projecting embeddings",
     "contribution": "measuring layer contribution",
-    "evaluate": "evaluated",            # a followed run (lab.runs.follow): one per completed evaluation
 }
 
 _METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
