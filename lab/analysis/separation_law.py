@@ -1,0 +1,200 @@
+"""The law of equi-separation across layers (He & Su, PNAS 2023, arXiv 2210.17020), read from a run's tables.
+
+Definition: docs/METRICS.md, "The law of equi-separation". Per (seed, epoch, split), log10 NC1 is fitted against
+the layer index over the run's tapped layers in depth order (:func:`lab.analysis.layer_order`), a tap whose
+features are identical to a deeper tap's (the run's ``layer_aliases``: e.g. an MLP's last hidden layer and
+``pre_logits``) counted once, as that deeper tap. NC1 is He & Su's separation fuzziness D divided by K for
+balanced classes, so the slope, the ratio per layer and Pearson r are theirs.
+
+Examples
+--------
+>>> import pandas as pd
+>>> m = pd.DataFrame({"seed": 0, "epoch": 3, "split": "train", "metric": "nc1",
+...                   "layer": ["a", "b", "c", "d"], "value": [8.0, 4.0, 2.0, 1.0]})
+>>> row = separation_law(m, layers=["a", "b", "c", "d"]).iloc[0]
+>>> round(float(row["ratio"]), 6), round(float(row["r"]), 6), int(row["n_layers"])
+(0.5, -1.0, 4)
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lab.analysis.summary import _resolve_alias, aggregate_seeds, layer_order
+from lab.store.lookup import is_record
+
+__all__ = ["separation_law", "separation_law_across_seeds", "SEPARATION_LAW_COLUMNS", "MIN_LAW_LAYERS"]
+
+SEPARATION_LAW_COLUMNS = ["seed", "epoch", "split", "slope", "ratio", "r", "n_layers", "reason"]
+"""The columns of :func:`separation_law`."""
+MIN_LAW_LAYERS = 3
+"""The fewest distinct layers with a finite, positive NC1 the law is fitted over: a line through two points
+always fits, so it says nothing about a law."""
+
+_METRIC = "nc1"
+_SPLIT_ORDER = ("train", "seen", "unseen")
+_QUANTITIES = ("slope", "ratio", "r")
+
+
+def _split_names(present: Iterable) -> list[str]:
+    """The distinct splits, train / seen / unseen first, then any other by name."""
+    return sorted({str(s) for s in present},
+                  key=lambda s: (_SPLIT_ORDER.index(s), "") if s in _SPLIT_ORDER else (len(_SPLIT_ORDER), s))
+
+
+def _splits(wanted: str | Sequence[str] | None, present: Iterable[str]) -> list[str]:
+    """The splits to report, train / seen / unseen first: those asked for that the run has (all it has for
+    None); a split the run lacks gives no rows."""
+    have = _split_names(present)
+    if wanted is None:
+        return have
+    asked = {wanted} if isinstance(wanted, str) else {str(s) for s in wanted}
+    return [s for s in have if s in asked]
+
+
+def _split_key(column: pd.Series) -> pd.Series:
+    """Sort key: train, seen, unseen, then any other split by name."""
+    rank = {name: i for i, name in enumerate(_split_names(column))}
+    return column.map(rank)
+
+
+def _sorted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    return table.sort_values(by, key=lambda c: _split_key(c) if c.name == "split" else c,
+                             kind="stable").reset_index(drop=True)
+
+
+def _distinct(order: Sequence[str], aliases: Mapping[str, str] | None) -> list[str]:
+    """The layers in depth order with every tap identical to a deeper tap left out (the deeper one stays)."""
+    return [name for name in order if _resolve_alias(name, aliases, order) == name]
+
+
+def _fit(index: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """(slope, Pearson r) of the least-squares line through (index, log10 values)."""
+    y = np.log10(values)
+    dx, dy = index - index.mean(), y - y.mean()
+    sxx, syy, sxy = float(dx @ dx), float(dy @ dy), float(dx @ dy)
+    slope = sxy / sxx
+    r = sxy / np.sqrt(sxx * syy) if syy > 0 else np.nan
+    return slope, float(np.clip(r, -1.0, 1.0)) if np.isfinite(r) else np.nan
+
+
+def _one(values: pd.Series, distinct: Sequence[str]) -> dict:
+    """The law over one evaluation's NC1 per layer (``values`` indexed by layer name)."""
+    notes, index, kept = [], [], []
+    missing = [name for name in distinct if name not in values.index]
+    bad = []
+    for i, name in enumerate(distinct):
+        if name not in values.index:
+            continue
+        v = float(values[name])
+        if np.isfinite(v) and v > 0:
+            index.append(i)
+            kept.append(v)
+        else:
+            bad.append(f"{name} ({v:g})")
+    if bad:
+        notes.append(f"NC1 not finite and positive at {', '.join(bad)}: left out")
+    if missing:
+        notes.append(f"NC1 not measured at {', '.join(missing)}")
+    n = len(kept)
+    if n < MIN_LAW_LAYERS:
+        reason = (f"no law: {n} layer(s) with a finite, positive NC1, at least {MIN_LAW_LAYERS} needed"
+                  + (f" ({'; '.join(notes)})" if notes else ""))
+        return {"slope": np.nan, "ratio": np.nan, "r": np.nan, "n_layers": n, "reason": reason}
+    slope, r = _fit(np.asarray(index, dtype=float), np.asarray(kept, dtype=float))
+    if not np.isfinite(r):
+        notes.append("NC1 is the same at every layer: r undefined")
+    return {"slope": slope, "ratio": 10.0 ** slope, "r": r, "n_layers": n,
+            "reason": "; ".join(notes) if notes else None}
+
+
+def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: int | None = None,
+                   layers: Iterable | None = None, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The law of equi-separation per (seed, epoch, split): log10 NC1 fitted against the layer index.
+
+    Parameters
+    ----------
+    metrics : pandas.DataFrame or lab.store.RunRecord
+        A run's long metrics table (seed, epoch, layer, split, metric, value; ``RunRecord.metrics``), or the
+        record itself, whose ``meta["layers"]`` and ``meta["layer_aliases"]`` then give ``layers`` and
+        ``aliases`` unless they are passed.
+    split : str or sequence of str, optional
+        The splits to fit ("train", "seen", "unseen"); None: every split with NC1 rows. A split the run lacks
+        (an old run without the train sample) gives no rows.
+    seed : int, optional
+        One seed; None: every seed.
+    layers : the run's layers, input -> output (names or ``meta["layers"]``); None: the table's order
+    aliases : ``{tap: deeper tap}`` for taps with identical features (``meta["layer_aliases"]``); each such
+        tap is left out, so the tensor counts once, at the deeper tap's place
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`SEPARATION_LAW_COLUMNS`, one row per (seed, epoch, split) with NC1 rows, sorted by seed, epoch
+        and split (train, seen, unseen): ``slope`` of the least-squares line of log10 NC1 against the layer
+        index l = 0, 1, ... over the distinct layers; ``ratio`` = 10**slope, the factor by which each layer
+        multiplies NC1 (below 1: each deeper layer separates the classes better); ``r``, Pearson's r of
+        (l, log10 NC1), −1 or +1 for an exact geometric sequence; ``n_layers``, the layers fitted; ``reason``,
+        None when every distinct layer was fitted, else one line naming the layers left out (NC1 NaN,
+        infinite or not positive, or not measured at that evaluation). With fewer than
+        :data:`MIN_LAW_LAYERS` layers left the law is absent: slope, ratio and r are NaN and ``reason`` says
+        why. A layer left out keeps the others' indices (l is the depth among the distinct layers).
+    """
+    if is_record(metrics):
+        meta = metrics.meta or {}
+        layers = meta.get("layers") if layers is None else layers
+        aliases = meta.get("layer_aliases") if aliases is None else aliases
+        metrics = metrics.metrics
+    empty = pd.DataFrame(columns=SEPARATION_LAW_COLUMNS)
+    if metrics is None or len(metrics) == 0:
+        return empty
+    rows = metrics[metrics["metric"] == _METRIC]
+    if seed is not None:
+        rows = rows[rows["seed"] == seed]
+    splits = _splits(split, rows["split"].unique())
+    rows = rows[rows["split"].isin(splits)]
+    if rows.empty:
+        return empty
+    order = [name for name in layer_order(layers, metrics) if name in set(rows["layer"].astype(str))]
+    distinct = _distinct(order, aliases)
+    values = rows.assign(layer=rows["layer"].astype(str), value=rows["value"].astype(float))
+    out = []
+    for (s, e, sp), part in values.groupby(["seed", "epoch", "split"], sort=False):
+        per_layer = part.groupby("layer", sort=False)["value"].mean()    # repeats of one value agree
+        per_layer = per_layer[per_layer.index.isin(distinct)]
+        out.append({"seed": int(s), "epoch": int(e), "split": str(sp), **_one(per_layer, distinct)})
+    table = pd.DataFrame(out, columns=SEPARATION_LAW_COLUMNS)
+    return _sorted(table, ["seed", "epoch", "split"]).astype({"slope": float, "ratio": float, "r": float, "n_layers": int})
+
+
+def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = None,
+                                layers: Iterable | None = None,
+                                aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The law's slope, ratio and r per (epoch, split), mean and spread over seeds.
+
+    Each seed's values come from :func:`separation_law`; their mean, standard deviation (ddof=1; NaN for one
+    seed) and number are :func:`lab.analysis.aggregate_seeds`'s, as for every other measure (a seed without
+    the law counts in none of them).
+
+    Returns
+    -------
+    pandas.DataFrame
+        epoch, split, then ``slope``, ``slope_std``, ``ratio``, ``ratio_std``, ``r``, ``r_std`` and
+        ``n_seeds`` (the seeds with a fitted law), one row per (epoch, split), sorted as
+        :func:`separation_law`'s. ``ratio`` is the mean of the seeds' ratios.
+    """
+    columns = ["epoch", "split", *[f"{q}{s}" for q in _QUANTITIES for s in ("", "_std")], "n_seeds"]
+    per_seed = separation_law(metrics, split=split, layers=layers, aliases=aliases)
+    if per_seed.empty:
+        return pd.DataFrame(columns=columns)
+    long = per_seed.melt(id_vars=["seed", "epoch", "split"], value_vars=list(_QUANTITIES), var_name="metric")
+    agg = aggregate_seeds(long, by=("epoch", "split", "metric"))
+    wide = agg.pivot(index=["epoch", "split"], columns="metric", values=["mean", "std", "n"])
+    out = pd.DataFrame(index=wide.index)
+    for q in _QUANTITIES:
+        out[q] = wide[("mean", q)].astype(float)
+        out[f"{q}_std"] = wide[("std", q)].astype(float)
+    out["n_seeds"] = wide[("n", "slope")].astype(int)
+    return _sorted(out.reset_index(), ["epoch", "split"])[columns]
