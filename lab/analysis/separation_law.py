@@ -166,7 +166,8 @@ def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: i
         per_layer = per_layer[per_layer.index.isin(distinct)]
         out.append({"seed": int(s), "epoch": int(e), "split": str(sp), **_one(per_layer, distinct)})
     table = pd.DataFrame(out, columns=SEPARATION_LAW_COLUMNS)
-    return _sorted(table, ["seed", "epoch", "split"]).astype({"slope": float, "ratio": float, "r": float, "n_layers": int})
+    table = _sorted(table, ["seed", "epoch", "split"])
+    return table.astype({"slope": float, "ratio": float, "r": float, "n_layers": int})
 
 
 def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = None,
