@@ -12,7 +12,7 @@ how far the model is from the ceiling that near-identical typefaces leave.
 ``--archive PATH`` measures a rebuilt glyph archive instead of the shipped one, e.g. one with
 the renderer's stroke-width variation on::
 
-    .venv/bin/python -m lab.data.glyphs build --out /tmp/glyphs_jitter.npz --stroke-jitter
+    .venv/bin/python -m lab.data.build_glyphs build --out /tmp/glyphs_jitter.npz --stroke-jitter
     .venv/bin/python benchmarks/seen_accuracy.py --archive /tmp/glyphs_jitter.npz
 
 Run (about 3.5 min on 2 cores for the preset's 6 epochs; --all-styles trains on all 20)::
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=None, help="default: the preset's")
     p.add_argument("--lr", type=float, default=None, help="default: the preset's")
     p.add_argument("--no-augment", dest="augment", action="store_false")
-    p.add_argument("--archive", default=None, help="a glyph archive built by `python -m lab.data.glyphs build`")
+    p.add_argument("--archive", default=None, help="a glyph archive built by `python -m lab.data.build_glyphs build`")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--group-at", type=float, default=0.1)

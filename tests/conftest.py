@@ -46,11 +46,11 @@ def installed_face():
     """``installed_face(faces, package, what)``: the first of ``faces`` whose font file is on this
     machine, those of the Debian ``package`` CI installs first; none fails under CI (it must install
     it) and skips elsewhere, the message naming ``what`` and the package."""
-    from lab.data import glyphs
+    from lab.data import build_glyphs
 
     def first(faces, package: str, what: str):
         for face in sorted(faces, key=lambda f: f.package != package):
-            if glyphs.find_font(face) is not None:
+            if build_glyphs.find_font(face) is not None:
                 return face
         msg = f"{what} is installed (apt-get install {package})"
         if os.environ.get("CI") == "true":

@@ -4,7 +4,7 @@ The zoo's backbones (:mod:`lab.zoo.pretrain`) are trained on CJK glyphs rendered
 fonts packaged in Debian that are **not** among the 20 typefaces of ``glyphs`` (nor
 other weights, ancestors or derivatives of them), with characters that are not among its
 characters either. This module names those fonts and the character pools, checks them
-against the targets and renders the source images with :func:`lab.data.glyphs.render_glyph`,
+against the targets and renders the source images with :func:`lab.data.build_glyphs.render_glyph`,
 the renderer of the target dataset. :func:`load_source` keeps a rendering in
 ``$LAB_CACHE_DIR/zoo-source`` under a key of its data parameters (:func:`render_key`), so a
 resumed or repeated run does not render again.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.data import glyphs
+from lab.data import build_glyphs, glyphs
 
 __all__ = ["SOURCE_FACES", "EXCLUDED_PACKAGES", "POOLS", "SourceData", "target_conflicts", "source_characters",
            "render_source", "render_key", "load_source"]
@@ -133,32 +133,32 @@ def target_conflicts(faces=SOURCE_FACES, target_meta: dict | None = None) -> lis
 
 
 POOLS = ("common", "wide")
-"""Candidate characters of the source task: ``"common"`` is :func:`lab.data.glyphs.candidate_characters`
+"""Candidate characters of the source task: ``"common"`` is :func:`lab.data.build_glyphs.candidate_characters`
 (the 1583 of GB 2312 level 1, Big5 common and JIS X 0208 level 1 together, the pool ``glyphs`` draws
 from); ``"wide"`` is every kanji of JIS X 0208 (levels 1 and 2), Big5 common or GB 2312 (both
 levels), about 11 000, of which the source faces all draw a few thousand."""
 
 
 def _wide_candidates() -> list[str]:
-    decode = glyphs._decode_pairs
+    decode = build_glyphs._decode_pairs
     jis = decode(range(0xB0, 0xF5), range(0xA1, 0xFF), "euc_jp")
     gb = decode(range(0xB0, 0xF8), range(0xA1, 0xFF), "gb2312")
     big5 = [c for c in decode(range(0xA4, 0xC7), [*range(0x40, 0x7F), *range(0xA1, 0xFF)], "big5")
             if 0xA440 <= int.from_bytes(c.encode("big5"), "big") <= 0xC67E]
-    return sorted({*jis, *gb, *big5, *glyphs.candidate_characters()}, key=ord)
+    return sorted({*jis, *gb, *big5, *build_glyphs.candidate_characters()}, key=ord)
 
 
 def source_characters(target_meta: dict | None = None, pool: str = "common") -> list[str]:
     """The characters of ``pool`` (one of :data:`POOLS`) without the characters of ``glyphs``.
 
-    ``"common"`` keeps :func:`lab.data.glyphs.candidate_characters`' order (stroke count);
+    ``"common"`` keeps :func:`lab.data.build_glyphs.candidate_characters`' order (stroke count);
     ``"wide"`` is in code point order.
     """
     if pool not in POOLS:
         raise ValueError(f"unknown character pool {pool!r}; expected one of {', '.join(POOLS)}.")
     meta = target_meta or json.loads(_TARGET_JSON.read_text(encoding="utf-8"))
     taken = set(meta["characters"])
-    candidates = glyphs.candidate_characters() if pool == "common" else _wide_candidates()
+    candidates = build_glyphs.candidate_characters() if pool == "common" else _wide_candidates()
     return [c for c in candidates if c not in taken]
 
 
@@ -204,7 +204,7 @@ def _locate(faces) -> dict[str, tuple[str, int]]:
     if conflicts:
         raise ValueError(f"source faces overlap the glyphs targets: {'; '.join(conflicts)}. "
                          f"Remove them from the source faces.")
-    found = {face.name: glyphs.find_font(face) for face in faces}
+    found = {face.name: build_glyphs.find_font(face) for face in faces}
     missing = [face for face in faces if found[face.name] is None]
     if missing:
         pkgs = " ".join(sorted({f.package for f in missing}))
@@ -215,7 +215,7 @@ def _locate(faces) -> dict[str, tuple[str, int]]:
 
 def _font_records(faces, found) -> list[dict]:
     return [{"name": f.name, "family": f.family, "package": f.package,
-             "package_version": glyphs._package_version(f.package),
+             "package_version": build_glyphs._package_version(f.package),
              "file": Path(found[f.name][0]).name, "index": found[f.name][1]} for f in faces]
 
 
@@ -227,7 +227,7 @@ def render_source(faces=SOURCE_FACES, n_chars: int | None = 400, seed: int = 0, 
     ``n_chars`` None takes every character of the pool that all faces draw. A fraction
     ``val_fraction`` of the (face, character) pairs is held out for validation. Every
     image's variation comes from ``(seed, face, character)``; ``stroke_jitter`` turns on
-    :func:`lab.data.glyphs.render_glyph`'s stroke weight draw (the recipe leaves it off and
+    :func:`lab.data.build_glyphs.render_glyph`'s stroke weight draw (the recipe leaves it off and
     varies weight per batch instead, :mod:`lab.zoo._augment`). ``candidates`` replaces the
     ``pool``'s characters.
     """
@@ -236,7 +236,7 @@ def render_source(faces=SOURCE_FACES, n_chars: int | None = 400, seed: int = 0, 
     pool_chars = list(candidates) if candidates is not None else source_characters(pool=pool)
     usable = set(pool_chars)
     for face in faces:
-        status = glyphs._check_face(*found[face.name], pool_chars)
+        status = build_glyphs._check_face(*found[face.name], pool_chars)
         usable -= {ch for ch, s in status.items() if s != "ok"}
     pool_chars = [c for c in pool_chars if c in usable]
     n_chars = len(pool_chars) if n_chars is None else int(n_chars)
@@ -253,10 +253,10 @@ def render_source(faces=SOURCE_FACES, n_chars: int | None = 400, seed: int = 0, 
     val = rng.random(n) < val_fraction
     val[int(rng.integers(n))] = True          # at least one held-out pair, even in tiny renders
     for f, face in enumerate(faces):
-        font = glyphs.open_font(*found[face.name])
+        font = build_glyphs.open_font(*found[face.name])
         for c, ch in enumerate(chars):
             i = f * n_chars + c
-            images[i] = glyphs.render_glyph(font, ch, np.random.default_rng([seed, f, ord(ch), int(val[i])]),
+            images[i] = build_glyphs.render_glyph(font, ch, np.random.default_rng([seed, f, ord(ch), int(val[i])]),
                                              stroke_jitter=stroke_jitter)
         log(f"rendered {face.name} ({found[face.name][0]})")
     return SourceData(images=images, font=np.repeat(np.arange(len(faces)), n_chars),
@@ -267,7 +267,7 @@ def render_source(faces=SOURCE_FACES, n_chars: int | None = 400, seed: int = 0, 
 # ----------------------------------------------------------------------------------------------- cache
 
 _CACHE_FORMAT = 1
-"""Bump when the rendering changes (:func:`lab.data.glyphs.render_glyph`, the draw of characters)."""
+"""Bump when the rendering changes (:func:`lab.data.build_glyphs.render_glyph`, the draw of characters)."""
 
 
 def render_key(faces=SOURCE_FACES, *, n_chars: int | None, seed: int, pool: str, val_fraction: float = 0.1,

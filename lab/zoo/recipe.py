@@ -17,7 +17,7 @@ a few minutes and cached), font and character heads together, pen and scan augme
 It writes ``NAME.safetensors`` (fp16 state dict of the whole timm model, source
 classifier included), ``NAME.json`` (the card :mod:`lab.zoo` and
 ``lab.backbones`` read) and ``NAME.md`` (a short model card). Images are drawn
-with :func:`lab.data.glyphs.render_glyph`, the renderer of the target dataset, once
+with :func:`lab.data.build_glyphs.render_glyph`, the renderer of the target dataset, once
 (cached under ``$LAB_CACHE_DIR``), varied per batch by pen and scan augmentations
 (:mod:`lab.zoo._augment`) and fed as ``glyphs`` feeds them: one channel,
 ``(x / 255 - 0.5) / 0.5``.

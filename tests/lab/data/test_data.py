@@ -6,6 +6,8 @@ import io
 import json
 import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from PIL import Image
 import lab
 from lab.data import ImageDataset, Split, UnsafePickleError, load
 from lab.data import glyphs
+from tests.fixtures.paths import REPO
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +50,12 @@ def test_glyphs_load_from_shipped_file():
     assert sum(counts.values()) == len(ds) == len(ds.targets)
     assert "AR PL UKai" in ds.classes
     assert repr(ds).startswith("ImageDataset('glyphs': 6260 images, 20 classes [AR PL UKai")
+
+
+def test_loading_glyphs_does_not_import_the_font_builder():
+    code = "import sys, lab; lab.data.load('glyphs'); print('lab.data.build_glyphs' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_glyph_metadata_names_fonts_and_packages():

@@ -11,7 +11,7 @@ import torch
 
 import lab.zoo
 from lab.__main__ import main as cli
-from lab.data import glyphs
+from lab.data import build_glyphs, glyphs
 from lab.zoo import pretrain
 
 TARGET = json.loads(glyphs.DEFAULT_PATH.with_suffix(".json").read_text(encoding="utf-8"))
@@ -62,7 +62,7 @@ def test_target_conflicts_catch_target_faces_their_weights_and_derivatives(face,
 def test_source_characters_are_not_target_characters():
     chars = pretrain.source_characters()
     assert not set(chars) & set(TARGET["characters"])
-    assert len(chars) == len(glyphs.candidate_characters()) - len(TARGET["characters"])
+    assert len(chars) == len(build_glyphs.candidate_characters()) - len(TARGET["characters"])
 
 
 def test_render_source_refuses_a_target_face():
