@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from lab.export import _study_cells as template
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import escape_markdown
 from lab.store.old_calls import store_was_positional
@@ -146,99 +147,6 @@ def notebook_tables(nb) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------
-# code cells (templates: {{SLOT}} is replaced by a Python literal, nothing else)
-# ----------------------------------------------------------------------------------------------
-
-_SETUP = r'''
-import holoviews as hv
-import pandas as pd
-from IPython.display import display
-
-import app
-import lab
-from app import study_plots          # the figures of the app's Studies tab (no server needed)
-from lab.study import Study, figures  # the figures' data: every number from lab.analysis
-
-app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
-pd.set_option("display.precision", 4)
-pd.set_option("display.max_columns", 40)
-pd.set_option("display.width", 200)
-pd.set_option("display.max_colwidth", None)
-'''
-
-_LOAD = r'''
-# The run store and the study's spec (plain data: point STORE_ROOT elsewhere if the runs moved).
-STORE_ROOT = {{STORE_ROOT}}
-SPEC = {{SPEC}}
-EXPORTED_RUN_IDS = {{RUN_IDS}}   # per cell, the run this notebook was exported with (None: no run yet)
-
-store = lab.RunStore(STORE_ROOT)
-study = Study.from_dict(SPEC)
-status = study.status(store=store)
-changed = [cell for cell, old, new in zip(status["cell"], EXPORTED_RUN_IDS, status["run_id"]) if old != new]
-if changed:
-    print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
-figs = figures(study, store=store)   # reads the study's finished runs back from the store
-print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
-display(status, metadata=lab.export.table_metadata("status", status))
-'''
-
-_LAYERS = r'''
-display(figs["layers"])   # per condition and layer: mean, std and n over its seeds; best = g's layer
-study_plots.layer_depth_curves(figs)
-'''
-
-_GENERALIZATION = r'''
-generalization = figs["generalization"]   # per condition: g, its interval, its layer, seen accuracy over its runs
-display(generalization, metadata=lab.export.table_metadata("generalization", generalization))
-print(study_plots.generalization_text(figs))
-print(study_plots.rank_text(figs["ranks"]))
-study_plots.accuracy_vs_g(figs)
-'''
-
-_GRID = r'''
-grid = figs["grid"]   # per condition, quantity and layer: mean, std and n over repeats
-LAYERS = [layer for layer in dict.fromkeys(figs["layers"]["layer"]) if layer in set(grid["layer"])]
-display(grid)
-hv.Layout([study_plots.grid_heatmap(figs, quantity, layer) for quantity in ("utilization", "contribution")
-           for layer in LAYERS]
-          + [study_plots.grid_heatmap(figs, quantity, "") for quantity in ("generalization_gap", "resilience")]
-          ).opts(hv.opts.HeatMap(responsive=False, width=320, height=260)).cols(3)
-'''
-
-_NC1 = r'''
-nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, mean over seeds
-display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(dict.fromkeys(nc1["layer"])))
-        if len(nc1) else nc1)
-study_plots.collapse_curves(figs)
-'''
-
-_TRANSFER = r'''
-transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at the last epoch
-print(study_plots.transfer_text(figs))   # or one line: the runs measured no score
-if transfer["scores"]:
-    display(transfer["points"], metadata=lab.export.table_metadata("transfer_points", transfer["points"]))
-    display(transfer["correlations"], metadata=lab.export.table_metadata("transfer_vs_g", transfer["correlations"]))
-study_plots.transfer_vs_g(figs)
-'''
-
-_AGREEMENT = r'''
-agreement = lab.analysis.study_agreement(study, store=store)   # per measure, over the study's finished runs
-print(study_plots.agreement_text(figs))
-display(agreement, metadata=lab.export.table_metadata("agreement", agreement.reset_index()))
-'''
-
-_RUN = r'''
-RUN_MISSING = False   # True: run the cells that have no finished run yet (a local Dask cluster), then re-read
-
-if RUN_MISSING:
-    result = study.run(store=store, on_dashboard=print)
-    print(f"{len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs finished, "
-          f"{len(result.failed)} failed; execute the cells above again to redraw")
-'''
-
-
-# ----------------------------------------------------------------------------------------------
 # the notebook
 # ----------------------------------------------------------------------------------------------
 
@@ -320,8 +228,8 @@ def build_study_notebook(study_or_spec, *, store=None):
         v4.new_markdown_cell("## Reload the study\n\nThe notebook needs layerscope installed (`lab`, and "
                              "`app.study_plots` to draw) and the run store at `STORE_ROOT`. `SPEC` is the study "
                              "as plain data; `figures()` reads its finished runs, the newest per cell."),
-        v4.new_code_cell(fill(_SETUP)),
-        v4.new_code_cell(fill(_LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
+        v4.new_code_cell(fill(template.SETUP)),
+        v4.new_code_cell(fill(template.LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
                                RUN_IDS=py_literal(run_ids)), metadata={"tags": ["study-status"]}),
         v4.new_markdown_cell(
             "## g per layer against relative depth (Dyballa et al.)\n\nAt every layer, the unseen classes' "
@@ -329,14 +237,14 @@ def build_study_notebook(study_or_spec, *, store=None):
             "(runs that differ only in their seeds are pooled), the band is ± one standard deviation over seeds, "
             "the star marks the best layer, whose NMI is the condition's generalization index g. Relative depth "
             "runs from 0 (first measured layer) to 1 (last)."),
-        v4.new_code_cell(fill(_LAYERS), metadata={"tags": ["study-layers"]}),
+        v4.new_code_cell(fill(template.LAYERS), metadata={"tags": ["study-layers"]}),
         v4.new_markdown_cell(
             "## Seen accuracy against g (Gerritz et al.)\n\nOne point per condition: accuracy on held-out images "
             "of the seen classes against g, error bars ± one standard deviation. Spearman's ρ and Kendall's τ "
             "measure whether ordering the conditions by seen accuracy gives the same order as ordering them by "
             "g (+1 the same, −1 reversed, 0 unrelated), with 95 % bootstrap intervals over conditions; below "
             "three conditions there is no coefficient."),
-        v4.new_code_cell(fill(_GENERALIZATION), metadata={"tags": ["study-generalization"]}),
+        v4.new_code_cell(fill(template.GENERALIZATION), metadata={"tags": ["study-generalization"]}),
         v4.new_markdown_cell(
             "## Condition heatmaps (Wang & Yang, figures 1-3)\n\nOver the first two condition axes, the mean over "
             "repeats of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of each layer; **contribution**, the change of seen "
@@ -344,12 +252,12 @@ def build_study_notebook(study_or_spec, *, store=None):
             "(training minus held-out accuracy); **resilience**, the accuracy on the training images whose labels "
             "were corrupted, against their true labels. A study with fewer than two condition axes, or without "
             "`contribution: true`, shows what it lacks."),
-        v4.new_code_cell(fill(_GRID), metadata={"tags": ["study-grid"]}),
+        v4.new_code_cell(fill(template.GRID), metadata={"tags": ["study-grid"]}),
         v4.new_markdown_cell(
             "## NC1 per layer per condition (Li, Liu et al., figure 10)\n\nNeural collapse at each layer on the "
             "held-out images of the seen classes: the within-class spread in units of the between-class spread "
             "(near 0: each class collapsed to a point). Log scale."),
-        v4.new_code_cell(fill(_NC1), metadata={"tags": ["study-nc1"]}),
+        v4.new_code_cell(fill(template.NC1), metadata={"tags": ["study-nc1"]}),
         v4.new_markdown_cell(
             "## Transferability scores before fine-tuning against g (You et al. 2021; Shao et al. 2022)\n\n"
             "At epoch 0, before any training, each layer's features of held-out images of the seen classes are "
@@ -357,18 +265,18 @@ def build_study_notebook(study_or_spec, *, store=None):
             "layer is what g maximises. Spearman's ρ says whether a score orders the layers (of one condition, "
             "and of all conditions together) as their unseen NMI does, with a 95 % bootstrap interval over the "
             "points from 5 points on. Studies whose runs did not measure the scores say so."),
-        v4.new_code_cell(fill(_TRANSFER), metadata={"tags": ["study-transfer"]}),
+        v4.new_code_cell(fill(template.TRANSFER), metadata={"tags": ["study-transfer"]}),
         v4.new_markdown_cell(
             "## Do the measures agree on the best layer?\n\nFor every measure a run computed besides NMI: in how "
             "many of the study's runs its best layer (at the run's last complete NMI evaluation) is NMI's, and the "
             "median over runs of Spearman's ρ between its layer order and NMI's. RankMe, α-ReQ, TwoNN ID and LiDAR "
             "read no label: if they agree with NMI, the best layer can be found without the unseen classes' "
             "labels."),
-        v4.new_code_cell(fill(_AGREEMENT), metadata={"tags": ["study-agreement"]}),
+        v4.new_code_cell(fill(template.AGREEMENT), metadata={"tags": ["study-agreement"]}),
         v4.new_markdown_cell(
             "## Run what is missing\n\nA study resumes: running it again runs only the cells without a finished "
             "run. From a terminal: `python -m lab study run SPEC`, then `python -m lab study show NAME`."),
-        v4.new_code_cell(fill(_RUN), metadata={"tags": ["study-run"]}),
+        v4.new_code_cell(fill(template.RUN), metadata={"tags": ["study-run"]}),
     ]
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}

@@ -1,0 +1,94 @@
+"""The code cells of the study notebook (:mod:`lab.export.study_notebook`), as templates.
+
+Each is filled by :func:`lab.export._cells.fill`: a ``{{SLOT}}`` is replaced by a Python literal and
+nothing else, so what a user typed reaches the code only as data. The cells only call the library
+(no ``def`` or ``class``).
+"""
+
+SETUP = r'''
+import holoviews as hv
+import pandas as pd
+from IPython.display import display
+
+import app
+import lab
+from app import study_plots          # the figures of the app's Studies tab (no server needed)
+from lab.study import Study, figures  # the figures' data: every number from lab.analysis
+
+app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
+pd.set_option("display.precision", 4)
+pd.set_option("display.max_columns", 40)
+pd.set_option("display.width", 200)
+pd.set_option("display.max_colwidth", None)
+'''
+
+LOAD = r'''
+# The run store and the study's spec (plain data: point STORE_ROOT elsewhere if the runs moved).
+STORE_ROOT = {{STORE_ROOT}}
+SPEC = {{SPEC}}
+EXPORTED_RUN_IDS = {{RUN_IDS}}   # per cell, the run this notebook was exported with (None: no run yet)
+
+store = lab.RunStore(STORE_ROOT)
+study = Study.from_dict(SPEC)
+status = study.status(store=store)
+changed = [cell for cell, old, new in zip(status["cell"], EXPORTED_RUN_IDS, status["run_id"]) if old != new]
+if changed:
+    print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
+figs = figures(study, store=store)   # reads the study's finished runs back from the store
+print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
+display(status, metadata=lab.export.table_metadata("status", status))
+'''
+
+LAYERS = r'''
+display(figs["layers"])   # per condition and layer: mean, std and n over its seeds; best = g's layer
+study_plots.layer_depth_curves(figs)
+'''
+
+GENERALIZATION = r'''
+generalization = figs["generalization"]   # per condition: g, its interval, its layer, seen accuracy over its runs
+display(generalization, metadata=lab.export.table_metadata("generalization", generalization))
+print(study_plots.generalization_text(figs))
+print(study_plots.rank_text(figs["ranks"]))
+study_plots.accuracy_vs_g(figs)
+'''
+
+GRID = r'''
+grid = figs["grid"]   # per condition, quantity and layer: mean, std and n over repeats
+LAYERS = [layer for layer in dict.fromkeys(figs["layers"]["layer"]) if layer in set(grid["layer"])]
+display(grid)
+hv.Layout([study_plots.grid_heatmap(figs, quantity, layer) for quantity in ("utilization", "contribution")
+           for layer in LAYERS]
+          + [study_plots.grid_heatmap(figs, quantity, "") for quantity in ("generalization_gap", "resilience")]
+          ).opts(hv.opts.HeatMap(responsive=False, width=320, height=260)).cols(3)
+'''
+
+NC1 = r'''
+nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, mean over seeds
+display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(dict.fromkeys(nc1["layer"])))
+        if len(nc1) else nc1)
+study_plots.collapse_curves(figs)
+'''
+
+TRANSFER = r'''
+transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at the last epoch
+print(study_plots.transfer_text(figs))   # or one line: the runs measured no score
+if transfer["scores"]:
+    display(transfer["points"], metadata=lab.export.table_metadata("transfer_points", transfer["points"]))
+    display(transfer["correlations"], metadata=lab.export.table_metadata("transfer_vs_g", transfer["correlations"]))
+study_plots.transfer_vs_g(figs)
+'''
+
+AGREEMENT = r'''
+agreement = lab.analysis.study_agreement(study, store=store)   # per measure, over the study's finished runs
+print(study_plots.agreement_text(figs))
+display(agreement, metadata=lab.export.table_metadata("agreement", agreement.reset_index()))
+'''
+
+RUN = r'''
+RUN_MISSING = False   # True: run the cells that have no finished run yet (a local Dask cluster), then re-read
+
+if RUN_MISSING:
+    result = study.run(store=store, on_dashboard=print)
+    print(f"{len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs finished, "
+          f"{len(result.failed)} failed; execute the cells above again to redraw")
+'''
