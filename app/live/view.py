@@ -10,8 +10,8 @@ verdict with, under it, the best layer by each measure (:mod:`app.live._agreemen
 completes). Each plot is a ``hv.DynamicMap`` fed by a
 ``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
 updates the streams it touches, never the page. What each stream carries comes from
-:mod:`app.live._streams`, the status line's text from :mod:`app.live._status`, and the redraws
-run in turns through an :class:`~app.base.RedrawQueue`.
+:mod:`app.live._streams`, how each is drawn from :mod:`app.live._render`, the status line's text from
+:mod:`app.live._status`, and the redraws run in turns through an :class:`~app.base.RedrawQueue`.
 
 Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
 thread calls :meth:`LiveView.push` instead, which hands events to the session's
@@ -37,6 +37,7 @@ from ._streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_spe
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
+from ._render import LiveRenderers
 from ._status import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 
@@ -78,6 +79,7 @@ class LiveView(pn.viewable.Viewer):
         self._layer_index: dict[str, int] = {}
         self._verdict_data: dict = {}
         self._redraws = RedrawQueue(lambda: self._dispatcher, after_turn=self._refresh_status)
+        self._render = LiveRenderers(lambda: self.model)    # the plots' DynamicMap callbacks
         # widgets and panes (per instance: never shared between sessions)
         self._status_md = pn.pane.HTML(status_html(self.model, self.status, self._message), margin=(0, 10),
                                        sizing_mode="stretch_width", css_classes=["ls-status"])
@@ -278,7 +280,7 @@ class LiveView(pn.viewable.Viewer):
         pipe = self.streams[f"curves:{metric}"]
         self._redraws.discard(f"send:curves:{metric}")
         pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
-        dmap = hv.DynamicMap(partial(self._render_curves, metric=metric, splits=splits), streams=[pipe])
+        dmap = hv.DynamicMap(partial(self._render.curves, metric=metric, splits=splits), streams=[pipe])
         pane = plot_pane(dmap, CURVE_WIDTH, margin=4, css_classes=["ls-curves"])
         drawn = [] if first else [o for o in self._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
         self._curves_box.objects = [*drawn, pane, *fillers()]
@@ -286,15 +288,15 @@ class LiveView(pn.viewable.Viewer):
     def _build_heatmap_pane(self) -> None:
         self._redraws.discard("send:heatmap")
         self.streams["heatmap"].send(self._heatmap_data())
-        self._heatmap_pane.object = hv.DynamicMap(self._render_heatmap, streams=[self.streams["heatmap"]])
+        self._heatmap_pane.object = hv.DynamicMap(self._render.heatmap, streams=[self.streams["heatmap"]])
         self._details.visible = True
 
     def _build_training_panes(self) -> None:
         self._redraws.discard("send:training")
         self._send_training()
         seeds, buffer = list(self.model.seeds), self.streams["training"]
-        loss = hv.DynamicMap(partial(self._render_training, which="loss", seeds=seeds), streams=[buffer])
-        acc = hv.DynamicMap(partial(self._render_training, which="accuracy", seeds=seeds), streams=[buffer])
+        loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
+        acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
         self._training_panes.objects = [plot_pane(loss, 280), plot_pane(acc, 280)]
 
     def _build_utilization_pane(self) -> None:
@@ -303,7 +305,7 @@ class LiveView(pn.viewable.Viewer):
             self._redraws.discard("send:utilization")
             util.send(self.model.utilization_frame())
         self._utilization_pane.object = None if util is None else hv.DynamicMap(
-            partial(self._render_utilization, layers=list(self.model.layers)), streams=[util])
+            partial(self._render.utilization, layers=list(self.model.layers)), streams=[util])
 
     def _build_cka_pane(self) -> None:
         pipe = self.streams.get("cka_initial")
@@ -311,7 +313,7 @@ class LiveView(pn.viewable.Viewer):
             self._redraws.discard("send:cka_initial")
             self._send_cka()
         self._cka_pane.object = None if pipe is None else hv.DynamicMap(
-            partial(self._render_cka, layers=list(self.model.layers)), streams=[pipe])
+            partial(self._render.cka, layers=list(self.model.layers)), streams=[pipe])
 
     # ------------------------------------------------------------------ stream payloads
     def _heatmap_data(self) -> dict:
@@ -319,27 +321,6 @@ class LiveView(pn.viewable.Viewer):
 
     def _projection_data(self) -> dict:
         return projection_data(self.model, self.picker.layer, self.picker.epoch, self.thumbnails)
-
-    # ------------------------------------------------------------------ renderers (DynamicMap callbacks)
-    def _render_curves(self, data, metric, splits):
-        return plots.metric_curves(data, metric=metric, splits=splits, layers=list(self.model.layers),
-                                   n_epochs=self.model.n_epochs, band=len(self.model.seeds) > 1,
-                                   interval="low" in data, width=CURVE_WIDTH, responsive=True,
-                                   epochs=self.model.curve_epochs())
-
-    def _render_heatmap(self, data):
-        return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
-                             layers=list(self.model.layers), width=plots.HEATMAP_WIDTH, responsive=True)
-
-    def _render_training(self, data, which, seeds):
-        return plots.training_curves(data, seeds=seeds, which=which, width=280, responsive=True)
-
-    def _render_utilization(self, data, layers):
-        return plots.utilization_bars(data, layers=layers, width=360, responsive=True)
-
-    def _render_cka(self, data, layers):
-        return similarity_plots.initial_curves(data, layers=layers, n_epochs=self.model.n_epochs, width=360,
-                                               responsive=True, epochs=self.model.curve_epochs())
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
