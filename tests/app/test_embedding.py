@@ -15,21 +15,12 @@ hv = pytest.importorskip("holoviews")
 
 from app.explorer._data import points_in_polygon  # noqa: E402
 from app.explorer.embedding import EmbeddingView  # noqa: E402
+from tests.fixtures.blobs import circle_layouts  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _bokeh():
     hv.extension("bokeh", logo=False)
-
-
-def _blobs(n: int, k: int = 4, seed: int = 0):
-    """Two layouts of the same n points: k blobs on a circle ("a"), and the blobs moved one place on ("b")."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    centres = np.stack([np.cos(np.arange(k) * 2 * np.pi / k), np.sin(np.arange(k) * 2 * np.pi / k)], 1) * 10
-    a = centres[labels] + rng.normal(size=(n, 2))
-    b = centres[(labels + 1) % k] + rng.normal(size=(n, 2))
-    return a, b, labels
 
 
 def _images(n: int, size: int = 8) -> np.ndarray:
@@ -44,7 +35,7 @@ def _overlay(view, side: int = 0):
 
 # ------------------------------------------------------------------ selection
 def test_selection_round_trip_lasso_box_and_python():
-    a, _, labels = _blobs(400)
+    a, _, labels = circle_layouts(400)
     view = EmbeddingView.from_arrays(a, labels, names=["north", "west", "south", "east"])
     view.__panel__().get_root()
     p = view._panels[0]
@@ -64,7 +55,7 @@ def test_selection_round_trip_lasso_box_and_python():
 
 
 def test_selection_out_of_range_is_refused_with_the_range():
-    a, _, labels = _blobs(50)
+    a, _, labels = circle_layouts(50)
     view = EmbeddingView.from_arrays(a, labels)
     view.selection = [1, 2]
     with pytest.raises(ValueError, match=r"selection index 50 is out of range \(0 to 49\)"):
@@ -83,7 +74,7 @@ def test_points_in_polygon_matches_a_hand_count():
 
 
 def test_selected_frame_has_one_row_per_selected_image():
-    a, b, labels = _blobs(300)
+    a, b, labels = circle_layouts(300)
     view = EmbeddingView.from_arrays({"a": a, "b": b}, labels, names=["n", "w", "s", "e"])
     view.selection = [10, 20, 30]
     frame = view.selected_frame()
@@ -102,7 +93,7 @@ def test_selected_frame_has_one_row_per_selected_image():
 
 # ------------------------------------------------------------------ linked layers
 def test_a_selection_at_one_layer_is_highlighted_at_the_other():
-    a, b, labels = _blobs(500)
+    a, b, labels = circle_layouts(500)
     view = EmbeddingView.from_arrays({"a": a, "b": b}, labels)
     view.side_by_side = True
     assert (view.layer, view.layer_b) == ("a", "b")        # side by side starts on the next layer
@@ -123,7 +114,7 @@ def test_a_selection_at_one_layer_is_highlighted_at_the_other():
 
 
 def test_linked_highlight_in_raster_mode_marks_the_selected_pixels():
-    a, b, labels = _blobs(3000)
+    a, b, labels = circle_layouts(3000)
     view = EmbeddingView.from_arrays({"a": a, "b": b}, labels, rasterize_above=1000, side_by_side=True)
     view.__panel__().get_root()
     view.selection = np.flatnonzero(labels == 0).tolist()
@@ -137,7 +128,7 @@ def test_linked_highlight_in_raster_mode_marks_the_selected_pixels():
 
 # ------------------------------------------------------------------ thumbnails and hover
 def test_from_arrays_with_images_shows_thumbnails_and_a_capped_grid():
-    a, _, labels = _blobs(200)
+    a, _, labels = circle_layouts(200)
     view = EmbeddingView.from_arrays(a, labels, images=_images(200), max_thumbnails=5)
     view.__panel__().get_root()
     x, y = a[17]
@@ -151,7 +142,7 @@ def test_from_arrays_with_images_shows_thumbnails_and_a_capped_grid():
 
 
 def test_from_arrays_without_images_names_the_point():
-    a, _, labels = _blobs(200)
+    a, _, labels = circle_layouts(200)
     view = EmbeddingView.from_arrays(a, labels, names=["n", "w", "s", "e"])
     view.__panel__().get_root()
     view.hovered = 5
@@ -161,7 +152,7 @@ def test_from_arrays_without_images_names_the_point():
 
 
 def test_hover_on_a_raster_names_the_point_under_the_pointer():
-    a, _, labels = _blobs(3000)
+    a, _, labels = circle_layouts(3000)
     view = EmbeddingView.from_arrays(a, labels, rasterize_above=1000)
     view.__panel__().get_root()
     x, y = a[0]
@@ -243,7 +234,7 @@ def test_the_ipywidgets_route_wraps_the_view_and_keeps_the_selection_in_python()
     pytest.importorskip("jupyter_bokeh")
     import panel as pn
 
-    a, _, labels = _blobs(300)
+    a, _, labels = circle_layouts(300)
     view = EmbeddingView.from_arrays(a, labels)
     widget = pn.ipywidget(view)                    # what VS Code, Colab and Voila show (jupyter_bokeh)
     bundle = widget.get_state()["render_bundle"]   # the Bokeh document the widget sends to the front end

@@ -15,19 +15,16 @@ import panel as pn
 
 import app
 from app.explorer.embedding import EmbeddingView
+from tests.fixtures.blobs import circle_layouts
 
 app.extension()
 
 
 @pn.cache          # per server process: a new session gets the data at once, as an app's loaded data would
-def blobs(n: int, k: int = 6, seed: int = 0):
+def layouts_and_images(n: int, k: int = 6, seed: int = 0):
     """Two (n, 2) layouts of k Gaussian blobs, labels (n,) and uint8 images (n, 16, 16, 3): a bright square
     whose place and colour tell the class."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    centres = np.stack([np.cos(np.arange(k) * 2 * np.pi / k), np.sin(np.arange(k) * 2 * np.pi / k)], 1) * 6
-    a = centres[labels] + rng.normal(size=(n, 2))
-    b = centres[(labels + 1) % k] * 0.5 + rng.normal(size=(n, 2)) * 1.5
+    a, b, labels = circle_layouts(n, k, seed, radius=6, moved_scale=0.5, moved_noise=1.5)
     images = np.zeros((n, 16, 16, 3), dtype=np.uint8)
     for c in range(k):
         rows = labels == c
@@ -44,7 +41,7 @@ if run:
 
     view = EmbeddingView(store=lab.RunStore(), run_id=run)
 else:
-    coords, labels, images = blobs(n)
+    coords, labels, images = layouts_and_images(n)
     view = EmbeddingView.from_arrays(coords, labels, images=images if with_images else None,
                                      names=[f"class {c}" for c in "ABCDEF"])
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import types
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from lab.features import extract, to_numpy
 from lab.metrics import _device, _kmeans_torch, _neighbors
 from lab.runs import run
 from lab.runs.evaluation import find_aliases
+from tests.fixtures.blobs import blobs
 
 pytestmark = pytest.mark.usefixtures("one_thread")      # conftest: torch on one thread
 
@@ -215,11 +217,7 @@ def test_utilization_of_mps_weights_runs_and_agrees():
 
 # ------------------------------------------------------------------ 7. numpy entry points take any tensor
 
-def _blobs(n_per=20, k=3, d=6, seed=0):
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(k), n_per)
-    X = rng.normal(size=(k, d))[y] * 6 + rng.normal(size=(len(y), d))
-    return torch.from_numpy(X.astype(np.float32)), y
+_blobs = partial(blobs, n_per_class=20, k=3, d=6, spread=6.0, dtype=np.float32, shuffle=False, as_tensor=True)
 
 
 def test_to_numpy_takes_tensors_numpy_cannot_read():

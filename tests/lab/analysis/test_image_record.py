@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -19,16 +20,12 @@ from sklearn.neighbors import KNeighborsClassifier
 from lab import analysis
 from lab.errors import NoImageRecordError, user_message
 from lab.metrics import compute_layer
+from tests.fixtures.blobs import blobs as gaussian_blobs
 
 LAYERS = ("a", "b", "c")
 
 
-def blobs(seed: int, n_per_class=(12, 10, 9, 11), d=6, spread=1.0):
-    rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(len(n_per_class)), n_per_class)
-    rng.shuffle(y)
-    centres = rng.normal(size=(len(n_per_class), d)) * 1.5
-    return centres[y] + spread * rng.normal(size=(len(y), d)), y
+blobs = partial(gaussian_blobs, n_per_class=(12, 10, 9, 11), d=6, spread=1.5)   # four classes of unequal sizes
 
 
 def numpy_margins(X, y):
@@ -50,7 +47,7 @@ def numpy_cdnv(X, y, classes):
 
 # -- the per-image samples the evaluation computes ----------------------------------------------------------
 def test_margins_and_class_pairs_match_numpy_and_the_ncc_rule():
-    X, y = blobs(0)
+    X, y = blobs(seed=0)
     values, samples = compute_layer(X, y, metrics=("knn_accuracy", "ncc_accuracy", "cdnv"), return_samples=True,
                                     return_margins=True)
     np.testing.assert_allclose(samples["margin"], numpy_margins(X, y), rtol=1e-12, atol=1e-12)
@@ -66,7 +63,7 @@ def test_margins_and_class_pairs_match_numpy_and_the_ncc_rule():
 
 
 def test_knn_votes_are_scikit_learns_leave_one_out_1nn():
-    X, y = blobs(1)
+    X, y = blobs(seed=1)
     _, samples = compute_layer(X, y, metrics=("knn_accuracy",), return_samples=True)
     predicted = cross_val_predict(KNeighborsClassifier(n_neighbors=1), X, y, cv=LeaveOneOut())
     np.testing.assert_array_equal(samples["knn_accuracy"], predicted == y)
@@ -104,8 +101,8 @@ def test_arrival_layer_and_forgetting_on_a_hand_made_table():
 @pytest.fixture(scope="module")
 def blob_layers():
     """Three layers of blobs and what one evaluation measures on them: (features {layer: X}, y, values, samples)."""
-    y = blobs(0)[1]
-    features = {layer: blobs(0, spread=s)[0] for layer, s in zip(LAYERS, (2.0, 0.6, 1.2))}
+    y = blobs(seed=0)[1]
+    features = {layer: blobs(seed=0, noise=s)[0] for layer, s in zip(LAYERS, (2.0, 0.6, 1.2))}
     values, samples = {}, {}
     for layer, X in features.items():
         values[layer], samples[layer] = compute_layer(X, y, metrics=("nmi", "knn_accuracy", "cdnv"),
@@ -208,8 +205,8 @@ def test_bad_selections_say_which_measure_they_cannot_give(store, written, indic
 def test_a_view_can_report_on_a_record_it_holds(store, written):
     run_id = written[0]
     record = store.load(run_id).image_record()
-    held = analysis.selection_measures(record, [1, 2, 9], class_names=["w", "x", "y", "z"])
-    report = analysis.selection_report(run_id, [1, 2, 9], store=store)
+    held = analysis.selection_measures(record, [1, 2, 10], class_names=["w", "x", "y", "z"])   # classes 1, 0, 3
+    report = analysis.selection_report(run_id, [1, 2, 10], store=store)
     pd.testing.assert_frame_equal(held, report)
     assert report.attrs == {**held.attrs, "run_id": run_id} and held.attrs["classes"] == ["w", "x", "z"]
 

@@ -8,6 +8,7 @@ import inspect
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from lab import catalogue, metrics
 from lab.metrics import _context, _kmeans, _probe
+from tests.fixtures.blobs import blobs as gaussian_blobs
 from tests.fixtures.paths import REPO
 
 
@@ -30,11 +32,7 @@ def _one_thread():
         yield
 
 
-def blobs(n_per_class=20, k=3, d=6, seed=0):
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(k, d))
-    X = np.concatenate([c + rng.normal(size=(n_per_class, d)) for c in centres]).astype(np.float32)
-    return X, np.repeat(np.arange(k), n_per_class)
+blobs = partial(gaussian_blobs, n_per_class=20, k=3, d=6, spread=1.0, dtype=np.float32, shuffle=False)
 
 
 X0, Y0 = blobs()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from lab import metrics
 from lab.metrics._kmeans_torch import _lloyd, _same_clustering, kmeans_labels_torch
 from lab.metrics._probe_torch import fit_probe
 from lab.metrics.separability import _nmi_torch
-from tests.fixtures.blobs import blobs as _blobs
+from tests.fixtures.blobs import blobs as gaussian_blobs
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +41,7 @@ def _one_thread():
     torch.set_num_threads(previous)
 
 
-def blobs(n_per_class=40, k=4, d=8, spread=2.0, seed=0, dtype=np.float32):
-    """tests.test_metrics.blobs, float32 by default (the features' dtype on a device)."""
-    return _blobs(n_per_class=n_per_class, k=k, d=d, spread=spread, seed=seed, dtype=dtype)
+blobs = partial(gaussian_blobs, dtype=np.float32)     # float32 by default: the features' dtype on a device
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from lab import metrics
 from lab.metrics import DegenerateFeaturesError, DegenerateLayerWarning
+from tests.fixtures.blobs import blobs as gaussian_blobs
 
 
 @pytest.fixture(autouse=True)
@@ -20,11 +22,7 @@ def _one_thread():
         yield
 
 
-def blobs(n_per_class=20, k=3, d=6, spread=1.0, seed=0):
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=spread, size=(k, d))
-    X = np.concatenate([c + rng.normal(size=(n_per_class, d)) for c in centres]).astype(np.float32)
-    return X, np.repeat(np.arange(k), n_per_class)
+blobs = partial(gaussian_blobs, n_per_class=20, k=3, d=6, spread=1.0, dtype=np.float32, shuffle=False)
 
 
 X0, Y0 = blobs()

@@ -8,6 +8,7 @@ import pytest
 import scipy.linalg
 
 from lab.metrics import DegenerateFeaturesError, compute_layer, logme, sfda
+from tests.fixtures.blobs import blobs as gaussian_blobs
 
 
 def direct_logme(F: np.ndarray, y: np.ndarray, iters: int = 500, floor: float = 0.0) -> float:
@@ -68,10 +69,7 @@ def direct_sfda(X: np.ndarray, y: np.ndarray) -> float:
 
 @pytest.fixture
 def blobs():
-    rng = np.random.default_rng(0)
-    y = np.repeat(np.arange(4), 30)
-    X = rng.normal(size=(120, 10)) * 0.6 + np.eye(4, 10)[y] * 1.5
-    return X, y
+    return gaussian_blobs(n_per_class=30, k=4, d=10, spread=1.0, noise=0.6)
 
 
 def test_logme_matches_the_fixed_point_equations(blobs):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -9,14 +10,10 @@ import torch
 
 from lab import projection
 from lab.projection import Projector, knn_graph, pca_layout, umap_layout
+from tests.fixtures.blobs import blobs
 
 
-def _blobs(n_per=30, k=3, d=8, seed=0):
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(k, d)) * 6
-    y = np.repeat(np.arange(k), n_per)
-    X = centers[y] + rng.normal(size=(len(y), d))
-    return torch.from_numpy(X.astype(np.float32)), y
+_blobs = partial(blobs, n_per_class=30, k=3, d=8, spread=6.0, dtype=np.float32, shuffle=False, as_tensor=True)
 
 
 def test_pca_matches_numpy_up_to_sign_and_is_deterministic():
@@ -65,7 +62,7 @@ def test_bad_inputs_are_named():
 def test_umap_is_seeded_uses_the_given_graph_and_separates_blobs():
     projection.warm_up(wait=True)                      # numba compiles once per process (~10 s here)
     assert projection.is_warm()
-    X, y = _blobs(n_per=40)
+    X, y = _blobs(n_per_class=40)
     knn = knn_graph(X, 15)
     a = umap_layout(X, knn=knn, seed=0, n_epochs=100)
     b = umap_layout(X, knn=knn, seed=0, n_epochs=100)
@@ -86,7 +83,7 @@ def test_umap_is_seeded_uses_the_given_graph_and_separates_blobs():
 @pytest.mark.slow
 def test_projector_runs_in_background_and_drops_stale_epochs():
     projection.warm_up(wait=True)
-    X, _ = _blobs(n_per=40)
+    X, _ = _blobs(n_per_class=40)
     proj = Projector(seed=0, n_epochs=50)
     try:
         for epoch in range(3):
@@ -130,7 +127,7 @@ def test_a_budgeted_umap_fits_the_sample_and_places_every_other_point():
     from lab.projection.budget import fit_subset
 
     projection.warm_up(wait=True)
-    X, y = _blobs(n_per=150, k=4)                                    # 600 points, fitted on 200
+    X, y = _blobs(n_per_class=150, k=4)                                    # 600 points, fitted on 200
     init = pca_layout(X)
     got = umap_layout(X, labels=y, fit_points=200, init=init, seed=0, n_epochs=60)
     assert got.shape == (600, 2) and np.isfinite(got).all()
@@ -149,7 +146,7 @@ def test_a_budgeted_umap_fits_the_sample_and_places_every_other_point():
 @pytest.mark.slow
 def test_the_projector_lays_out_the_focused_layer_first_then_its_neighbours():
     projection.warm_up(wait=True)
-    X, y = _blobs(n_per=30)
+    X, y = _blobs(n_per_class=30)
     layers = ["a", "b", "c", "d", "e"]
     proj = Projector(seed=0, n_epochs=20, fit_points=60, layers=layers)
     try:
@@ -190,7 +187,7 @@ def test_umap_kernels_are_cached_on_disk_and_give_the_layout_of_uncached_ones(tm
     from lab.projection._umap_import import import_umap
 
     umap = import_umap()
-    X, _ = _blobs(n_per=20)
+    X, _ = _blobs(n_per_class=20)
     knn = knn_graph(X, 15)
     cached = umap_layout(X, knn=knn, seed=0, n_epochs=40)
     # the kernels a fit runs carry numba's on-disk cache, and it has been written
