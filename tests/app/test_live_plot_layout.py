@@ -1,6 +1,6 @@
-"""What a user sees of the live view's plots (issue 34, part 5): whole titles, y axes that follow the data, and
-plots that grow with the page. The layer player's choices are tested in ``tests/app/test_live_picker.py``, the plots'
-widths in a browser in ``tests/browser/test_app_browser.py``.
+"""How the live view's plots are laid out: whole titles, y axes that follow the data (and are not linked to
+another tab's), and plots that grow with the page. The layer player's choices are tested in
+``tests/app/test_live_picker.py``, the plots' widths in a browser in ``tests/browser/test_app_browser.py``.
 """
 from __future__ import annotations
 
