@@ -32,8 +32,9 @@ the same command resumes an interrupted run, a different recipe is refused, ``--
 starts over.
 
 The source fonts, their check against the targets, the rendering and its cache are
-:mod:`lab.zoo._source` (some of its names are importable from here too); this module is the
-recipe, the training loop and the command line.
+:mod:`lab.zoo._source` (some of its names are importable from here too), what one epoch of training
+does is :mod:`lab.zoo._training`; this module is the recipe, the run (epochs, checkpoints, files) and the
+command line.
 """
 from __future__ import annotations
 
@@ -48,13 +49,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from lab.zoo import _augment, _resume
+from lab.zoo import _resume, _training
 from lab.zoo._augment import Augment
-from lab.zoo._card import make_card, model_card_md, source_parts
+from lab.zoo._card import make_card, model_card_md
 from lab.zoo._source import (EXCLUDED_PACKAGES, POOLS, SOURCE_FACES, SourceData, load_source, render_source,
                              source_characters, target_conflicts)
+from lab.zoo._training import ARCHITECTURES, MEAN, STD
 
 __all__ = [
     "SOURCE_FACES", "EXCLUDED_PACKAGES", "ARCHITECTURES", "TASKS", "POOLS", "MEAN", "STD", "Recipe", "Augment",
@@ -62,14 +62,6 @@ __all__ = [
 ]
 
 TASKS = ("font", "char", "both")
-MEAN, STD = (0.5,), (0.5,)       # the engine's input scaling of gray glyphs: (x / 255 - 0.5) / 0.5
-
-ARCHITECTURES: dict[str, tuple[str, dict, float]] = {
-    "resnet18": ("resnet18", {"in_chans": 1}, 2e-3),
-    "convnext_atto": ("convnext_atto", {"in_chans": 1}, 2e-3),
-    "vit_tiny": ("vit_tiny_patch16_224", {"in_chans": 1, "img_size": 64, "patch_size": 8, "depth": 6}, 1e-3),
-}
-"""Recipe ``--arch`` -> (timm model name, ``timm.create_model`` keywords, default learning rate)."""
 
 
 @dataclass(frozen=True)
@@ -145,98 +137,6 @@ class Recipe:
         return (f"python -m lab pretrain --arch {self.arch} --out {Path(out).as_posix()} --task {self.task} "
                 f"--epochs {self.epochs} --seed {self.seed} --chars {self.n_chars or 'all'} --pool {self.pool} "
                 f"--batch-size {self.batch_size} --lr {self.lr:g} --augment {self.augment.strength:g}")
-
-
-# ----------------------------------------------------------------------------------------------- training
-
-
-def _targets(data: SourceData, task: str) -> tuple[np.ndarray, int]:
-    n_fonts, n_chars = len(data.fonts), len(data.chars)
-    if task == "font":
-        return data.font[:, None], n_fonts
-    if task == "char":
-        return data.char[:, None], n_chars
-    return np.stack([data.font, data.char + n_fonts], 1), n_fonts + n_chars
-
-
-def _loss_and_hits(logits, y, task: str, n_fonts: int, smoothing: float = 0.1):
-    """Cross-entropy (summed over the task's parts) and correct predictions per part."""
-    import torch.nn.functional as F
-
-    if task == "both":
-        parts = [(logits[:, :n_fonts], y[:, 0]), (logits[:, n_fonts:], y[:, 1] - n_fonts)]
-    else:
-        parts = [(logits, y[:, 0])]
-    loss = sum(F.cross_entropy(z, t, label_smoothing=smoothing) for z, t in parts)
-    hits = [(z.argmax(1) == t).sum().item() for z, t in parts]
-    return loss, hits
-
-
-def _normalize(x):
-    """uint8 (B, 1, H, W) -> float32, as ``glyphs`` feeds the engine; per batch to keep memory small."""
-    return (x.float() / 255 - MEAN[0]) / STD[0]
-
-
-def _evaluate(model, x, y, task: str, n_fonts: int, batch: int = 256) -> dict[str, float]:
-    """Accuracy of each part of the task (``font``, ``char``) on clean images."""
-    import torch
-
-    model.eval()
-    hits = [0] * len(source_parts(task))
-    with torch.no_grad():
-        for i in range(0, len(x), batch):
-            _, h = _loss_and_hits(model(_normalize(x[i:i + batch])), y[i:i + batch], task, n_fonts)
-            hits = [a + b for a, b in zip(hits, h)]
-    return {p: h / max(len(x), 1) for p, h in zip(source_parts(task), hits)}
-
-
-def _epoch_generator(seed: int, epoch: int):
-    """The generator of one epoch's batch order and augmentation: a function of (seed, epoch) only,
-    so a run resumed at an epoch boundary draws what the uninterrupted run draws."""
-    import torch
-
-    state = np.random.SeedSequence([int(seed), int(epoch)]).generate_state(2, np.uint32)
-    return torch.Generator().manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)
-
-
-def _train_epoch(model, opt, sched, x, y, recipe: Recipe, epoch: int, n_fonts: int) -> float:
-    """One pass over the training images in a seeded order, each batch augmented; the mean loss."""
-    import torch
-
-    gen = _epoch_generator(recipe.seed, epoch)
-    model.train()
-    order = torch.randperm(len(x), generator=gen)
-    loss_sum = 0.0
-    for i in range(0, len(order), recipe.batch_size):
-        idx = order[i:i + recipe.batch_size]
-        batch = _augment.augment(x[idx], gen, recipe.augment)                # (B, 1, 64, 64) uint8
-        loss, _ = _loss_and_hits(model(_normalize(batch)), y[idx], recipe.task, n_fonts, recipe.label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        loss_sum += loss.item() * len(idx)
-    return loss_sum / len(x)
-
-
-def _setup(recipe: Recipe, num_classes: int, steps_per_epoch: int):
-    """The model (initialized from the seed), AdamW and its warm-up + cosine schedule."""
-    import timm
-    import torch
-
-    model_name, kwargs, _ = ARCHITECTURES[recipe.arch]
-    torch.manual_seed(recipe.seed)
-    model = timm.create_model(model_name, num_classes=num_classes, **kwargs)
-    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-    total = steps_per_epoch * recipe.epochs
-    warm = max(1, total // 20)
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
-
-    return model, opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
 def _check_out(out) -> Path:
@@ -333,12 +233,12 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
         if ckpt is not None:
             _refuse_other_recipe(ckpt, fingerprint, partial)
         x = torch.from_numpy(data.images).unsqueeze(1)                     # (N, 1, 64, 64) uint8
-        y_np, num_classes = _targets(data, recipe.task)
+        y_np, num_classes = _training.targets(data, recipe.task)
         y = torch.from_numpy(y_np).long()                                  # (N, parts)
         train, val = torch.from_numpy(~data.val), torch.from_numpy(data.val)
         x_tr, y_tr, x_val, y_val = x[train], y[train], x[val], y[val]
         n_fonts = len(data.fonts)
-        model, opt, sched = _setup(recipe, num_classes, math.ceil(len(x_tr) / recipe.batch_size))
+        model, opt, sched = _training.setup(recipe, num_classes, math.ceil(len(x_tr) / recipe.batch_size))
         history, wall0, cpu_before = [], 0.0, 0.0
         if ckpt is not None:
             model.load_state_dict(ckpt["model"])
@@ -353,8 +253,8 @@ def pretrain(arch: str, out: str | Path, *, restart: bool = False, threads: int 
                 f"{len(x_val)} held out); checkpoints in {partial}")
         for epoch in range(saved + 1, recipe.epochs + 1):
             t = time.perf_counter()
-            loss = _train_epoch(model, opt, sched, x_tr, y_tr, recipe, epoch, n_fonts)
-            acc = _evaluate(model, x_val, y_val, recipe.task, n_fonts)
+            loss = _training.train_epoch(model, opt, sched, x_tr, y_tr, recipe, epoch, n_fonts)
+            acc = _training.evaluate(model, x_val, y_val, recipe.task, n_fonts)
             history.append({"epoch": epoch, "train_loss": loss, "val_accuracy": acc,
                             "seconds": time.perf_counter() - t})
             info = {"history": history, "command": recipe.command(out),

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from lab.__main__ import main as cli
 from lab.data import glyphs
-from lab.zoo import _resume, _source, pretrain
+from lab.zoo import _resume, _source, _training, pretrain
 
 QUIET = dict(log=lambda m: None)
 
@@ -92,7 +92,7 @@ def test_an_interrupt_before_the_first_epoch_says_nothing_is_resumed(tiny, faces
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pretrain, "_train_epoch", interrupted)
+    monkeypatch.setattr(_training, "train_epoch", interrupted)
     lines = []
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path / "m", tiny, faces, log=lines.append)
@@ -124,7 +124,7 @@ def test_a_checkpoint_of_another_recipe_is_refused_naming_what_differs(tiny, fac
 
 
 def test_the_command_line_resumes_and_refuses_with_one_line(tiny, faces, tmp_path, monkeypatch, capsys):
-    real, calls = pretrain._train_epoch, []
+    real, calls = _training.train_epoch, []
 
     def interrupted_in_epoch_2(*args, **kwargs):
         calls.append(1)
@@ -132,7 +132,7 @@ def test_the_command_line_resumes_and_refuses_with_one_line(tiny, faces, tmp_pat
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pretrain, "_train_epoch", interrupted_in_epoch_2)
+    monkeypatch.setattr(_training, "train_epoch", interrupted_in_epoch_2)
     real_pretrain = pretrain.pretrain
     monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: real_pretrain(*a, faces=faces, data=tiny, **k))
     args = ["pretrain", "--arch", "resnet18", "--out", str(tmp_path / "m"), "--epochs", "2", "--chars", "6",
