@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Iterable
 
 from lab.store import RunStore, validate_run_id
-from lab.store.old_calls import store_was_first
 from lab.store.lookup import is_record, open_store, run_id_of
 
 __all__ = ["pack", "unpack", "pack_bytes", "unpack_bytes", "ArchiveError"]
@@ -58,7 +57,6 @@ def _runs_to_tar(runs: Iterable, store: RunStore, fileobj) -> list[str]:
     return ids
 
 
-@store_was_first
 def pack(runs: Iterable, path: str | os.PathLike, *, store=None) -> Path:
     """Write the given runs (ids or records, of ``store``: None the default store, a RunStore or a folder
     path) into one archive file at ``path`` (written atomically)."""
@@ -75,7 +73,6 @@ def pack(runs: Iterable, path: str | os.PathLike, *, store=None) -> Path:
     return path
 
 
-@store_was_first
 def pack_bytes(runs: Iterable, *, store=None) -> bytes:
     """The archive of the given runs as bytes (what a study worker sends back)."""
     buf = io.BytesIO()
@@ -132,7 +129,6 @@ def _import(store: RunStore, tar: tarfile.TarFile, where: str) -> list[str]:
     return imported
 
 
-@store_was_first
 def unpack(path: str | os.PathLike, *, store=None) -> list[str]:
     """Import every run of the archive at ``path`` that ``store`` (None: the default store, a RunStore or a
     folder path) lacks; returns their ids."""
@@ -150,7 +146,6 @@ def unpack(path: str | os.PathLike, *, store=None) -> list[str]:
         return _import(store, tar, str(path))
 
 
-@store_was_first
 def unpack_bytes(data: bytes, *, store=None) -> list[str]:
     """Import the runs of an archive held in memory (see :func:`pack_bytes`) into ``store``."""
     store = open_store(store)

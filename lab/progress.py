@@ -12,12 +12,10 @@ Examples
 """
 from __future__ import annotations
 
-from lab.store.old_calls import store_was_positional
 
 __all__ = ["run_with_progress"]
 
 
-@store_was_positional("store")
 def run_with_progress(config, *, store=None, check: bool = True, desc: str | None = None) -> str:
     """Run ``config`` to its end with a tqdm bar (one step per seed and epoch); return the run id.
 

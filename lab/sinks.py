@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lab.store.old_calls import store_was_first
 from lab.store.lookup import is_record, load_run
 
 __all__ = ["to_tensorboard", "to_mlflow", "metric_tag"]
@@ -117,7 +116,6 @@ def _sprites(images, indices: np.ndarray):
     return x
 
 
-@store_was_first
 def to_tensorboard(runs, logdir, *, embeddings: str = "last", store=None) -> list[Path]:
     """Write stored runs as TensorBoard event files under ``logdir/<run_id>`` (``/seed<n>`` for several seeds).
 
@@ -200,7 +198,6 @@ def _params(record) -> dict[str, str]:
     return out
 
 
-@store_was_first
 def to_mlflow(runs, tracking_uri: str | None = None, *, experiment: str = "layerscope", store=None) -> list[str]:
     """Log stored runs to MLflow: params, metrics per epoch and layer, and the run folder as artefacts.
 

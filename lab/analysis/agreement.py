@@ -18,7 +18,6 @@ import pandas as pd
 
 from lab.analysis.ranks import rank_correlation
 from lab.analysis.summary import _higher_is_better, _names, generalization, layer_curve, layer_order
-from lab.store.old_calls import store_was_first
 from lab.store.lookup import load_run
 
 __all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]
@@ -135,7 +134,6 @@ def _label(measure: str) -> str:
     return metric_label(measure)
 
 
-@store_was_first
 def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] = AGREEMENT_MEASURES,
                       store=None) -> pd.DataFrame:
     """Do the measures agree? For one evaluation, the best layer by each measure the run computed.

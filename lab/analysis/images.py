@@ -27,7 +27,6 @@ import pandas as pd
 
 from lab.analysis.intervals import nmi_from_contingency
 from lab.analysis.summary import generalization
-from lab.store.old_calls import store_was_first
 from lab.store.lookup import load_run
 
 __all__ = ["image_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
@@ -41,7 +40,6 @@ SELECTION_COLUMNS = ["layer_index", "n", "n_classes", "share_right", "mean_margi
 _SHOWN = 5            # indices quoted in a note
 
 
-@store_was_first
 def image_record_problem(run, *, seed: int | None = None, epoch: int | None = None, store=None) -> str | None:
     """Why ``run`` (an id in ``store``, or a record) has no per-image record (for ``seed``, ``epoch``), in one
     line, or None when it has one.
@@ -52,7 +50,6 @@ def image_record_problem(run, *, seed: int | None = None, epoch: int | None = No
     return load_run(run, store).image_record_problem(seed, epoch)
 
 
-@store_was_first
 def has_image_record(run, *, seed: int | None = None, epoch: int | None = None, store=None) -> bool:
     """Whether :func:`image_table` and :func:`selection_report` can read ``run`` (why not:
     :func:`image_record_problem`)."""
@@ -128,7 +125,6 @@ def _load(run, store, seed: int | None, epoch: int | None):
     return rec, rec.image_record(seed, epoch)
 
 
-@store_was_first
 def image_table(run, epoch: int | None = None, *, seed: int | None = None, values: str = "right",
                 store=None) -> pd.DataFrame:
     """One row per unseen image of one evaluation: its class, arrival layer, forgetting, one column per layer.
@@ -262,7 +258,6 @@ def _gaps(record, values: np.ndarray, what: str, why: str) -> str | None:
     return f"{what}: not given at layer(s) {', '.join(missing)} ({why})" if missing else None
 
 
-@store_was_first
 def selection_report(run, indices: Sequence[int], epoch: int | None = None, *, seed: int | None = None,
                      store=None) -> pd.DataFrame:
     """Per layer, how a selection of unseen images fares, next to all images (one evaluation's record).

@@ -44,7 +44,6 @@ from lab import analysis, catalogue
 from lab.export import _run_cells as template
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
-from lab.store.old_calls import store_was_positional
 from lab.store.lookup import is_record, open_store
 
 __all__ = ["to_notebook", "build_notebook", "notebook_summary", "SUMMARY_TAG"]
@@ -130,7 +129,6 @@ def _run_id_list(runs) -> list[str]:
     return ids
 
 
-@store_was_positional("store")
 def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
     """Build (but do not write) the notebook of :func:`to_notebook`.
 
@@ -281,7 +279,6 @@ def notebook_summary(nb) -> dict[str, dict]:
                      "(lab.export.execute_notebook, or to_notebook(..., execute=True)).")
 
 
-@store_was_positional("store", "execute", "timeout")
 def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = False, timeout: int = 600,
                 rerun: bool = False, selection=None) -> Path:
     """Write a notebook that reloads, re-plots and can reproduce stored runs.

@@ -32,7 +32,6 @@ from typing import Any, Mapping
 from lab.export import _study_cells as template
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import escape_markdown
-from lab.store.old_calls import store_was_positional
 from lab.store.lookup import open_store
 
 __all__ = ["study_to_notebook", "build_study_notebook", "table_metadata", "notebook_tables"]
@@ -181,7 +180,6 @@ def _axes_markdown(study) -> str:
     return "\n".join(lines) or "- no axes: one run of the base configuration"
 
 
-@store_was_positional("store")
 def build_study_notebook(study_or_spec, *, store=None):
     """Build (but do not write) the notebook of :func:`study_to_notebook`.
 
@@ -289,7 +287,6 @@ def build_study_notebook(study_or_spec, *, store=None):
     return nb
 
 
-@store_was_positional("store", "execute", "timeout")
 def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, execute: bool = False,
                       timeout: int = 600) -> Path:
     """Write a notebook that reloads a study's finished runs and draws its figures and tables.

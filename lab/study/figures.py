@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.store.old_calls import store_was_positional
 from lab.study._keys import REPEAT_AXES, cell_key, group_label, short_value
 
 __all__ = ["figures"]
 
 
-@store_was_positional("store")
 def figures(study, *, store=None) -> dict:
     """The papers' figures for a study's finished runs, every number from :mod:`lab.analysis`.
 

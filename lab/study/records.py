@@ -7,7 +7,6 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from lab.store.old_calls import store_was_first, store_was_positional
 from lab.store.lookup import is_record, open_store, run_id_of
 from lab.study._keys import cell_key, short_value
 
@@ -26,7 +25,6 @@ class StudyResult:
     seconds: float = 0.0
 
 
-@store_was_first
 def runs_by_cell(name: str, *, store=None) -> dict[str, Any]:
     """The runs of ``store`` (None: the default store, a RunStore or a folder path) tagged with study
     ``name``, newest finished first per cell key."""
@@ -53,7 +51,6 @@ def runs_by_cell(name: str, *, store=None) -> dict[str, Any]:
     return best
 
 
-@store_was_positional("store")
 def study_status(study, *, store=None) -> pd.DataFrame:
     """One row per cell: its axis values, status and run, and the run's :func:`lab.analysis.run_summary`
     (best layer, g with seed std, bootstrap interval g_low-g_high and best_share, seen accuracy; None
@@ -72,7 +69,6 @@ def study_status(study, *, store=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@store_was_first
 def tag_run(run, study: str, cell: Mapping, *, store=None) -> None:
     """Record the study and the cell in the meta of a finished ``run`` (an id in ``store``, or a record)
     (atomic rewrite of meta.json)."""

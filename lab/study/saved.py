@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from lab.store.lookup import open_store
-from lab.store.old_calls import store_was_first, store_was_positional
 from lab.study.spec import Study
 
 __all__ = ["SPECS_FOLDER", "save_spec", "find_study"]
@@ -14,7 +13,6 @@ __all__ = ["SPECS_FOLDER", "save_spec", "find_study"]
 SPECS_FOLDER = ".studies"           # inside the run store: the spec of every study run there
 
 
-@store_was_first
 def save_spec(study: Study, *, store=None) -> None:
     """Keep ``study``'s spec in ``store`` (default: the default store), found later by :func:`find_study`."""
     from lab.store import write_json
@@ -23,7 +21,6 @@ def save_spec(study: Study, *, store=None) -> None:
     write_json(store.root / SPECS_FOLDER / f"{study.name}.json", study.to_dict())
 
 
-@store_was_positional("store")
 def find_study(name: str, *, store=None) -> Study:
     """A spec file (``.yaml``/``.yml``/``.json``), else the spec of the study ``name`` run into ``store``."""
     store = open_store(store)

@@ -38,7 +38,6 @@ import pandas as pd
 
 from lab.config import RunConfig
 from lab.study._keys import axis_fields, cell_key, group_label, short_value
-from lab.store.old_calls import store_was_positional
 from lab.store.lookup import open_store
 from lab.study.records import StudyResult, runs_by_cell, study_status
 
@@ -174,7 +173,6 @@ class Study:
         self._cells = cells
         return cells
 
-    @store_was_positional("store")
     def check_names(self, *, store=None) -> None:
         """Resolve every cell's dataset, backbone and checkpoint here, without building anything.
 
@@ -213,13 +211,11 @@ class Study:
         _check_cuda(self, self.cells(), gpu_count())
 
     # -- the store ----------------------------------------------------------------------------------
-    @store_was_positional("store")
     def status(self, *, store=None) -> pd.DataFrame:
         """One row per cell: index, its axis values, status ("pending" when never run), run_id, and
         the run's g, best layer and seen accuracy (from the store's summary, i.e. lab.analysis)."""
         return study_status(self, store=store)
 
-    @store_was_positional("store")
     def records(self, *, store=None, finished_only: bool = True) -> list:
         """The stored runs of this study (the newest per cell), in cell order."""
         by_cell = runs_by_cell(self.name, store=store)

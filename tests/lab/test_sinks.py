@@ -107,14 +107,10 @@ def test_tensorboard_bad_input_says_what_to_do(stored, tmp_path):
         lab.sinks.to_tensorboard([], tmp_path, store=store)
 
 
-def test_tensorboard_takes_a_record_and_the_store_first_form_warns(stored, tmp_path):
+def test_tensorboard_takes_a_record(stored, tmp_path):
     store, run_id, _ = stored
     folders = lab.sinks.to_tensorboard(store.load(run_id), tmp_path / "rec", embeddings="none")   # a record
     assert folders == [tmp_path / "rec" / run_id]
-    with pytest.warns(DeprecationWarning, match=r"to_tensorboard\(store, \.\.\.\) with the store first is deprecated"
-                                                r".*to_tensorboard\(runs, logdir, \*, embeddings='last', store=None\)"):
-        folders = lab.sinks.to_tensorboard(store, [run_id], tmp_path / "old", embeddings="none")
-    assert folders == [tmp_path / "old" / run_id]
 
 
 def test_cli_to_tensorboard_writes_event_files(stored, tmp_path, capsys):

@@ -223,22 +223,6 @@ def test_a_record_or_a_store_path_serves_as_well_as_the_id(store, written):
     assert analysis.has_image_record(rec) and analysis.image_record_problem(rec) is None
 
 
-def test_the_store_first_form_still_works_with_a_warning(store, written):
-    run_id = written[0]
-    with pytest.warns(DeprecationWarning, match=r"image_table\(store, \.\.\.\) with the store first is deprecated"
-                                                r".*call lab\.analysis\.images\.image_table\(run, epoch=None, \*"):
-        old = analysis.image_table(store, run_id, 0, seed=0)
-    pd.testing.assert_frame_equal(old, analysis.image_table(run_id, 0, seed=0, store=store))
-    with pytest.warns(DeprecationWarning, match=r"selection_report\(store, \.\.\.\)"):
-        old = analysis.selection_report(store, run_id, [1, 2, 9], 1)
-    pd.testing.assert_frame_equal(old, analysis.selection_report(run_id, [1, 2, 9], 1, store=store))
-    with pytest.warns(DeprecationWarning, match=r"image_record_problem\(store, \.\.\.\)"):
-        assert analysis.image_record_problem(store, run_id, epoch=5) == analysis.image_record_problem(
-            run_id, epoch=5, store=store)
-    with pytest.warns(DeprecationWarning, match=r"has_image_record\(store, \.\.\.\)"):
-        assert analysis.has_image_record(store, run_id, seed=0)
-
-
 def test_a_one_class_selection_gives_no_nmi_or_cdnv(store, written):
     run_id, _, y, _ = written
     report = analysis.selection_report(run_id, np.flatnonzero(y == 2), store=store)

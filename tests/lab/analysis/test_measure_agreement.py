@@ -68,13 +68,9 @@ def test_the_nmi_row_is_g(store, run):
     assert earlier.loc["nmi", "epoch"] == 0 and earlier.loc["logme", "epoch"] == 0
 
 
-def test_a_record_serves_as_the_run_and_the_store_first_form_warns(store, run):
+def test_a_record_serves_as_the_run(store, run):
     table = analysis.measure_agreement(run, store=store)
     pd.testing.assert_frame_equal(analysis.measure_agreement(store.load(run)), table)
-    with pytest.warns(DeprecationWarning, match=r"measure_agreement\(store, \.\.\.\) with the store first is "
-                                                r"deprecated.*measure_agreement\(run, epoch=None, \*, measures="):
-        old = analysis.measure_agreement(store, run, 0)
-    pd.testing.assert_frame_equal(old, analysis.measure_agreement(run, 0, store=store))
 
 
 def test_identical_taps_count_once_and_report_the_deeper_tap(store, make_run):

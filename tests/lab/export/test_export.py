@@ -218,19 +218,6 @@ def test_single_run_id_and_errors(store, tmp_path):
     assert build_notebook(store.load(a), store=store).metadata["layerscope"]["run_ids"] == [a]
 
 
-def test_the_old_positional_store_forms_still_work_with_a_warning(store, tmp_path):
-    a = _fake_run(store, "solo")
-    with pytest.warns(DeprecationWarning, match=r"build_notebook\(\) with store given by position is deprecated .*"
-                                                r"build_notebook\(runs, \*, store=None, rerun=False, selection=None\)"):
-        nb = build_notebook([a], store)
-    assert nb.metadata["layerscope"]["store"] == str(store.root.resolve())
-    with pytest.warns(DeprecationWarning, match=r"to_notebook\(\) with store, execute given by position"):
-        path = to_notebook([a], tmp_path / "old.ipynb", store, False)
-    assert nbformat.read(path, as_version=4).metadata["layerscope"]["run_ids"] == [a]
-    with pytest.raises(TypeError, match="store both by position and by keyword"):
-        to_notebook([a], tmp_path / "twice.ipynb", store, store=store)
-
-
 def test_running_and_interrupted_runs_say_so(store):
     running = _fake_run(store, "still going", finish=False, seeds=(0,), epochs=1)
     dead = _fake_run(store, "killed", finish=False, seeds=(0,), epochs=1)

@@ -131,16 +131,6 @@ def test_bad_input_is_refused_with_a_message(hand_study, tmp_path):
         notebook_tables(build_study_notebook(study, store=store))
 
 
-def test_the_old_positional_store_forms_still_work_with_a_warning(hand_study, tmp_path):
-    store, study, ids, _ = hand_study
-    with pytest.warns(DeprecationWarning, match=r"build_study_notebook\(\) with store given by position is "
-                                                r"deprecated .*build_study_notebook\(study_or_spec, \*, store=None\)"):
-        assert build_study_notebook(study, store).metadata["layerscope"]["run_ids"] == ids
-    with pytest.warns(DeprecationWarning, match=r"study_to_notebook\(\) with store given by position"):
-        path = study_to_notebook(study, tmp_path / "old.ipynb", store)
-    assert nbformat.read(path, as_version=4).metadata["layerscope"]["run_ids"] == ids
-
-
 def test_a_spec_file_or_a_saved_name_resolves(hand_study, tmp_path):
     from lab.study import save_spec
 

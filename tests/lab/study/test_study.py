@@ -149,13 +149,3 @@ def test_archives_move_runs_between_stores_unchanged(tmp_path):
     (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
     with pytest.raises(ArchiveError, match="is not a layerscope run archive"):
         unpack(tmp_path / "junk.tar.gz", store=dst)
-    # the old order, store first, still works for a release, with a warning naming the new call
-    with pytest.warns(DeprecationWarning, match=r"pack\(store, \.\.\.\) .*call lab\.archive\.pack\(runs, path, \*, "
-                                                r"store=None\)"):
-        old = pack(src, [a], tmp_path / "old.tar.gz")           # a record serves as the run
-    with pytest.warns(DeprecationWarning, match=r"unpack\(store, \.\.\.\)"):
-        assert unpack(RunStore(tmp_path / "c"), old) == [run_id]
-    with pytest.warns(DeprecationWarning, match=r"unpack_bytes\(store, \.\.\.\)"):
-        assert unpack_bytes(RunStore(tmp_path / "d"), pack_bytes([run_id], store=src)) == [run_id]
-    with pytest.warns(DeprecationWarning, match=r"pack_bytes\(store, \.\.\.\)"):
-        assert unpack_bytes(pack_bytes(src, [run_id]), store=tmp_path / "e") == [run_id]

@@ -142,29 +142,13 @@ def test_runs_stored_without_the_bootstrap_show_no_band_and_no_error(study_store
         hv.render(obj, backend="bokeh")
 
 
-def test_the_old_positional_store_forms_still_work_with_a_warning(study_store, tmp_path):
-    from lab.study.records import runs_by_cell, study_status
-
+def test_tag_run_tags_the_run_where_it_is_stored(study_store, tmp_path):
     study, store = study_store
-    with pytest.warns(DeprecationWarning, match=r"figures\(\) with store given by position is deprecated .*"
-                                                r"call lab\.study\.figures\.figures\(study, \*, store=None\)"):
-        old = figures(study, store)
-    pd.testing.assert_frame_equal(old["generalization"], figures(study, store=store)["generalization"])
-    with pytest.warns(DeprecationWarning, match=r"status\(\) with store given by position"):
-        pd.testing.assert_frame_equal(study.status(store), study.status(store=store))
-    with pytest.warns(DeprecationWarning, match=r"records\(\) with store given by position"):
-        assert [r.run_id for r in study.records(store)] == [r.run_id for r in study.records(store=store)]
-    with pytest.warns(DeprecationWarning, match=r"study_status\(\) with store given by position"):
-        pd.testing.assert_frame_equal(study_status(study, store), study.status(store=store))
-    with pytest.warns(DeprecationWarning, match=r"runs_by_cell\(store, \.\.\.\) with the store first"):
-        assert runs_by_cell(store, study.name).keys() == runs_by_cell(study.name, store=store).keys()
-    # tag_run, store first: the run it tags is found in that store
     copy = RunStore(tmp_path / "runs")
     rec = store.load(store.ids()[0])
     w = copy.create(rec.config)
     w.finish("finished")
-    with pytest.warns(DeprecationWarning, match=r"tag_run\(store, \.\.\.\) with the store first"):
-        tag_run(copy, w.run_id, "other", {"lr": 1})
+    tag_run(w.run_id, "other", {"lr": 1}, store=copy)
     assert (copy.load(w.run_id).meta["study"], copy.load(w.run_id).meta["cell"]) == ("other", {"lr": 1})
     tag_run(copy.load(w.run_id), "third", {"lr": 2})                  # a record: tagged where it is stored
     assert copy.load(w.run_id).meta["study"] == "third"
