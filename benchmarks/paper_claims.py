@@ -3,7 +3,7 @@
 Every number comes from runs of the engine (``lab.RunConfig`` + ``lab.run``), read back from a
 ``lab.RunStore``; where a claim needs a quantity the engine does not store (NC1 on the
 *training* images, NC1 of the SCL head's input), the stored weights are reloaded with
-``lab.backbones.load(checkpoint=lab.store.resolve_checkpoint("run:ID"))`` and measured with
+``lab.backbones.load(checkpoint=lab.backbones.resolve_checkpoint("run:ID", store=store))`` and measured with
 ``lab.features`` + ``lab.metrics``.
 Each claim ends in one verdict computed from the measured numbers by the rule printed under
 the table: "reproduced", "mixed", "not reproduced", or, with ``--fast``, "inconclusive (fast

@@ -91,7 +91,7 @@ class CheckpointError(UnknownNameError):
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """A :class:`CheckpointError` for weights that are not there (no such file, no weights for that seed);
-    also a FileNotFoundError, as the store's lookups raised before."""
+    also a FileNotFoundError, so code that handles missing files handles it."""
 
 
 class NoImageRecordError(KeyError):

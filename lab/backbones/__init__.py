@@ -47,10 +47,11 @@ and listings), as timm's ``register_model`` serves ``create_model`` and ``list_m
 :func:`offline_models` read it.
 
 Checkpoints have one API: :func:`resolve_checkpoint` turns a spec (a weights file, or a stored run's
-weights ``"run:ID[/seed]"`` looked up in the store passed down, then the default store) into a
-:class:`Checkpoint` (path + kind), :func:`check_checkpoint` checks one up front, and both raise
+weights ``"run:ID[/seed]"``, found by the store passed down as ``store=``) into a :class:`Checkpoint`
+(path + kind), :func:`check_checkpoint` checks one up front, and both raise
 :class:`lab.errors.CheckpointError`. :func:`load` takes a file or a resolved :class:`Checkpoint`; it
-never looks into a store itself (runs and the app resolve ``run:`` specs with their store).
+never looks into a store (runs and the app resolve ``run:`` specs with their store), and this package
+never imports the store.
 """
 from __future__ import annotations
 
@@ -61,15 +62,15 @@ from lab.backbones._hf import HF_FAMILIES
 from lab.backbones._imagenet import imagenet_names
 from lab.backbones._normalize import Normalization
 from lab.backbones._offline import OfflineModel, cache_problems, hub_cache_dir, torch_checkpoints_dir
-from lab.backbones._registry import (SOURCES, Checkpoint, Source, check_checkpoint, check_name, checkpoint_path,
-                                     file_checkpoint, list_models, offline_models, resolve_checkpoint, source_for)
+from lab.backbones._registry import (SOURCES, Checkpoint, Source, check_checkpoint, check_name, list_models,
+                                     offline_models, resolve_checkpoint, source_for)
 from lab.backbones._zoo import read_card as zoo_card, zoo_dir, zoo_names
 from lab.device import resolve_device
 
 __all__ = ["Backbone", "Tap", "Normalization", "load", "zoo_names", "zoo_dir", "zoo_card", "imagenet_names",
            "offline_models", "OfflineModel", "first_tensor", "PRE_LOGITS", "HF_FAMILIES", "check_name",
            "check_checkpoint", "resolve_checkpoint", "Checkpoint", "SOURCES", "Source", "source_for", "list_models",
-           "read_state_dict", "load_checkpoint", "checkpoint_path", "cache_problems", "hub_cache_dir",
+           "read_state_dict", "load_checkpoint", "cache_problems", "hub_cache_dir",
            "torch_checkpoints_dir", "eval_mode"]
 
 
@@ -95,7 +96,7 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
         arbitrary unpickling), loaded after the model is built. State dicts may be nested
         under ``"state_dict"``/``"model"``; ``"module."`` prefixes are stripped. A
         classifier of a different size is ignored (with a warning). ``"run:ID"`` specs
-        must be resolved first (:func:`resolve_checkpoint` with the store).
+        must be resolved first (:func:`resolve_checkpoint` with ``store=``).
     num_classes : int
         Classifier outputs; 0 (default) for no classifier. An ImageNet backbone keeps its
         ImageNet classifier when this is 1000 (as timm's ``pretrained=True`` does).
@@ -133,7 +134,7 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
     dev = resolve_device(device)
     if int(num_classes) < 0:
         raise ValueError(f"num_classes must be >= 0. Got {num_classes!r} instead.")
-    ckpt = file_checkpoint(checkpoint) if checkpoint is not None else None
+    ckpt = resolve_checkpoint(checkpoint) if checkpoint is not None else None   # no store: files only
     source, spec = source_for(name)
     built = source.load(spec, name=name, pretrained=pretrained, num_classes=int(num_classes),
                         in_chans=int(in_chans), img_size=img_size, kwargs=kwargs)

@@ -28,7 +28,7 @@ from lab.backbones._offline import OfflineModel, hub_models, imagenet_models, to
 from lab.errors import CheckpointError, UnknownNameError
 
 __all__ = ["Source", "SOURCES", "source_for", "check_name", "list_models", "offline_models", "Built", "Checkpoint",
-           "resolve_checkpoint", "check_checkpoint", "file_checkpoint", "checkpoint_path"]
+           "resolve_checkpoint", "check_checkpoint"]
 
 
 def _nothing() -> list:
@@ -164,7 +164,7 @@ SOURCES: tuple[Source, ...] = (
     Source("mlp", "the teaching MLP", "backbone", rule=lambda: "mlp:depth=D,width=W", claims=_claims_mlp,
            check=_checks.check_mlp, load=build_mlp, names=lambda: ["mlp"]),
     Source("run", "a stored run", "checkpoint", rule=lambda: "run:ID[/SEED] (the fine-tuned weights of a stored run)",
-           claims=_prefixed("run:"), check=_resolve.check_run, load=_resolve.resolve_run, names=_resolve.run_names),
+           claims=_prefixed("run:"), check=_resolve.check_run, load=_resolve.resolve_run),
     Source("file", "a weights file", "checkpoint", rule=lambda: "the path of a .safetensors or PyTorch state_dict file",
            claims=_everything, check=_resolve.check_file, load=_resolve.resolve_file, fallback=True),
 )
@@ -199,7 +199,7 @@ def list_models(role: str = "backbone", *, fallback: bool = True) -> list[str]:
     """The names the sources of ``role`` list: the named sources first, then (``fallback``) the fallback's.
 
     For backbones: the zoo (bare and ``zoo:``), the ImageNet backbones, ``hf:FAMILY``, ``mlp``, then
-    every timm architecture; for checkpoints: ``run:ID`` of the default store's runs.
+    every timm architecture; checkpoints list none (a store lists its runs: ``RunStore.ids()``).
     """
     return [n for s in _in_order(role) if fallback or not s.fallback for n in s.names()]
 
@@ -282,9 +282,10 @@ def resolve_checkpoint(checkpoint, *, store=None) -> Checkpoint:
         The path of a ``.safetensors`` or PyTorch state_dict file, or ``"run:ID[/SEED]"`` (the
         fine-tuned weights of a stored run; default seed: the run's first). A :class:`Checkpoint`
         comes back as it is.
-    store : lab.RunStore or path, optional
-        Where ``run:`` specs are looked up first; the default store (``$LAB_RUNS_DIR`` or ``./runs``)
-        is searched after it. Not used for files.
+    store : lab.RunStore, optional
+        The store that finds ``run:`` specs (its ``run_weights``: a :class:`lab.RunStore` looks in itself,
+        then in the default store, ``$LAB_RUNS_DIR`` or ``./runs``); ``lab.RunStore()`` for the default
+        store. Not used for files.
 
     Returns
     -------
@@ -307,29 +308,9 @@ def resolve_checkpoint(checkpoint, *, store=None) -> Checkpoint:
 
 def check_checkpoint(checkpoint, *, store=None) -> None:
     """Raise :class:`lab.errors.CheckpointError` (an :class:`~lab.errors.UnknownNameError` with
-    ``kind="checkpoint"``) unless :func:`resolve_checkpoint` finds ``checkpoint`` (looked up in ``store``,
-    then the default store, for ``run:`` specs); loads nothing. The message names the closest files or runs.
+    ``kind="checkpoint"``) unless :func:`resolve_checkpoint` finds ``checkpoint`` (``run:`` specs through
+    ``store``); reads no weights. The message names the closest files or runs.
     """
     spec = _spec(checkpoint)
     source, body = source_for(spec, "checkpoint")
     source.check(spec, body, store=store)
-
-
-def file_checkpoint(checkpoint) -> Checkpoint:
-    """``checkpoint`` as :func:`lab.backbones.load` takes it: a file, or an already resolved
-    :class:`Checkpoint`. Any other checkpoint form (``run:ID``) is resolved by whoever holds the store."""
-    if isinstance(checkpoint, Checkpoint):
-        return checkpoint
-    spec = _spec(checkpoint)
-    source, _ = source_for(spec, "checkpoint")
-    if source is not _fallback("checkpoint"):
-        raise CheckpointError(spec, f"checkpoint {spec!r} names {source.what}, not a file", [],
-                              f"resolve it first with lab.store.resolve_checkpoint({spec!r}) or "
-                              f"lab.backbones.resolve_checkpoint({spec!r}, store=STORE) (runs and the app do this "
-                              f"for you)")
-    return resolve_checkpoint(spec)
-
-
-def checkpoint_path(checkpoint) -> str:
-    """The path of :func:`file_checkpoint` ``checkpoint``, as a string (the older name)."""
-    return str(file_checkpoint(checkpoint).path)

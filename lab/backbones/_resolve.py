@@ -1,14 +1,11 @@
 """The checkpoint sources of :data:`lab.backbones._registry.SOURCES`: a spec -> a :class:`Checkpoint`.
 
 Two forms: the path of a weights file (``.safetensors``, or a PyTorch state_dict read with
-``weights_only=True``), and ``run:ID[/SEED]``, the fine-tuned weights of a stored run. A run is
-looked up by the store (:func:`lab.store.resolve_run_checkpoint`) in the store it is given, then in the
-default store (``$LAB_RUNS_DIR`` or ``./runs``), as a run looks up its own checkpoint; the store is always
-passed down, never remembered. Every problem is
-a :class:`lab.errors.CheckpointError` (a ValueError) that names the spec, the problem and the fix.
-
-:mod:`lab.store` is imported only here, and only to resolve a ``run:`` spec: building a backbone from
-a file, or from no checkpoint, never loads the store.
+``weights_only=True``), and ``run:ID[/SEED]``, the fine-tuned weights of a stored run. Only a run store
+knows where a run keeps its weights: a ``run:`` spec is handed to the store passed down as ``store=``
+(anything with ``run_weights(spec) -> path``, as :class:`lab.RunStore` has), so the model layer never
+imports the store and nothing is remembered between calls. Every problem is a
+:class:`lab.errors.CheckpointError` (a ValueError) that names the spec, the problem and the fix.
 """
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from pathlib import Path
 
 from lab.errors import CheckpointError, CheckpointNotFoundError
 
-__all__ = ["Checkpoint", "resolve_file", "check_file", "resolve_run", "check_run", "run_names"]
+__all__ = ["Checkpoint", "resolve_file", "check_file", "resolve_run", "check_run"]
 
 _EXTS = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 _FILE_FIX = ("give the path of a .safetensors or PyTorch state_dict file, or run:ID[/SEED] for the fine-tuned "
@@ -80,23 +77,17 @@ def check_file(name: str, spec: str, *, store=None) -> None:
 
 
 def resolve_run(body: str, *, name: str, store=None) -> Checkpoint:
-    """The fine-tuned weights of stored run ``run:ID[/SEED]`` (default seed: the run's first), looked up in
-    ``store`` (a RunStore or its folder), then the default store (:func:`lab.store.resolve_run_checkpoint`)."""
-    from lab.store import resolve_run_checkpoint
-
-    path = resolve_run_checkpoint(name, store)
+    """The fine-tuned weights of stored run ``run:ID[/SEED]``, found by ``store.run_weights`` (a
+    :class:`lab.RunStore` looks in itself, then in the default store)."""
+    lookup = getattr(store, "run_weights", None)
+    if not callable(lookup):
+        given = "no store" if store is None else f"store={store!r}"
+        raise CheckpointError(name, f"names a stored run, which only its run store can find, and {given} was given",
+                              [], f"pass the store: lab.backbones.resolve_checkpoint({name!r}, store=lab.RunStore()) "
+                                  f"for the default store ($LAB_RUNS_DIR or ./runs), or store=lab.RunStore(FOLDER)")
+    path = Path(lookup(name))
     return Checkpoint(name, path, _kind(path), "run")
 
 
 def check_run(name: str, body: str, *, store=None) -> None:
-    """As :func:`resolve_run`, worded for an up-front check (:func:`lab.store.check_run_checkpoint`)."""
-    from lab.store import check_run_checkpoint
-
-    check_run_checkpoint(name, store)
-
-
-def run_names() -> list[str]:
-    """``run:ID`` of every run in the default store."""
-    from lab.store import RunStore
-
-    return [f"run:{i}" for i in sorted(RunStore().ids())]
+    resolve_run(body, name=name, store=store)

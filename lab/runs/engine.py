@@ -207,19 +207,14 @@ class _Engine:
 
     def _checkpoint(self) -> str | None:
         """The checkpoint file to load: ``run:ID[/seed]`` is a stored run's fine-tuned weights, looked
-        up in this run's store first, then in the default and the other open stores."""
+        up in this run's store first, then in the default store."""
         spec = self.cfg.checkpoint
         if not (isinstance(spec, str) and spec.startswith("run:")):
             return spec
-        from lab.store import RunNotFoundError, resolve_checkpoint
+        from lab.backbones import resolve_checkpoint
+        from lab.store import RunStore
 
-        root = self.ctx.recorder.root
-        if root is not None:
-            try:
-                return str(resolve_checkpoint(spec, root=root))
-            except RunNotFoundError:
-                pass
-        return str(resolve_checkpoint(spec))
+        return str(resolve_checkpoint(spec, store=RunStore(self.ctx.recorder.root)).path)
 
     def _setup_seed(self, seed: int, checkpoint: str | None) -> SeedState:
         import torch

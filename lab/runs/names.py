@@ -10,9 +10,8 @@ __all__ = ["check_names"]
 
 def check_names(cfg, *, store=None) -> None:
     """Resolve the names of RunConfig ``cfg``: its dataset (:func:`lab.data.check_name`), its backbone
-    (:func:`lab.backbones.check_name`: no model is built) and its checkpoint (a file that exists,
-    :func:`lab.backbones.check_checkpoint`, or ``run:ID[/SEED]`` with weights in ``store``, default
-    ``lab.store.RunStore()``: :func:`lab.store.check_run_checkpoint`).
+    (:func:`lab.backbones.check_name`: no model is built) and its checkpoint (a file that exists, or
+    ``run:ID[/SEED]`` with weights in ``store``, then the default store: :func:`lab.backbones.check_checkpoint`).
 
     Raises
     ------
@@ -22,13 +21,9 @@ def check_names(cfg, *, store=None) -> None:
     """
     from lab.backbones import check_checkpoint, check_name as check_backbone
     from lab.data import check_name as check_dataset
-    from lab.store import check_run_checkpoint
+    from lab.store.lookup import open_store
 
     check_dataset(cfg.dataset)
     check_backbone(cfg.backbone)
-    if cfg.checkpoint is None:
-        return
-    if str(cfg.checkpoint).startswith("run:"):
-        check_run_checkpoint(str(cfg.checkpoint), store)
-    else:
-        check_checkpoint(cfg.checkpoint)
+    if cfg.checkpoint is not None:
+        check_checkpoint(cfg.checkpoint, store=open_store(store))

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import difflib
 import errno
 import os
 import re
@@ -58,25 +59,20 @@ import pandas as pd
 
 from lab.errors import CheckpointError, CheckpointNotFoundError
 
-# Everything below was importable from the single-file lab.store; the private names stay importable
-# (lab.study reads and writes its specs with the public read_json / write_json). Writes go through _files._write_json and
-# _tables._write_parquet, looked up per call, so that tests of full and read-only disks can patch them.
+# The store's own writes go through _files._write_json, looked up per call, so that tests of full and
+# read-only disks can patch it.
 from lab.store import _files
-from lab.store._files import (  # noqa: F401
-    _TMP_PREFIX, _atomic_file, _fsync_dir, _git_commit, _json_default, _layer_file, _now, _one_line,
-    _parse_time, _pid_alive, _proc_start_time, _read_json, _umask, _versions, _write_json)
+from lab.store._files import (_TMP_PREFIX, _fsync_dir, _now, _one_line, _parse_time, _proc_start_time, _read_json,
+                              _versions, _write_json)
 from lab.store._images import ImageRecord
-from lab.store._record import (  # noqa: F401
-    STALE_AFTER, STATUSES, TERMINAL_STATUSES, RunRecord, _derived_status, _load_config, _read_run_files,
-    _summary)
-from lab.store._tables import (  # noqa: F401
-    _PART_RE, _REQUIRED, _TABLES, _damaged_parts, _empty, _frame, _group_files, _read_table, _write_parquet)
-from lab.store._writer import _METHOD_RE, RunWriter, _as_numpy, _check_int  # noqa: F401
+from lab.store._record import (STALE_AFTER, STATUSES, TERMINAL_STATUSES, RunRecord, _derived_status, _load_config,
+                               _read_run_files)
+from lab.store._tables import _damaged_parts, _empty
+from lab.store._writer import RunWriter
 
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "ImageRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
-    "check_run_checkpoint", "resolve_run_checkpoint", "parse_run_spec",
-    "resolve_checkpoint", "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
+    "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
     "read_json", "write_json",
 ]
 
@@ -375,91 +371,41 @@ class RunStore:
         shutil.rmtree(hidden)
 
     # -- checkpoints -------------------------------------------------------------------------
-    def checkpoint_path(self, spec: str) -> Path:
-        """``"run:ID"`` or ``"run:ID/SEED"`` (or ``"ID[/SEED]"``) → path of the fine-tuned weights, looked up
-        in this store, then the default store (:func:`resolve_run_checkpoint`)."""
-        return resolve_run_checkpoint(spec, self)
+    def run_weights(self, spec: str) -> Path:
+        """The weights file that ``"run:ID[/SEED]"`` names (default seed: the run's first): this store's run,
+        else the default store's, as a run looks up its checkpoint.
 
+        The store's side of :func:`lab.backbones.resolve_checkpoint` and :func:`lab.backbones.check_checkpoint`,
+        which call it on the store they are given: the model layer never imports the store.
 
-# The run: checkpoint source of lab.backbones' registry (lab.backbones.resolve_checkpoint and
-# check_checkpoint) resolves through the functions below; the store never imports lab.backbones.
-
-_RUN_FIX = ("`python -m lab runs list` shows the stored runs; give run:ID[/SEED] of one of them, or the path of "
-            "a weights file")
-
-
-def parse_run_spec(spec: str) -> tuple[str, int | None]:
-    """``"run:ID"`` or ``"run:ID/SEED"`` (or ``"ID[/SEED]"``) -> (ID, SEED or None); a seed that is no
-    integer raises :class:`lab.errors.CheckpointError`."""
-    body = spec[4:] if spec.startswith("run:") else spec
-    run_id, _, seed = body.partition("/")
-    if seed and not re.fullmatch(r"\d+", seed):
-        raise CheckpointError(spec, f"checkpoint {spec!r} is not valid: expected 'run:ID' or 'run:ID/SEED' with an "
-                                    f"integer seed; got seed {seed!r}")
-    return run_id, int(seed) if seed else None
-
-
-def _stores(store) -> list[RunStore]:
-    """``store`` (a RunStore or its folder), then the default store, each once."""
-    given = [] if store is None else [store if isinstance(store, RunStore) else RunStore(store)]
-    out: list[RunStore] = []
-    for s in given + [RunStore()]:
-        if all(s.root.resolve() != o.root.resolve() for o in out):
-            out.append(s)
-    return out
-
-
-def _find_weights(spec: str, store) -> tuple[Path | None, str, list[RunStore]]:
-    """The weights file of ``spec`` in the first store that holds its run (None: none does), the run id and
-    the stores searched. A bad id, a damaged run or missing weights raise CheckpointError."""
-    run_id, seed = parse_run_spec(spec)
-    stores = _stores(store)
-    for s in stores:
-        try:
-            record = s.load(run_id)
-        except RunNotFoundError:
-            continue
-        except ValueError as exc:             # an id that is not valid, a damaged run
-            raise CheckpointError(spec, str(exc)) from exc
-        try:
-            return record.weights_path(seed), run_id, stores
-        except FileNotFoundError as exc:
-            raise CheckpointNotFoundError(spec, str(exc)) from exc
-    return None, run_id, stores
-
-
-def _close_runs(spec: str, stores) -> list[str]:
-    import difflib
-
-    ids = dict.fromkeys(f"run:{i}" for s in stores for i in s.ids())
-    return difflib.get_close_matches(spec, list(ids), n=5, cutoff=0.6)
-
-
-def resolve_run_checkpoint(spec: str, store: "RunStore | str | os.PathLike | None" = None) -> Path:
-    """The weights file of ``"run:ID[/SEED]"`` (default seed: the run's first), looked up in ``store`` (a
-    RunStore or its folder), then in the default store. Raises :class:`lab.errors.CheckpointError`."""
-    path, run_id, stores = _find_weights(spec, store)
-    if path is None:
-        roots = [str(s.root.resolve()) for s in stores]
-        raise CheckpointError(spec, f"no run {run_id!r} for checkpoint {spec!r} in the stores {roots}",
-                              _close_runs(spec, stores), _RUN_FIX)
-    return path
-
-
-def check_run_checkpoint(spec: str, store: "RunStore | None" = None) -> None:
-    """Raise :class:`lab.errors.CheckpointError` (an UnknownNameError, ``kind="checkpoint"``) unless
-    ``"run:ID[/SEED]"`` names stored weights, looked up as :func:`resolve_run_checkpoint` does; the message
-    names the closest runs. Nothing is loaded (:func:`lab.backbones.check_checkpoint` checks any spec)."""
-    path, _, stores = _find_weights(spec, store)
-    if path is None:
+        Raises
+        ------
+        lab.errors.CheckpointError
+            No such run in either store (naming the closest runs), an id that is not valid, a damaged run, a
+            seed that is no integer; :class:`lab.errors.CheckpointNotFoundError` (also a FileNotFoundError)
+            for a run without weights for that seed.
+        """
+        body = spec[4:] if spec.startswith("run:") else spec
+        run_id, _, seed = body.partition("/")
+        if seed and not re.fullmatch(r"\d+", seed):
+            raise CheckpointError(spec, f"checkpoint {spec!r} is not valid: expected 'run:ID' or 'run:ID/SEED' with an "
+                                        f"integer seed; got seed {seed!r}")
+        stores = [self] + ([] if self.root.resolve() == default_root().resolve() else [RunStore()])
+        for store in stores:
+            try:
+                record = store.load(run_id)
+            except RunNotFoundError:
+                continue
+            except ValueError as exc:             # an id that is not valid, a damaged run
+                raise CheckpointError(spec, _one_line(exc)) from exc
+            try:
+                return record.weights_path(int(seed) if seed else None)
+            except FileNotFoundError as exc:
+                raise CheckpointNotFoundError(spec, str(exc)) from exc
         where = f"the store {stores[0].root.resolve()}"
         if len(stores) > 1:
             where += f" (nor in the default store {stores[1].root.resolve()})"
-        raise CheckpointError(spec, f"no such run in {where}", _close_runs(spec, stores), _RUN_FIX)
-
-
-def resolve_checkpoint(spec: str, root: str | os.PathLike | None = None) -> Path:
-    """Resolve ``"run:ID[/seed]"`` to the run's ``weights/seed{seed}.safetensors``, looked up in the store at
-    ``root`` (then the default store), or in the default store: :func:`resolve_run_checkpoint`.
-    :func:`lab.backbones.resolve_checkpoint` resolves any spec (a file too)."""
-    return resolve_run_checkpoint(spec, root)
+        ids = list(dict.fromkeys(f"run:{i}" for s in stores for i in s.ids()))
+        raise CheckpointError(spec, f"no such run in {where}", difflib.get_close_matches(spec, ids, n=5, cutoff=0.6),
+                              "`python -m lab runs list` shows the stored runs; give run:ID[/SEED] of one of them, "
+                              "or the path of a weights file")

@@ -4,9 +4,11 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -274,15 +276,27 @@ def test_malicious_pickle_is_refused(tmp_path, writer):
     assert not marker.exists()
 
 
-def test_run_spec_is_not_a_path_and_backbones_never_import_the_store():
-    with pytest.raises(ValueError, match=r"checkpoint 'run:abc123/1' names a stored run, not a file; resolve it "
-                                         r"first with lab.store.resolve_checkpoint\('run:abc123/1'\)"):
+def test_run_spec_is_not_a_path_and_backbones_never_import_the_store(tmp_path):
+    with pytest.raises(ValueError, match=r"checkpoint 'run:abc123/1': names a stored run, which only its run store "
+                                         r"can find, and no store was given; pass the store: "
+                                         r"lab.backbones.resolve_checkpoint\('run:abc123/1', store=lab.RunStore\(\)\)"):
         load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu", checkpoint="run:abc123/1")
+    with pytest.raises(ValueError, match=r"and store='runs' was given; pass the store"):   # a folder is no store
+        backbones.resolve_checkpoint("run:abc123/1", store="runs")
     assert not hasattr(backbones, "register_checkpoint_resolver")
-    code = ("import sys, lab.backbones as b; b.load('mlp:depth=2,width=8', in_chans=1, img_size=8, device='cpu'); "
-            "print('lab.store' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False", out.stderr
+    imports = [f"{path.name}: {line.strip()}" for path in Path(backbones.__file__).parent.glob("*.py")
+               for line in path.read_text().splitlines() if re.search(r"\b(from|import) lab\.store\b", line)]
+    assert imports == []
+    # a run: spec goes to the store passed down (any object with run_weights): the store is never imported
+    weights = tmp_path / "seed1.safetensors"
+    weights.write_bytes(b"")
+    code = ("import sys, lab.backbones as b\n"
+            "class Store:\n    def run_weights(self, spec): return sys.argv[1] if spec == 'run:abc/1' else None\n"
+            "c = b.resolve_checkpoint('run:abc/1', store=Store()); b.check_checkpoint('run:abc/1', store=Store())\n"
+            "b.load('mlp:depth=2,width=8', in_chans=1, img_size=8, device='cpu')\n"
+            "print(c.path, c.kind, c.source, 'lab.store' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(weights)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"{weights} safetensors run False", out.stderr
 
 
 def test_pretrained_offline_gives_clear_message(tmp_path, monkeypatch):

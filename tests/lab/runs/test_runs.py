@@ -155,7 +155,7 @@ def test_run_validates_a_dict_config_at_call_time(store):
     ({"n_unseen": 9}, r"n_unseen=9 leaves fewer than 2 seen classes of the 10 in 'digits'"),
     ({"backbone": "resnet1800"}, r"unknown backbone 'resnet1800'"),
     ({"strategy": "none", "epochs": None, "lr": None, "checkpoint": "run:nosuchrun"},
-     r"no run 'nosuchrun' for checkpoint 'run:nosuchrun' in the stores"),
+     r"checkpoint 'run:nosuchrun': no such run in the store"),
     ({"lr": 1e12, "optimizer": "sgd"}, r"epoch 1, batch \d+: training diverged: the loss became nan\. Lower lr"),
 ])
 def test_bad_user_input_ends_in_run_failed_with_a_message(store, changes, message):

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from lab import store as store_mod
-from lab.store import RunNotFoundError, RunStore, resolve_checkpoint, validate_run_id
+from lab.store import RunNotFoundError, RunStore, validate_run_id
 
 CONFIG = {"dataset": "digits", "backbone": "mlp", "strategy": "full", "epochs": 2, "seeds": [0, 1],
           "n_unseen": 3}
@@ -186,7 +186,7 @@ def test_arrays_round_trip(store):
         w.save_projection(0, 1, "x", "../up", coords, labels, idx)
 
 
-def test_weights_round_trip_and_checkpoint_resolver(store):
+def test_weights_round_trip_and_run_weights(store):
     torch = pytest.importorskip("torch")
     w = store.create(CONFIG)
     lin = torch.nn.Linear(3, 2)
@@ -196,17 +196,17 @@ def test_weights_round_trip_and_checkpoint_resolver(store):
     w.save_weights(0, {"a.weight": torch.zeros(2, 3)})
     from safetensors.torch import load_file
 
-    path = resolve_checkpoint(f"run:{w.run_id}/1", store.root)
+    path = store.run_weights(f"run:{w.run_id}/1")
     assert path == w.path / "weights" / "seed1.safetensors"
     loaded = load_file(path)
     assert torch.equal(loaded["b.weight"], lin.weight.detach()) and int(loaded["steps"]) == 7
-    assert resolve_checkpoint(f"run:{w.run_id}", store.root) == w.path / "weights" / "seed0.safetensors"  # 1st seed
+    assert store.run_weights(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"  # 1st seed
     with pytest.raises(FileNotFoundError, match="no weights for seed 5"):
-        resolve_checkpoint(f"run:{w.run_id}/5", store.root)
+        store.run_weights(f"run:{w.run_id}/5")
     with pytest.raises(ValueError, match="integer seed"):
-        resolve_checkpoint(f"run:{w.run_id}/x", store.root)
+        store.run_weights(f"run:{w.run_id}/x")
     with pytest.raises(ValueError, match="is not valid"):
-        resolve_checkpoint("run:../../etc", store.root)
+        store.run_weights("run:../../etc")
 
 
 def test_opening_a_store_does_not_change_what_resolves(store, tmp_path, monkeypatch):
@@ -219,11 +219,18 @@ def test_opening_a_store_does_not_change_what_resolves(store, tmp_path, monkeypa
     (w.path / "weights").mkdir()
     (w.path / "weights" / "seed0.safetensors").write_bytes(b"")
     RunStore(store.root)                                   # opened again: changes nothing
-    with pytest.raises(CheckpointError, match=rf"no run '{w.run_id}' for checkpoint 'run:{w.run_id}' in the "
-                                              rf"stores \['{tmp_path / 'default'}'\]"):
-        resolve_checkpoint(f"run:{w.run_id}")
-    assert resolve_checkpoint(f"run:{w.run_id}", store.root) == w.path / "weights" / "seed0.safetensors"
-    assert store.checkpoint_path(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"
+    with pytest.raises(CheckpointError, match=rf"checkpoint 'run:{w.run_id}': no such run in the store "
+                                              rf"{tmp_path / 'default'}; `python -m lab runs list` shows"):
+        RunStore().run_weights(f"run:{w.run_id}")
+    assert store.run_weights(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"
+    with pytest.raises(CheckpointError, match=rf"closest: 'run:{w.run_id}'"):
+        store.run_weights(f"run:{w.run_id}x")
+    other = RunStore(tmp_path / "other")                  # not found there: the default store is searched next
+    with pytest.raises(CheckpointError, match=rf"no such run in the store {tmp_path / 'other'} \(nor in the "
+                                              rf"default store {tmp_path / 'default'}\)"):
+        other.run_weights(f"run:{w.run_id}")
+    monkeypatch.setenv("LAB_RUNS_DIR", str(store.root))
+    assert other.run_weights(f"run:{w.run_id}") == w.path / "weights" / "seed0.safetensors"
 
 
 def test_backbones_load_a_stored_run(store):
@@ -231,11 +238,12 @@ def test_backbones_load_a_stored_run(store):
     bb = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu")
     w = store.create(CONFIG)
     w.save_weights(0, bb.model.state_dict())
-    with pytest.raises(ValueError, match=r"names a stored run, not a file; resolve it first with "
-                                         r"lab.store.resolve_checkpoint"):
+    with pytest.raises(ValueError, match=r"names a stored run, which only its run store can find, and no store "
+                                         r"was given; pass the store: lab.backbones.resolve_checkpoint"):
         backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, checkpoint=f"run:{w.run_id}/0")
-    again = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu",
-                           checkpoint=resolve_checkpoint(f"run:{w.run_id}/0", store.root))
+    ckpt = backbones.resolve_checkpoint(f"run:{w.run_id}/0", store=store)
+    assert (ckpt.path, ckpt.kind, ckpt.source) == (w.path / "weights" / "seed0.safetensors", "safetensors", "run")
+    again = backbones.load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu", checkpoint=ckpt)
     for (k, a), (_, b) in zip(bb.model.state_dict().items(), again.model.state_dict().items()):
         assert (a == b).all(), k
 
