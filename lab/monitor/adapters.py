@@ -4,8 +4,7 @@
 - :class:`LightningCallback`: PyTorch Lightning (``lightning`` or ``pytorch_lightning``, imported when the
   callback is built; ``pip install "layerscope[trainers]"`` installs Lightning and accelerate).
 
-Both take the same arguments, ``(monitor, every=1, unit=None)`` (unit None is "epoch"), and follow the same
-schedule: an evaluation before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is the
+Both take the same arguments, ``(monitor, every=1, unit="epoch")``, and follow the same schedule: an evaluation before training (epoch or step 0), then one every ``every`` epochs (the run's epoch is the
 trainer's epoch number, 1 after the first epoch) or every ``every`` optimizer steps (``unit="step"``: the run's
 epoch is the global step), and one at the end of training when the last epoch or step was not a multiple of
 ``every``, so the final model is always measured. A number is evaluated once (gradient accumulation calls the batch
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 
 from lab.monitor.monitor import Monitor, MonitorClosedError
 
@@ -40,26 +38,14 @@ def _check_monitor(monitor, who: str) -> Monitor:
     return monitor
 
 
-def _schedule(every, unit, who: str, int_means_steps: bool = False) -> tuple[int, str]:
-    """``(every, unit)`` checked: every a positive int (``"epoch"`` is every=1, unit="epoch", as it shipped),
-    unit "epoch" or "step" (None: "epoch"; with ``int_means_steps``, an int ``every`` without a unit keeps its
-    old meaning, steps, with a FutureWarning)."""
-    if unit is not None and unit not in UNITS:
+def _schedule(every, unit, who: str) -> tuple[int, str]:
+    """``(every, unit)`` checked: every a positive int, unit "epoch" or "step"."""
+    if unit not in UNITS:
         raise ValueError(f"{who}: unit must be 'epoch' or 'step' (optimizer steps). Got {unit!r} instead.")
-    if every == "epoch":
-        if unit == "step":
-            raise ValueError(f"{who}: every='epoch' with unit='step' contradicts itself; pass every=N, unit='step' "
-                             f"for every N optimizer steps.")
-        return 1, "epoch"
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"{who}: every must be 'epoch' or a positive number of steps or epochs (an int >= 1, "
-                         f"counted in unit='epoch' or unit='step'). Got {every!r} instead.")
-    if unit is None and int_means_steps and every != 1:
-        warnings.warn(f"{who}(mon, every={every}) without unit evaluates every {every} optimizer steps, as it did in "
-                      f"the last release; a later release will read it as epochs. Pass unit='step' to keep steps, "
-                      f"or unit='epoch' for every {every} epochs.", FutureWarning, stacklevel=3)
-        return every, "step"
-    return every, unit or "epoch"
+        raise ValueError(f"{who}: every must be a positive int, the number of epochs or optimizer steps between "
+                         f"evaluations (every=N, unit='epoch' or unit='step'). Got {every!r} instead.")
+    return every, unit
 
 
 class _Schedule:
@@ -129,20 +115,17 @@ class HFTrainerCallback(_hf_base()):
     monitor : lab.Monitor
         The monitor of the trainer's model (the same module object the trainer trains), inside its with-block.
     every : int
-        Evaluate every ``every`` epochs or optimizer steps, after one evaluation before training; ``"epoch"``
-        (the last release's default) is every=1, unit="epoch".
+        Evaluate every ``every`` epochs or optimizer steps, after one evaluation before training.
     unit : {"epoch", "step"}
         "epoch" (default): the run's epochs are the trainer's epochs (``ceil(state.epoch)``); "step": the run's
         epochs are ``state.global_step`` (optimizer steps, not gradient accumulation's micro-batches).
-        An int ``every`` other than 1 without ``unit`` keeps its last-release meaning, steps, with a
-        FutureWarning: pass unit="step" (or "epoch") to say which.
 
     It evaluates on the main process only (``state.is_world_process_zero``), and once more when training ends
     off the every-N grid, so the final model is measured.
     """
 
-    def __init__(self, monitor: Monitor, every=1, unit: str | None = None):
-        self.every, self.unit = _schedule(every, unit, "HFTrainerCallback", int_means_steps=True)
+    def __init__(self, monitor: Monitor, every: int = 1, unit: str = "epoch"):
+        self.every, self.unit = _schedule(every, unit, "HFTrainerCallback")
         self.monitor = _check_monitor(monitor, "HFTrainerCallback")
         self._schedule = _Schedule(self.monitor, self.every, self.unit, "HFTrainerCallback")
 
@@ -175,7 +158,7 @@ def _lightning_base():
     return pl.Callback
 
 
-def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
+def LightningCallback(monitor: Monitor, every: int = 1, unit: str = "epoch"):
     """A PyTorch Lightning ``Callback`` that evaluates ``monitor`` before training and every ``every`` epochs
     or optimizer steps, on global rank 0 (``trainer.is_global_zero``).
 
@@ -184,7 +167,7 @@ def LightningCallback(monitor: Monitor, every=1, unit: str | None = None):
     monitor : lab.Monitor
         The monitor of the LightningModule's network (the module object it trains), inside its with-block.
     every : int
-        Evaluate every ``every`` epochs or optimizer steps; ``"epoch"`` (the last release's only value) is 1.
+        Evaluate every ``every`` epochs or optimizer steps, after one evaluation before training.
     unit : {"epoch", "step"}
         "epoch" (default): the run's epochs are ``trainer.current_epoch + 1`` after each training epoch;
         "step": the run's epochs are ``trainer.global_step`` (optimizer steps: with ``accumulate_grad_batches``

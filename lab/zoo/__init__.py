@@ -2,8 +2,7 @@
 
 Each model is ``NAME.safetensors`` (fp16 state dict of the whole timm model,
 source classifier included) with a card ``NAME.json`` and a model card
-``NAME.md`` in this folder. The recipe is :mod:`lab.zoo.recipe`, also
-importable as ``lab.zoo.pretrain`` (``python -m lab pretrain``);
+``NAME.md`` in this folder. The recipe is :mod:`lab.zoo.recipe` (``python -m lab pretrain``);
 ``lab.backbones.load("zoo:NAME")`` loads a model. Reading cards is
 :mod:`lab.backbones`' job (:func:`lab.backbones.zoo_card`); this module only
 names the shipped folder and the card's fields.
@@ -11,8 +10,6 @@ names the shipped folder and the card's fields.
 from __future__ import annotations
 
 from pathlib import Path
-
-from lab.lazy import lazy_exports
 
 # lab.backbones (torch) is imported by the two functions below, not here: the command line imports this
 # package to build its `pretrain` parser, and `python -m lab runs list` must not wait seconds for torch.
@@ -55,7 +52,3 @@ def card(name: str) -> dict:
     data, weights = zoo_card(name)
     return {**data, "weights": str(weights)}
 
-
-# ``from lab.zoo import pretrain`` (the recipe module's older name) keeps working; importing the recipe
-# loads torch, so it happens on first use, not with the package.
-__getattr__, __dir__ = lazy_exports(__name__, {"pretrain": "lab.zoo.recipe"})

@@ -1,6 +1,6 @@
 """The source task of the glyph zoo: fonts and characters disjoint from ``glyphs``, rendered.
 
-The zoo's backbones (:mod:`lab.zoo.pretrain`) are trained on CJK glyphs rendered from
+The zoo's backbones (:mod:`lab.zoo.recipe`) are trained on CJK glyphs rendered from
 fonts packaged in Debian that are **not** among the 20 typefaces of ``glyphs`` (nor
 other weights, ancestors or derivatives of them), with characters that are not among its
 characters either. This module names those fonts and the character pools, checks them

@@ -107,7 +107,7 @@ def test_lightning_evaluates_on_its_schedule(pl, store, digits, one_thread, ever
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=32)
     before_flags, after_flags = [], []
     with lab.Monitor(model, unseen=unseen, store=store, metrics=("nmi",)) as mon:
-        callback = LightningCallback(mon, every=every, unit=unit)
+        callback = LightningCallback(mon, every=every, **({} if unit is None else {"unit": unit}))
         assert isinstance(callback, pl.Callback) and (callback.every, callback.unit) == (every, unit or "epoch")
         trainer = _lightning_trainer(pl, [_flag_probe(pl, before_flags), callback, _flag_probe(pl, after_flags)],
                                      max_epochs=max_epochs, accumulate_grad_batches=accumulate)
@@ -267,9 +267,8 @@ def _hf_flag_probe(flags, model):
 
 @pytest.mark.parametrize("every, unit, accumulate, epochs", [
     (1, None, 1, [0, 1, 2]),                      # the default: every epoch
-    ("epoch", None, 1, [0, 1, 2]),                # the last release's spelling
     (3, "step", 2, [0, 3, 6, 8]),                 # 8 batches of 16 a epoch, 2 per step: 8 steps, the last off grid
-], ids=["every-epoch", "every-epoch-as-shipped", "every-3-steps-accumulated"])
+], ids=["every-epoch", "every-3-steps-accumulated"])
 def test_the_hf_trainer_evaluates_on_its_schedule(store, tmp_path, digits, one_thread, every, unit, accumulate,
                                                   epochs):
     unseen, images, labels = digits
@@ -278,7 +277,7 @@ def test_the_hf_trainer_evaluates_on_its_schedule(store, tmp_path, digits, one_t
     before = _weights(net)
     before_flags, after_flags = [], []
     with lab.Monitor(net, unseen=unseen, store=store, metrics=("nmi",)) as mon:
-        callback = HFTrainerCallback(mon, every=every, unit=unit)
+        callback = HFTrainerCallback(mon, every=every, **({} if unit is None else {"unit": unit}))
         _hf_train(tmp_path, model, images, labels, [_hf_flag_probe(before_flags, net), callback,
                                                     _hf_flag_probe(after_flags, net)],
                   batch=16 if accumulate > 1 else 32, accumulate=accumulate)
@@ -286,17 +285,15 @@ def test_the_hf_trainer_evaluates_on_its_schedule(store, tmp_path, digits, one_t
     assert after_flags == before_flags and any(all(f) for f in before_flags)
 
 
-def test_an_hf_int_every_without_unit_keeps_meaning_steps_with_a_warning(store, tmp_path, digits, one_thread):
+def test_an_hf_int_every_counts_epochs_unless_unit_says_steps(store, tmp_path, digits, one_thread):
     unseen, images, labels = digits
     net = _mlp()
     before = _weights(net)
     with lab.Monitor(net, unseen=unseen, store=store, metrics=("nmi",)) as mon:
-        with pytest.warns(FutureWarning, match="every 3 optimizer steps.*Pass unit='step'"):
-            callback = HFTrainerCallback(mon, every=3)
-        assert (callback.every, callback.unit) == (3, "step")
         with warnings.catch_warnings():
-            warnings.simplefilter("error", FutureWarning)           # an explicit unit says which: no warning
-            assert HFTrainerCallback(mon, every=3, unit="epoch").unit == "epoch"
+            warnings.simplefilter("error")                          # one meaning: nothing to warn about
+            assert (HFTrainerCallback(mon, every=3).every, HFTrainerCallback(mon, every=3).unit) == (3, "epoch")
+            callback = HFTrainerCallback(mon, every=3, unit="step")
         _hf_train(tmp_path, _Classifier(net), images, labels, [callback], epochs=1)      # 4 steps
     _check_run(store, mon, [0, 3, 4], "step", before, net)
 
@@ -326,18 +323,18 @@ def test_bad_arguments_name_the_fix(pl, digits, callback):
     unseen, _, _ = digits
     name = callback.__name__
     with lab.Monitor(_mlp(), unseen=unseen, store=False, metrics=("nmi",)) as mon:
-        for every in (0, -2, 1.5, True, "step"):
-            with pytest.raises(ValueError, match=rf"{name}: every must be 'epoch' or a positive number of steps or "
-                                                 rf"epochs.*Got {every!r} instead"):
+        for every in (0, -2, 1.5, True, "step", "epoch"):
+            with pytest.raises(ValueError, match=rf"{name}: every must be a positive int, the number of epochs or "
+                                                 rf"optimizer steps between evaluations \(every=N, unit='epoch' or "
+                                                 rf"unit='step'\)\. Got {every!r} instead"):
                 callback(mon, every=every, unit="step")
-        with pytest.raises(ValueError, match=rf"{name}: unit must be 'epoch' or 'step' \(optimizer steps\)\. "
-                                             r"Got 'minute' instead"):
-            callback(mon, unit="minute")
-        with pytest.raises(ValueError, match=rf"{name}: every='epoch' with unit='step' contradicts itself"):
-            callback(mon, every="epoch", unit="step")
+        for unit in ("minute", None):
+            with pytest.raises(ValueError, match=rf"{name}: unit must be 'epoch' or 'step' \(optimizer steps\)\. "
+                                                 rf"Got {unit!r} instead"):
+                callback(mon, unit=unit)
         with pytest.raises(ValueError, match=rf"{name}: monitor must be a lab.Monitor.*Got Sequential instead"):
             callback(nn.Sequential())
-        assert callback(mon, every="epoch").unit == "epoch"
+        assert (callback(mon).every, callback(mon).unit) == (1, "epoch")
 
 
 _DDP_SCRIPT = """

@@ -12,7 +12,7 @@ import torch
 import lab.zoo
 from lab.__main__ import main as cli
 from lab.data import build_glyphs, glyphs
-from lab.zoo import pretrain
+from lab.zoo import recipe
 
 TARGET = json.loads(glyphs.DEFAULT_PATH.with_suffix(".json").read_text(encoding="utf-8"))
 
@@ -20,8 +20,8 @@ TARGET = json.loads(glyphs.DEFAULT_PATH.with_suffix(".json").read_text(encoding=
 @pytest.fixture(scope="module")
 def source_face(installed_face):
     """The first source face installed here, smallest package first (CI installs fonts-sawarabi-mincho)."""
-    return installed_face(pretrain.SOURCE_FACES, "fonts-sawarabi-mincho",
-                          "no source font of lab.zoo.pretrain.SOURCE_FACES")
+    return installed_face(recipe.SOURCE_FACES, "fonts-sawarabi-mincho",
+                          "no source font of lab.zoo.recipe.SOURCE_FACES")
 
 
 # ------------------------------------------------------------------------------------------ disjointness
@@ -32,20 +32,20 @@ def _norm(text: str) -> str:
 
 
 def test_source_fonts_are_disjoint_from_the_target_typefaces():
-    faces = pretrain.SOURCE_FACES
-    assert pretrain.target_conflicts(faces) == []
+    faces = recipe.SOURCE_FACES
+    assert recipe.target_conflicts(faces) == []
     target_packages = {f["package"] for f in TARGET["fonts"]}
     target_files = {f["file"] for f in TARGET["fonts"]}
     assert len(TARGET["fonts"]) == 20
     for face in faces:
-        assert face.package not in target_packages and face.package not in pretrain.EXCLUDED_PACKAGES
+        assert face.package not in target_packages and face.package not in recipe.EXCLUDED_PACKAGES
         assert os.path.basename(face.path) not in target_files
         for t in TARGET["fonts"]:
             # no target family name (without its region/weight word) inside a source family, or back
             core = _norm(t["family"].rsplit(" ", 1)[0] if t["family"].endswith((" CN", " SC")) else t["family"])
             assert core not in _norm(face.family) and _norm(face.family) not in core, (face, t["family"])
     assert len({f.name for f in faces}) == len(faces) >= 20
-    assert not set(pretrain.EXCLUDED_PACKAGES) & target_packages
+    assert not set(recipe.EXCLUDED_PACKAGES) & target_packages
 
 
 @pytest.mark.parametrize("face, why", [
@@ -55,19 +55,19 @@ def test_source_fonts_are_disjoint_from_the_target_typefaces():
     (glyphs.Face("IPAex Mincho", "IPAexMincho", "fonts-ipaexfont-mincho", "/x.ttf"), "derived from IPA Mincho"),
 ])
 def test_target_conflicts_catch_target_faces_their_weights_and_derivatives(face, why):
-    (msg,) = pretrain.target_conflicts([face])
+    (msg,) = recipe.target_conflicts([face])
     assert msg.startswith(face.name + ":") and why in msg
 
 
 def test_source_characters_are_not_target_characters():
-    chars = pretrain.source_characters()
+    chars = recipe.source_characters()
     assert not set(chars) & set(TARGET["characters"])
     assert len(chars) == len(build_glyphs.candidate_characters()) - len(TARGET["characters"])
 
 
 def test_render_source_refuses_a_target_face():
     with pytest.raises(ValueError, match="overlap the glyphs targets: AR PL UKai: package fonts-arphic-ukai"):
-        pretrain.render_source((glyphs.FACES[0],), n_chars=2)
+        recipe.render_source((glyphs.FACES[0],), n_chars=2)
 
 
 # ------------------------------------------------------------------------------------------ shipped zoo
@@ -111,7 +111,7 @@ def test_zoo_card_is_complete_and_fits_its_weights(name):
     assert 1 / card["num_classes"] < card["source_accuracy"] <= 1
     md = (lab.zoo.ZOO_DIR / f"{name}.md").read_text(encoding="utf-8")
     assert card["recipe"] in md and f"{card['source_accuracy']:.3f}" in md
-    assert all(f.package in md for f in pretrain.SOURCE_FACES)
+    assert all(f.package in md for f in recipe.SOURCE_FACES)
 
 
 @pytest.mark.parametrize("name", lab.zoo.names())
@@ -123,7 +123,7 @@ def test_zoo_card_records_that_its_source_shares_nothing_with_the_targets(name):
     assert record["target_characters"] == len(TARGET["characters"])
     assert record["shared_packages"] == record["shared_families"] == [] and record["shared_characters"] == 0
     # and the card's source fonts, checked here again by name and package
-    sources = {f.name: f for f in pretrain.SOURCE_FACES}
+    sources = {f.name: f for f in recipe.SOURCE_FACES}
     assert set(card["data"]["font_names"]) <= set(sources) and len(card["data"]["font_names"]) == card["data"]["fonts"]
     assert not {sources[n].package for n in card["data"]["font_names"]} & {f["package"] for f in TARGET["fonts"]}
 
@@ -142,11 +142,11 @@ def test_recipe_runs_end_to_end_and_is_reproducible(source_face, tmp_path):
     from safetensors.torch import load_file
 
     faces = (source_face, dataclasses.replace(source_face, name=source_face.name + " twin"))
-    pool = pretrain.source_characters()[:30]
-    data = pretrain.render_source(faces, n_chars=6, seed=3, candidates=pool, log=lambda m: None)
+    pool = recipe.source_characters()[:30]
+    data = recipe.render_source(faces, n_chars=6, seed=3, candidates=pool, log=lambda m: None)
     assert data.images.shape == (12, 64, 64) and data.images.dtype == np.uint8
     assert not set(data.chars) & set(TARGET["characters"]) and data.fonts[0]["package"] == source_face.package
-    cards = [pretrain.pretrain("vit_tiny", tmp_path / run / "m", task="both", epochs=1, seed=3, n_chars=6,
+    cards = [recipe.pretrain("vit_tiny", tmp_path / run / "m", task="both", epochs=1, seed=3, n_chars=6,
                                batch_size=4, faces=faces, data=data, log=lambda m: None) for run in ("a", "b")]
     card = cards[0]
     assert tuple(card) == lab.zoo.CARD_KEYS + lab.zoo.RECIPE_KEYS
@@ -157,7 +157,7 @@ def test_recipe_runs_end_to_end_and_is_reproducible(source_face, tmp_path):
     assert card["source_accuracy"] == card["source_accuracies"]["font"]              # the font head's
     assert set(card["history"][0]["val_accuracy"]) == {"font", "char"}
     assert card["data"]["fonts"] == 2 and card["data"]["characters"] == 6 and card["data"]["images"] == 12
-    assert card["augment"] == pretrain.Augment().to_dict() and card["wall_seconds"] > 0
+    assert card["augment"] == recipe.Augment().to_dict() and card["wall_seconds"] > 0
     assert {k: v for k, v in cards[1].items() if k not in ("recipe", "wall_seconds", "training", "history")} == \
         {k: v for k, v in card.items() if k not in ("recipe", "wall_seconds", "training", "history")}
     a, b = (load_file(tmp_path / run / "m.safetensors") for run in ("a", "b"))
@@ -174,12 +174,12 @@ def test_recipe_runs_end_to_end_and_is_reproducible(source_face, tmp_path):
 
 
 def test_pretrain_command_line_writes_the_zoo_files(source_face, tmp_path, monkeypatch, capsys):
-    real = pretrain.pretrain
+    real = recipe.pretrain
 
     def few_fonts(*args, **kwargs):        # the real recipe, on one installed font and 3 characters
         return real(*args, faces=(source_face,), **kwargs)
 
-    monkeypatch.setattr(pretrain, "pretrain", few_fonts)
+    monkeypatch.setattr(recipe, "pretrain", few_fonts)
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "zoo" / "tiny"
     assert cli(["pretrain", "--arch", "vit_tiny", "--out", str(out), "--epochs", "1", "--chars", "3",
@@ -195,9 +195,9 @@ def test_pretrain_bad_input_is_one_line(capsys, tmp_path):
         cli(["pretrain", "--arch", "nope", "--out", str(tmp_path / "m")])
     assert exc.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown --task 'style'; expected one of font, char, both"):
-        pretrain.pretrain("resnet18", tmp_path / "m", task="style")
+        recipe.pretrain("resnet18", tmp_path / "m", task="style")
     with pytest.raises(ValueError, match="unknown recipe option n_char; expected fields of"):
-        pretrain.pretrain("resnet18", tmp_path / "m", n_char=3)
+        recipe.pretrain("resnet18", tmp_path / "m", n_char=3)
     with pytest.raises(SystemExit) as exc:
         cli(["pretrain", "--arch", "resnet18", "--out", str(tmp_path / "m"), "--chars", "many"])
     assert exc.value.code == 2

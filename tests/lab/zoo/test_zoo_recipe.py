@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from lab.__main__ import main as cli
 from lab.data import glyphs
-from lab.zoo import _resume, _source, _training, pretrain
+from lab.zoo import _resume, _source, _training, recipe
 
 QUIET = dict(log=lambda m: None)
 
@@ -26,19 +26,19 @@ def cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def faces(installed_face):
-    face = installed_face(pretrain.SOURCE_FACES, "fonts-sawarabi-mincho", "no source font of SOURCE_FACES")
+    face = installed_face(recipe.SOURCE_FACES, "fonts-sawarabi-mincho", "no source font of SOURCE_FACES")
     return face, dataclasses.replace(face, name=face.name + " twin")
 
 
 @pytest.fixture(scope="module")
 def tiny(faces):
     """12 rendered images: 2 faces x 6 characters."""
-    return pretrain.render_source(faces, n_chars=6, seed=3, candidates=pretrain.source_characters()[:30], **QUIET)
+    return recipe.render_source(faces, n_chars=6, seed=3, candidates=recipe.source_characters()[:30], **QUIET)
 
 
 def _run(out, tiny, faces, *, log=QUIET["log"], **options):
     kw = dict(n_chars=6, epochs=2, batch_size=4, seed=3, threads=1, faces=faces, data=tiny)
-    return pretrain.pretrain("resnet18", out, log=log, **{**kw, **options})
+    return recipe.pretrain("resnet18", out, log=log, **{**kw, **options})
 
 
 def _stop_after(epoch: int, lines: list):
@@ -115,7 +115,7 @@ def test_a_checkpoint_of_another_recipe_is_refused_naming_what_differs(tiny, fac
     assert msg.endswith(f"or start over with --restart (deletes {tmp_path / 'm.partial'}).")
     with pytest.raises(ValueError, match=r"another recipe: fonts: \[.*twin'\] in the checkpoint, \[.*\] now"):
         _run(tmp_path / "m", tiny, faces[:1], data=None)                    # refused before any rendering
-    other = pretrain.render_source(faces, n_chars=6, seed=3, candidates=pretrain.source_characters()[30:60],
+    other = recipe.render_source(faces, n_chars=6, seed=3, candidates=recipe.source_characters()[30:60],
                                    **QUIET)
     with pytest.raises(ValueError, match=r"another recipe: data.chars_sha256: '\w+' in the checkpoint, '\w+' now"):
         _run(tmp_path / "m", other, faces)
@@ -133,8 +133,8 @@ def test_the_command_line_resumes_and_refuses_with_one_line(tiny, faces, tmp_pat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_training, "train_epoch", interrupted_in_epoch_2)
-    real_pretrain = pretrain.pretrain
-    monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: real_pretrain(*a, faces=faces, data=tiny, **k))
+    real_pretrain = recipe.pretrain
+    monkeypatch.setattr(recipe, "pretrain", lambda *a, **k: real_pretrain(*a, faces=faces, data=tiny, **k))
     args = ["pretrain", "--arch", "resnet18", "--out", str(tmp_path / "m"), "--epochs", "2", "--chars", "6",
             "--batch-size", "4", "--seed", "3", "--threads", "1"]
     assert cli(args) == 130
@@ -223,11 +223,11 @@ def test_load_source_renders_once_and_then_reads_the_cache(faces, cache):
 
 
 def test_the_wide_pool_holds_thousands_of_characters_none_of_glyphs():
-    common, wide = pretrain.source_characters(), pretrain.source_characters(pool="wide")
+    common, wide = recipe.source_characters(), recipe.source_characters(pool="wide")
     target = set(json.loads(glyphs.DEFAULT_PATH.with_suffix(".json").read_text(encoding="utf-8"))["characters"])
     assert set(common) < set(wide) and len(wide) > 5000 and not set(wide) & target
     with pytest.raises(ValueError, match="unknown character pool 'huge'; expected one of common, wide"):
-        pretrain.source_characters(pool="huge")
+        recipe.source_characters(pool="huge")
 
 
 # ------------------------------------------------------------------------------------------ bad input
@@ -237,22 +237,22 @@ def test_a_missing_font_names_its_package_and_the_install_line(tmp_path):
     ghost = glyphs.Face("Ghost Gothic", "Ghost Gothic", "fonts-ghost-gothic", "/nonexistent/ghost.ttf")
     with pytest.raises(ValueError, match=r"source fonts not found: Ghost Gothic\. Install them with "
                                          r"`apt-get install fonts-ghost-gothic` and run the recipe again\."):
-        pretrain.pretrain("resnet18", tmp_path / "m", faces=(ghost,), **QUIET)
+        recipe.pretrain("resnet18", tmp_path / "m", faces=(ghost,), **QUIET)
     assert not (tmp_path / "m.partial").exists()
 
 
 # ------------------------------------------------------------------------------------------ architectures
 
 
-@pytest.mark.parametrize("arch", sorted(pretrain.ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(recipe.ARCHITECTURES))
 def test_every_architecture_trains_and_loads_from_the_zoo_by_name(arch, tiny, faces, tmp_path, monkeypatch):
     from lab.backbones import load
     from lab.features import extract
 
-    card = pretrain.pretrain(arch, tmp_path / "zoo" / "m", n_chars=6, epochs=1, batch_size=4, seed=3, threads=1,
+    card = recipe.pretrain(arch, tmp_path / "zoo" / "m", n_chars=6, epochs=1, batch_size=4, seed=3, threads=1,
                              faces=faces, data=tiny, **QUIET)
     # trained on 2 fonts + 6 characters; shipped with the 2 font rows of the head only
-    assert card["num_classes"] == 2 and card["architecture"] == pretrain.ARCHITECTURES[arch][0]
+    assert card["num_classes"] == 2 and card["architecture"] == recipe.ARCHITECTURES[arch][0]
     shared = card["disjoint_from_targets"]
     assert shared["shared_packages"] == shared["shared_families"] == [] and shared["shared_characters"] == 0
     monkeypatch.setenv("LAB_ZOO_DIR", str(tmp_path / "zoo"))
