@@ -22,7 +22,7 @@ import traceback as _traceback
 from pathlib import Path
 
 __all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
-           "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError"]
+           "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError", "not_recorded"]
 
 _BUG = "This looks like a bug in layerscope rather than a problem with the input"
 
@@ -94,10 +94,24 @@ class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     also a FileNotFoundError, so code that handles missing files handles it."""
 
 
+def not_recorded(run_id: str | None, what: str, config_file: str | os.PathLike | None = None) -> str:
+    """The one line for something a stored run does not hold because it was recorded without it (by a
+    layerscope that did not store it yet, or with it turned off): names what is missing and how to get it.
+
+    >>> not_recorded("r1", "class means")
+    "run 'r1' has no class means: it was recorded without them; run it again to get them"
+    """
+    run = "this run" if run_id is None else f"run {run_id!r}"
+    them = "them" if what.endswith("s") else "it"
+    again = (f"run it again (`python -m lab run --config {config_file}`, or Run in the app)" if config_file
+             else "run it again")
+    return f"{run} has no {what}: it was recorded without {them}; {again} to get {them}"
+
+
 class NoImageRecordError(KeyError):
     """A run (or one of its evaluations) without the per-image record that :func:`lab.analysis.image_table`
-    and :func:`lab.analysis.selection_report` read: recorded before the record existed, without kNN accuracy
-    among its metrics, not evaluated yet, or its record file is damaged. ``str(exc)`` is one line that says
+    and :func:`lab.analysis.selection_report` read: recorded without it (:func:`not_recorded`), without kNN
+    accuracy among its metrics, not evaluated yet, or its record file is damaged. ``str(exc)`` is one line that says
     which, and how to get one (usually: run it again); ``reason`` is that line. A KeyError, as the store's
     other "not stored" errors, so :func:`user_message` keeps its text."""
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lab import analysis, catalogue
+from lab.errors import not_recorded
 
 __all__ = ["PANELS", "Panel", "CLASSIFIER_METRICS", "HEAD_LAYER", "SPLITS", "Source", "ClassMeansTable",
            "collapse_frame", "head_layer", "problems", "terminal_epochs", "NO_HEAD", "NO_TRAIN", "TRAIN_OFF",
@@ -54,12 +55,10 @@ PANELS = (
 """The panels in display order (Papyan et al. figures 6, 2, 4, 3, 5 and 7)."""
 
 NO_HEAD = "no trained head (strategy none): classifier-side measures are not defined"
-NO_TRAIN = ("this run has no training-set sample; runs recorded before the training-set sample was added measure "
-            "held-out and unseen only")
+NO_TRAIN = f"{not_recorded(None, 'training-set sample')}; held-out and unseen only"
 TRAIN_OFF = "the training-set sample was turned off for this run (train_sample_per_class = 0): held-out and unseen only"
-NO_CLASS_MEANS = "this run has no class means (runs recorded before they were added): no simplex to show"
-NO_CLASSIFIER_ROWS = ("this run recorded no classifier-side measures (runs recorded before they were added): "
-                      "class-means measures only")
+NO_CLASS_MEANS = f"{not_recorded(None, 'class means')}; no simplex to show"
+NO_CLASSIFIER_ROWS = f"{not_recorded(None, 'classifier-side measures')}; class-means measures only"
 
 
 @dataclass

@@ -7,8 +7,8 @@ names, flattened so that one file holds matrices of different K:
 - ``layer``, ``split`` (M,) str; ``n_classes`` (M,) int64;
 - ``classes`` (Σ K,) str, ``gram`` (Σ K²,) float64, in the entries' order.
 
-Written atomically (a temporary file renamed into place), like every file of the store; a run recorded before
-this file existed reads as an empty table with a reason (``RunRecord.class_means_problem``).
+Written atomically (a temporary file renamed into place), like every file of the store; a run recorded without
+these files reads as an empty table with a reason (``RunRecord.class_means_problem``).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from lab.errors import not_recorded
 from lab.store._files import _atomic_file
 
 __all__ = ["CLASS_MEANS_DIR", "CLASS_MEANS_COLUMNS", "write_class_means", "read_class_means", "class_means_file",
@@ -99,5 +100,4 @@ def class_means_problem(run_id: str, run_path: Path, status: str, frame: pd.Data
         return f"run {run_id!r}: its class-means files are damaged; run it again to get new ones"
     if status == "running":
         return f"run {run_id!r} has not finished an evaluation yet; its class means come with the first"
-    return (f"run {run_id!r} was recorded before layerscope stored the class means (ClassMeans); run it again "
-            "to get them")
+    return not_recorded(run_id, "class means")

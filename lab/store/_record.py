@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
+from lab.errors import not_recorded
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
@@ -165,7 +166,7 @@ class RunRecord:
         """The geometry of the class means (``ClassMeans`` events): one row per seed, epoch, layer and split
         ("train", "unseen") with ``classes`` (names, sorted-label order) and ``gram`` (K, K) float64, the Gram
         matrix of the centred class means (:func:`lab.analysis.simplex` reads it). Empty for a run recorded
-        before they were stored (:attr:`class_means_problem` says why)."""
+        without them (:attr:`class_means_problem` says why)."""
         return read_class_means(self.path, self.damaged_parts)
 
     @property
@@ -292,8 +293,7 @@ class RunRecord:
                         f"run it again with knn_accuracy among its metrics to get one")
             if self.status == "running":
                 return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
-            return (f"{run} was recorded before layerscope kept a per-image record; run it again (`python -m lab "
-                    f"run --config {self.path / 'config.json'}`, or Run in the app) to get one")
+            return not_recorded(self.run_id, "per-image record", self.path / "config.json")
         if not epochs:
             seeds = sorted({s for s, _ in parts})
             return f"{run} has no per-image record for seed {seed} (recorded for seeds {seeds})"

@@ -137,7 +137,7 @@ def test_without_a_record_the_controls_are_off_with_labs_reason(tiny_run, tmp_pa
     view = EmbeddingView(store=old, run_id=run_id)
     seed, epoch = _shown(view)
     reason = analysis.image_record_problem(run_id, seed=seed, epoch=epoch, store=old)
-    assert reason and "before layerscope kept a per-image record" in reason
+    assert reason and "has no per-image record: it was recorded without it; run it again" in reason
     bar = view._bar
     assert bar.color_w.disabled and bar.forgotten_w.disabled
     assert bar.color_w.description == reason and html.escape(reason) in bar.note.object

@@ -120,7 +120,7 @@ def test_strategy_none_shows_the_reason_instead_of_the_classifier_panels():
 
 def test_an_old_run_says_what_it_lacks_never_an_error():
     view, _, _ = _view()                       # recorded before the training sample and the class means
-    assert any(text.startswith("this run has no training-set sample; runs recorded before") for text in view.reasons())
+    assert any(text.startswith("this run has no training-set sample: it was recorded without it") for text in view.reasons())
     assert "this run has no class means" in view._deviation.object
     figures = view.figures()
     assert {"nc1", "equinorm", "equiangularity", "cosine_std"} <= set(figures) and "cosines" not in figures

@@ -233,7 +233,7 @@ def test_a_one_class_selection_gives_no_nmi_or_cdnv(store, written):
 def test_an_old_run_without_the_record_says_so_in_one_line(store, make_run):
     run_id = make_run()
     problem = analysis.image_record_problem(run_id, store=store)
-    assert "was recorded before layerscope kept a per-image record; run it again" in problem
+    assert "has no per-image record: it was recorded without it; run it again" in problem
     assert not analysis.has_image_record(run_id, store=store)
     for call in (lambda: analysis.image_table(run_id, store=store),
                  lambda: analysis.selection_report(run_id, [0], store=store)):
@@ -328,7 +328,7 @@ def test_a_run_whose_record_folder_is_gone_reads_as_an_old_run(tiny, tmp_path):
     copy = RunStore(tmp_path / "copy")
     shutil.copytree(rec.path, copy.root / run_id)
     shutil.rmtree(copy.root / run_id / "tables" / "images")
-    assert "was recorded before layerscope kept a per-image record" in analysis.image_record_problem(run_id, store=copy)
+    assert "has no per-image record: it was recorded without it" in analysis.image_record_problem(run_id, store=copy)
     assert copy.load(run_id).summary()["g"] == pytest.approx(rec.summary()["g"])
 
 

@@ -112,7 +112,7 @@ def test_an_old_run_without_class_means_loads_with_a_reason(finished, tmp_path):
     record = copy.load(source.name)
     assert record.class_means.empty and list(record.class_means.columns) == ["seed", "epoch", "layer", "split",
                                                                               "classes", "gram"]
-    assert "before layerscope stored the class means" in record.class_means_problem
+    assert "has no class means: it was recorded without them; run it again" in record.class_means_problem
     assert len(record.metrics) and record.summary()["status"] == "finished"
 
 
