@@ -176,7 +176,7 @@ def test_checkpoint_of_garbage_bytes(tmp_path, one_thread):
 def test_checkpoint_of_an_unknown_run(store, kept, one_thread):
     cfg = RunConfig(dataset="digits", checkpoint="run:no-such-run", **SMALL)
     message = _failed_up_front(_events(cfg, store=store))
-    assert "no run 'no-such-run'" in message
+    assert "checkpoint 'run:no-such-run': no such run in the store" in message
     check_kept(store, kept)
 
 
