@@ -62,7 +62,20 @@ def execute_notebook(nb, cwd: str | os.PathLike | None = None, *, timeout: int =
     kernel_env["PYTHONPATH"] = os.pathsep.join([lab_parent] + [p for p in paths if p != lab_parent])
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     folder = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
-    client = NotebookClient(nb, km=_current_python_kernel_manager(), timeout=timeout,
-                            resources={"metadata": {"path": folder}})
-    client.execute(env=kernel_env)
+    km = _current_python_kernel_manager()
+    client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": folder}})
+    try:
+        # nbclient shuts down only kernels whose manager it made; ours would idle (about 1 GiB) until
+        # this process exits, so ask it to clean up, and make sure in the finally.
+        client.execute(env=kernel_env, cleanup_kc=True)
+    finally:
+        _shut_down(km)
     return nb
+
+
+def _shut_down(km) -> None:
+    """Stop ``km``'s kernel if it still runs (a failed start or cleanup can leave one)."""
+    from jupyter_core.utils import run_sync
+
+    if km.has_kernel:
+        run_sync(km.shutdown_kernel)(now=True)
