@@ -43,8 +43,9 @@ system-deps:
 
 # Two or more workers (pytest-xdist; tests/conftest.py gives each its share of the cores): browser,
 # notebook and server tests spend much of their time waiting, so on 2 cores two workers nearly halve it.
+# --suite-report: the wall time and the 20 slowest tests go to test-artifacts/suite.json (.ci/run prints it).
 test: $(STAMP) system-deps
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal --suite-report test-artifacts/suite.json
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not browser and not notebook"

@@ -16,6 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# --suite-report PATH: the suite's wall time and slowest tests as JSON (make test writes test-artifacts/suite.json)
+pytest_plugins = ("tests.suite_time",)
+
 def _threads_per_worker() -> int | None:
     """Under pytest-xdist (``make test`` runs ``-n auto``), the cores each worker may use: the workers
     share the machine, and torch's default of one thread per core in every worker would put two threads
