@@ -3,7 +3,8 @@
 Sections (each timed, each a row or a few in the table; ``--only`` picks some):
 
 - ``tests``: the device tests of the suite (``tests/lab/test_device.py``, ``test_metrics_device.py``,
-  ``test_gpu_ready_*.py``, ``test_study_gpu.py``) on this machine, so their CUDA-only cases run;
+  ``test_run_devices.py``, ``test_device_numerics.py``, ``test_study_gpu.py``) on this machine, so their
+  CUDA-only cases run;
 - ``throughput``: extraction and fine-tuning images/s against bare timm at 224 px for resnet50 and
   vit_base_patch16_224, same autocast and memory format on both sides (``benchmarks/gpu.py``); goals
   >= 0.95x and >= 0.90x;
@@ -51,8 +52,9 @@ from benchmarks._results import add_save_option, recording  # noqa: E402
 from benchmarks._results import RESULTS_DIR, git_commit, machine  # noqa: E402
 
 SECTIONS = ("throughput", "metrics", "preset", "oom", "study", "tests")
-TEST_FILES = ("tests/lab/test_device.py", "tests/lab/metrics/test_metrics_device.py", "tests/lab/runs/test_gpu_ready_run.py",
-              "tests/lab/test_gpu_ready_numerics.py", "tests/lab/study/test_study_gpu.py")
+TEST_FILES = ("tests/lab/test_device.py", "tests/lab/metrics/test_metrics_device.py",
+              "tests/lab/runs/test_run_devices.py", "tests/lab/test_device_numerics.py",
+              "tests/lab/study/test_study_gpu.py")
 CPU_ANSWER = RESULTS_DIR / "preset_answer_cpu.json"
 
 

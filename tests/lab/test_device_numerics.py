@@ -1,4 +1,4 @@
-"""Issue 32 "Ready for the GPU", numerics: what differed or crashed off the CPU, checked on the CPU.
+"""Numerics off the CPU (bfloat16, MPS, CUDA), checked on the CPU: what differed or crashed there.
 
 - bfloat16 extraction keeps identical taps identical (a ResNet's last block *is* its pre-logits);
 - MPS has no float64: PCA and utilization do their float64 work on the CPU there;

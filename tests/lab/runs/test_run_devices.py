@@ -1,4 +1,4 @@
-"""Issue 32, "Ready for the GPU", checked on the CPU: a run frees its model when it ends (no
+"""A run on a device, checked on the CPU: it frees its model when it ends (no
 reference cycle waits for the collector), one seed's model is gone before the next loads, an
 out-of-memory error outside extraction and training names its stage, device names and the
 precision are checked before anything starts, and the CUDA-only settings (bfloat16 without
