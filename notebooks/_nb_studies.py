@@ -74,9 +74,9 @@ print(spec, "-", spec.description)
 print("base:", spec.base)
 study = spec
 if FAST:
-    # the first two values of every axis, 2 epochs, fewer images; its own name keeps FAST runs apart in the store
+    # the first two values of every axis, 1 epoch, fewer images; its own name keeps FAST runs apart in the store
     study = lab.Study(spec.name + "-fast",
-                      base={**spec.base, "epochs": 2, "unseen_per_class": 20, "seen_per_class": 15},
+                      base={**spec.base, "epochs": 1, "unseen_per_class": 20, "seen_per_class": 15},
                       axes={axis: values[:2] for axis, values in spec.axes.items()}, description=spec.description)
 print(study)
 pd.DataFrame([cell.values for cell in study.cells()])   # one row per run, in the order they are submitted
