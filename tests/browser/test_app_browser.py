@@ -8,11 +8,10 @@ except on CI (``CI=true``) where they fail. Screenshots and timings go to
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import pytest
-from served import ARTIFACTS, probe, serve, wait_probe, with_repo_on_path
+from served import ARTIFACTS, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,15 +22,9 @@ DEFAULT = "Which layer generalizes (glyphs, 15/5)"
 
 
 @pytest.fixture(scope="module")
-def server(chromium, free_port, tmp_path_factory):
-    """`panel serve app` on a free localhost port with a temporary run store."""
-    port = free_port()
-    runs = tmp_path_factory.mktemp("runs")
-    url = f"http://localhost:{port}/app"
-    with serve([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)], url,
-               log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="server.log", what="panel serve",
-               timeout=240, env=with_repo_on_path({"LAB_RUNS_DIR": str(runs)})):
-        yield {"url": url, "runs": runs}
+def server(app_server):
+    """The session's `panel serve app` (tests/browser/conftest.py), on a temporary run store."""
+    return app_server
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,10 @@ of the card goes to ``test-artifacts/collapse-lesson.png``.
 """
 from __future__ import annotations
 
-import sys
 import time
 
 import pytest
-from served import ARTIFACTS, probe, serve, wait_probe, with_repo_on_path
+from served import ARTIFACTS, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,25 +40,20 @@ _CARD_MODELS = """
 
 
 @pytest.fixture(scope="module")
-def page(chromium, free_port, tmp_path_factory):
-    """The served app (temporary run store) in a Chromium page, its page errors kept in ``page.errors``."""
+def page(chromium, app_server):
+    """The session's served app (tests/browser/conftest.py) in a Chromium page, its page errors kept in
+    ``page.errors``."""
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    url = f"http://localhost:{port}/app"
-    with serve([sys.executable, "-m", "panel", "serve", "app", "--port", str(port)], url,
-               log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="server-collapse.log",
-               what="panel serve", timeout=240,
-               env=with_repo_on_path({"LAB_RUNS_DIR": str(tmp_path_factory.mktemp("runs"))})):
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 2300})
-            page.errors = []
-            page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-            page.goto(url, timeout=180_000)
-            page.wait_for_selector(".ls-run button", timeout=180_000)
-            yield page
-            browser.close()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 2300})
+        page.errors = []
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        page.goto(app_server["url"], timeout=180_000)
+        page.wait_for_selector(".ls-run button", timeout=180_000)
+        yield page
+        browser.close()
 
 
 def test_the_lesson_draws_the_neural_collapse_card(page):

@@ -8,12 +8,11 @@ fails. The screenshot goes to ``test-artifacts/studies.png`` (gitignored).
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from served import ARTIFACTS, serve, with_repo_on_path
+from served import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -44,20 +43,11 @@ N_LAYERS = 4          # fc1, fc2, fc3, pre_logits of mlp:depth=3
 
 
 @pytest.fixture(scope="module")
-def server(chromium, free_port, tmp_path_factory):
-    """`panel serve app` on 127.0.0.1 with a temporary run store and specs folder."""
-    port = free_port()
-    runs = tmp_path_factory.mktemp("runs")
-    specs = tmp_path_factory.mktemp("studies")
-    (specs / SPEC_FILE).write_text(SPEC)
-    url = f"http://127.0.0.1:{port}/app"
-    cmd = [sys.executable, "-m", "panel", "serve", "app", "--address", "127.0.0.1", "--port", str(port),
-           "--allow-websocket-origin", f"127.0.0.1:{port}"]
-    env = with_repo_on_path({"LAB_RUNS_DIR": str(runs), "LAB_STUDIES_DIR": str(specs)})
-    env.pop("DASK_SCHEDULER_ADDRESS", None)          # the tab runs on its own local cluster
-    with serve(cmd, url, log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="studies-server.log",
-               what="panel serve", timeout=240, env=env):
-        yield {"url": url, "runs": runs}
+def server(app_server):
+    """The session's `panel serve app` (tests/browser/conftest.py) with this test's spec in its specs folder
+    (the Studies tab lists the folder when a page opens); ``before``: the runs stored before this module."""
+    (app_server["studies"] / SPEC_FILE).write_text(SPEC)
+    return {**app_server, "before": set(Path(app_server["runs"]).iterdir())}
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +175,7 @@ def test_studies_tab_runs_a_study_and_draws_its_figures(page, server):
     assert layer.input_value() == "fc1", layer.evaluate("e => e.outerHTML")
     ranks = pane_text(page, ".ls-study-ranks")
     assert "Over 4 conditions: Spearman" in ranks and "Kendall" in ranks, ranks
-    assert len(list(Path(server["runs"]).glob("*-digits-mlp-*"))) == N_CELLS
+    # the store is the session's: the study's runs are the ones stored since this module began
+    assert len(set(Path(server["runs"]).glob("*-digits-mlp-*")) - server["before"]) == N_CELLS
     assert not page.errors, page.errors
     print(f"4-cell study from the browser: {seconds:.0f} s")
