@@ -55,3 +55,17 @@ def app_server(chromium, tmp_path_factory):
                what="panel serve", timeout=240, env=env):
         yield {"url": url, "runs": runs, "studies": studies}
 
+
+
+@pytest.fixture(scope="session")
+def embedding_server(chromium, tiny_run, tmp_path_factory):
+    """One ``panel serve tests/browser/embedding_page.py`` for the explorer's browser tests: its URL, the page
+    drawing random blobs (``?n=``) or a stored run of ``$LAB_RUNS_DIR``, the session's tiny run's store
+    (``?run=``). Stopped, its log kept in ``test-artifacts/embedding-server.log`` and checked for tracebacks
+    from app/, when the session ends."""
+    from embedding_server import serve_embedding_page
+
+    store, _, _ = tiny_run
+    with serve_embedding_page(_free_port(), tmp_path_factory.mktemp("log") / "server.log", "embedding-server.log",
+                              env={"LAB_RUNS_DIR": str(store.root)}) as url:
+        yield url

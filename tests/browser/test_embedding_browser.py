@@ -13,7 +13,7 @@ import math
 import time
 
 import pytest
-from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, serve_embedding_page, wait_probe
+from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -31,10 +31,9 @@ _FRAMES = """
 
 
 @pytest.fixture(scope="module")
-def server(chromium, free_port, tmp_path_factory):
-    """The test page on 127.0.0.1."""
-    with serve_embedding_page(free_port(), tmp_path_factory.mktemp("log") / "server.log", "embedding-server.log") as url:
-        yield url
+def server(embedding_server):
+    """The session's test page on 127.0.0.1 (tests/browser/conftest.py)."""
+    return embedding_server
 
 
 @pytest.fixture(scope="module")

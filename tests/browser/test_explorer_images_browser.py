@@ -12,7 +12,7 @@ import math
 import time
 
 import pytest
-from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, serve_embedding_page, wait_probe
+from embedding_server import ARTIFACTS, CHROMIUM_ARGS, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,12 +32,11 @@ _MAPPERS = """
 
 
 @pytest.fixture(scope="module")
-def served(chromium, free_port, tiny_run, tmp_path_factory):
-    """The explorer test page on 127.0.0.1, its store the session's tiny run's: (url, store, run_id)."""
+def served(embedding_server, tiny_run):
+    """The session's explorer test page on 127.0.0.1 (tests/browser/conftest.py), its store the session's tiny
+    run's: (url, store, run_id)."""
     store, run_id, _ = tiny_run
-    with serve_embedding_page(free_port(), tmp_path_factory.mktemp("log") / "server.log", "explorer-images-server.log",
-                              env={"LAB_RUNS_DIR": str(store.root)}) as url:
-        yield f"{url}?run={run_id}", store, run_id
+    return f"{embedding_server}?run={run_id}", store, run_id
 
 
 def wait_for(page, check, timeout: float, what: str):
