@@ -142,3 +142,49 @@ def test_a_run_without_the_train_split_says_which_split_is_missing(deep_run):
     assert not any(c.label.startswith("train") for c in _by_type(depth, hv.Curve))
     assert view._card.title == "Neural collapse: held-out and unseen"
     assert _view(deep_run)._card.title == "Neural collapse: training sample, held-out and unseen"
+
+
+def _with_nc1(record, layers, value):
+    """A copy of ``record`` whose NC1 at ``layers`` on every split at its last epoch is ``value``."""
+    copy = RunStore(record.path.parent).load(record.run_id)
+    metrics = record.metrics.copy()
+    last = metrics["epoch"].max()
+    at = (metrics["metric"] == "nc1") & metrics["layer"].isin(layers) & (metrics["epoch"] == last)
+    metrics.loc[at, "value"] = value
+    copy.metrics = metrics
+    return copy
+
+
+def test_a_nan_layer_is_left_out_and_named_and_too_many_make_the_law_absent(deep_run):
+    view = _view(_with_nc1(deep_run, ["fc2"], np.nan))
+    assert "law_depth" in view.figures()                      # 3 layers left: the law, with the layer named
+    assert "NC1 not finite and positive at fc2 (nan): left out" in view.law._notes.object
+    view = _view(_with_nc1(deep_run, ["fc2", "fc3"], np.nan))
+    assert "law_depth" not in view.figures() and "law_r" in view.figures()   # r of the other epochs is drawn
+    sentence = view.law.sentences()[0]
+    assert sentence.startswith("No law of equi-separation at epoch 2: no law: 2 layer(s)")
+    assert "fc2 (nan), fc3 (nan)" in sentence
+    view.epoch_index = 1                                      # an epoch with every layer: the plot is back
+    assert "law_depth" in view.figures() and view.law.sentences() == []
+
+
+def test_a_live_run_draws_the_law_as_evaluations_arrive():
+    from app.collapse import CollapseView
+    from app.live._model import RunModel
+    from tests.fixtures.live_runs import LAYERS, synthetic_run
+
+    model = RunModel()
+    view = CollapseView.for_live(lambda: model, collapsed=False)
+    seen_epochs = []
+    for event in synthetic_run(collapse=True, epochs=3):
+        model.apply(event)
+        view.observe(event)
+        if event.kind in ("generalization", "run_finished"):      # after each evaluation
+            view.refresh()
+            seen_epochs.append(view.shown_epoch())
+    assert seen_epochs[0] == 0 and seen_epochs[-1] == 3 and seen_epochs == sorted(seen_epochs)   # the player follows
+    assert view.law.layers == list(LAYERS)
+    law = analysis.separation_law(model.metrics, layers=list(LAYERS))
+    row = law[(law["epoch"] == 3) & (law["split"] == "train")].iloc[0]
+    line = _line(view.figures()["law_depth"], "train sample")
+    assert f"r {row['r']:+.3f}" in line.label
