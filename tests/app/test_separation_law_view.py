@@ -188,3 +188,25 @@ def test_a_live_run_draws_the_law_as_evaluations_arrive():
     row = law[(law["epoch"] == 3) & (law["split"] == "train")].iloc[0]
     line = _line(view.figures()["law_depth"], "train sample")
     assert f"r {row['r']:+.3f}" in line.label
+
+
+def test_on_a_page_the_player_moves_the_drawn_law(deep_run):
+    from bokeh.document import Document
+    from bokeh.models import Legend
+
+    from app.collapse import CollapseView
+
+    view = CollapseView(collapsed=True)
+    doc = Document()
+    root = view.__panel__().get_root(doc)
+    view.show_record(deep_run)
+    view.collapsed = False
+    law = analysis.separation_law(deep_run)
+
+    def legend_labels():
+        return {item.label["value"] for legend in root.select({"type": Legend}) for item in legend.items}
+
+    for index in (2, 0):
+        view.epoch_index = index
+        row = law[(law["epoch"] == index) & (law["split"] == "unseen")].iloc[0]
+        assert f"unseen classes: ×{row['ratio']:.2f} per layer, r {row['r']:+.3f}" in legend_labels()
