@@ -34,9 +34,9 @@ WAITING = "waiting for the first evaluation…"
 _WIDTH = 360
 
 
-def _sentence(text: str, css: str) -> pn.pane.HTML:
+def _sentence(text: str) -> pn.pane.HTML:
     return pn.pane.HTML(f"<div style='width:{_WIDTH}px;padding:30px 10px;color:#555'>{html.escape(text)}</div>",
-                        css_classes=[css])
+                        css_classes=["ls-law-reason"])
 
 
 def _split_list(splits) -> str:
@@ -73,6 +73,7 @@ class LawSection:
         self.streams: dict[str, hv.streams.Pipe] = {}
         self._structure = None
         self._empty_reason: str | None = None
+        self._sentences: list[str] = []
         self._depth_pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=4, linked_axes=False,
                                              css_classes=["ls-law-depth"])
         self._r_pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=4, linked_axes=False,
@@ -149,9 +150,10 @@ class LawSection:
         if epoch not in epochs:
             epoch = epochs[-1] if epochs else None
         self.epoch = epoch
+        self._sentences = []
         if self._empty_reason is not None:
-            self._depth_box.objects = [_sentence(self._empty_reason, "ls-law-reason")]
-            self._r_box.objects = []
+            self._sentences = [self._empty_reason]
+            self._depth_box.objects, self._r_box.objects = [_sentence(self._empty_reason)], []
             self._notes.object = ""
             return
         law, _points = self._rows_at(epoch)
@@ -160,13 +162,15 @@ class LawSection:
             self.streams["law:depth"].send(self._depth_data(epoch))
             self._depth_box.objects = [self._depth_pane]
         else:
-            self._depth_box.objects = [_sentence(self.absent_sentence(law, epoch), "ls-law-reason")]
+            self._sentences.append(self.absent_sentence(law, epoch))
+            self._depth_box.objects = [_sentence(self._sentences[-1])]
         if len(self.across) and np.isfinite(self.across["r"].astype(float)).any():
             self.streams["law:r"].send(self._r_data(epoch))
             self._r_box.objects = [self._r_pane]
         else:
             last = self.law[self.law["epoch"] == self.law["epoch"].max()]
-            self._r_box.objects = [_sentence("No r at any epoch: " + self._reasons(last), "ls-law-reason")]
+            self._sentences.append(f"No r at any epoch: {self._reasons(last)}.")
+            self._r_box.objects = [_sentence(self._sentences[-1])]
         self._notes.object = self.notes_html(law, epoch)
 
     @staticmethod
@@ -213,8 +217,7 @@ class LawSection:
 
     def sentences(self) -> list[str]:
         """The sentences shown in place of a plot (the law absent, no NC1, waiting)."""
-        return [html.unescape(obj.object.split(">", 1)[1].rsplit("</div>", 1)[0])
-                for box in (self._depth_box, self._r_box) for obj in box.objects if isinstance(obj, pn.pane.HTML)]
+        return list(self._sentences)
 
     def clear(self) -> None:
         """Forget the run drawn."""
@@ -222,6 +225,7 @@ class LawSection:
         self.across, self.points = pd.DataFrame(), pd.DataFrame(columns=analysis.SEPARATION_LAW_POINT_COLUMNS)
         self.splits, self.layers, self.missing, self.terminal = [], [], [], []
         self.seed, self.n_seeds, self.epoch, self._structure, self._empty_reason = None, 0, None, None, None
+        self._sentences = []
         self.streams = {}
         self._depth_pane.object = self._r_pane.object = None
         self._depth_box.objects, self._r_box.objects = [], []

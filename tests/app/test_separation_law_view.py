@@ -3,6 +3,8 @@ separation_law's line and numbers, r against epoch with the terminal-phase mark,
 reason in place of the plot when the law is absent; the split a run lacks named."""
 from __future__ import annotations
 
+import html
+
 import holoviews as hv
 import numpy as np
 import pytest
@@ -128,7 +130,20 @@ def test_a_two_layer_run_shows_separation_laws_reason_not_empty_axes(shallow_run
     assert reason.startswith("no law: 2 layer(s)")
     assert sentences[0] == f"No law of equi-separation at epoch 2: {reason}."
     assert sentences[1].startswith("No r at any epoch: no law: 2 layer(s)")
+    shown = [box.objects for box in (view.law._depth_box, view.law._r_box)]
+    assert [len(objects) for objects in shown] == [1, 1]
+    assert html.escape(sentences[0]) in shown[0][0].object and html.escape(sentences[1]) in shown[1][0].object
     assert "nc1" in figures                                      # the rest of the card is drawn
+
+
+def test_a_run_without_nc1_says_so_in_one_sentence(deep_run):
+    from app.collapse._law import NO_NC1
+
+    no_nc1 = RunStore(deep_run.path.parent).load(deep_run.run_id)
+    no_nc1.metrics = deep_run.metrics[deep_run.metrics["metric"] != "nc1"]
+    view = _view(no_nc1)
+    assert view.law.sentences() == [NO_NC1]
+    assert "law_depth" not in view.figures() and "law_r" not in view.figures()
 
 
 def test_a_run_without_the_train_split_says_which_split_is_missing(deep_run):
