@@ -9,6 +9,14 @@ at the last epoch than at epoch 0, and NC4 (the head against the nearest class c
 offers it as the preset "Neural collapse: the terminal phase (lesson)"; ``notebooks/07_neural_collapse_lesson``
 tells its story.
 
+:data:`SEPARATION_LAW_LESSON` is the one-minute lesson on neural collapse across layers: the law of
+equi-separation (He & Su, PNAS 2023; docs/METRICS.md, "Collapse across layers"), log10 NC1 falling linearly with
+depth, absent at initialization and emerging as training goes on. ``benchmarks/separation_law.py --lesson`` checks
+what it promises on a 2-core CPU: the whole run in at most :data:`SEPARATION_LAW_SECONDS`, Pearson r of the
+training sample's log10 NC1 against depth above :data:`LAW_ABSENT_R` at epoch 0 and at most :data:`LAW_HOLDS_R`
+at the last epoch. The app offers it as the preset "Neural collapse across layers: the law of equi-separation
+(lesson)".
+
 Example
 -------
 >>> import lab
@@ -20,7 +28,8 @@ from __future__ import annotations
 
 from lab.config import RunConfig
 
-__all__ = ["NC_LESSON", "NC_LESSON_METRICS", "NC_LESSON_SECONDS", "NC_LESSON_FALL"]
+__all__ = ["NC_LESSON", "NC_LESSON_METRICS", "NC_LESSON_SECONDS", "NC_LESSON_FALL", "SEPARATION_LAW_LESSON",
+           "SEPARATION_LAW_SECONDS", "LAW_ABSENT_R", "LAW_HOLDS_R"]
 
 NC_LESSON_METRICS = (
     "nmi", "nc1", "nc2_equinorm", "nc2_equiangularity", "nc2_cosine_std", "ncc_accuracy",
@@ -49,3 +58,24 @@ NC_LESSON = RunConfig(
     metrics=NC_LESSON_METRICS, projection="pca", seeds=(0,),
 )
 """The neural-collapse lesson's run (measured by ``benchmarks/nc_lesson.py``: ``benchmarks/results/nc_lesson.txt``)."""
+
+SEPARATION_LAW_SECONDS = 60.0
+"""The wall time the whole law-of-equi-separation lesson may take on a 2-core CPU (``benchmarks/separation_law.py``)."""
+LAW_ABSENT_R = -0.5
+"""The training sample's r (log10 NC1 against depth) at epoch 0 must lie above this: no law at initialization."""
+LAW_HOLDS_R = -0.98
+"""The training sample's r at the last epoch must be at most this: the law holds."""
+
+SEPARATION_LAW_LESSON = RunConfig(
+    name="Neural collapse across layers: the law of equi-separation",
+    # 8 hidden layers of one width, so that every layer could separate the 7 seen classes equally well; the
+    # last hidden layer and pre_logits are the same tensor and count once (8 layers fitted).
+    dataset="digits", n_unseen=3,
+    backbone="mlp:depth=8,width=256", strategy="full", epochs=8, lr=1e-3,
+    # 100 images per seen class in the training sample the law is read on, as issue 49 measured it
+    seen_per_class=50, unseen_per_class=100, train_sample_per_class=100,
+    # the collapse family only (NC1 is the law's measure) and PCA: the run stays within its minute
+    metrics=NC_LESSON_METRICS, projection="pca", seeds=(0,),
+)
+"""The law-of-equi-separation lesson's run (``benchmarks/separation_law.py --lesson``:
+``benchmarks/results/separation_law_lesson.txt``)."""

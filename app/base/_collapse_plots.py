@@ -1,9 +1,11 @@
 """Plots of neural collapse over training (Papyan, Han & Donoho 2020): a measure against epoch per layer and split,
-the cosine matrix of the centred class means beside the simplex ETF's, and the means of three classes in their plane.
+the cosine matrix of the centred class means beside the simplex ETF's, the means of three classes in their plane, and
+the law of equi-separation (He & Su 2023): log10 NC1 against depth with its fitted line, and its r against epoch.
 
 Private: :mod:`app.base.plots` re-exports the public names. The numbers come from the run's metrics (mean over
-seeds, :func:`lab.analysis.aggregate_seeds`), :func:`lab.analysis.terminal_phase` and :func:`lab.analysis.simplex`;
-nothing here computes a statistic.
+seeds, :func:`lab.analysis.aggregate_seeds`), :func:`lab.analysis.terminal_phase`, :func:`lab.analysis.simplex`
+and :func:`lab.analysis.separation_law` (its points and line: :func:`lab.analysis.separation_law_points`); nothing
+here computes a statistic.
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from bokeh.models import HoverTool
 
 from ._plot_style import SPLIT_DASH_COLLAPSE, WHEEL_ZOOM_OFF, _width, class_colors, metric_label, plot_text
 
-__all__ = ["CLASSIFIER_COLOR", "TERMINAL_LABEL", "SPLIT_NAMES", "collapse_curves", "cosine_heatmap",
-           "simplex_plane", "layer_colors"]
+__all__ = ["CLASSIFIER_COLOR", "TERMINAL_LABEL", "SPLIT_NAMES", "SPLIT_MARKERS", "collapse_curves", "cosine_heatmap",
+           "simplex_plane", "layer_colors", "law_depth", "law_r_curve", "law_label"]
 
 CLASSIFIER_COLOR = "#222222"
 """Colour of the classifier-side lines (the head's weight rows); the class means' lines take their layer's."""
@@ -23,6 +25,10 @@ TERMINAL_LABEL = "terminal phase (100 % train accuracy)"
 """The label of the vertical line at the first epoch whose training-sample accuracy is 1.0."""
 SPLIT_NAMES = {"train": "train sample", "seen": "held-out (seen)", "unseen": "unseen classes"}
 """How each split is named in the collapse plots' hover and key."""
+SPLIT_MARKERS = {"train": "circle", "seen": "square", "unseen": "triangle"}
+"""Marker of each split's points in the law-of-equi-separation plots (beside the split's dash)."""
+_LAW_COLOR = "#333333"
+_CURSOR_COLOR = "#777777"
 _FONTS = {"title": 11, "labels": 9, "xticks": 8, "yticks": 8}
 _LAYER_RAMP = ("#08519c", "#2ca02c", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#1b9e77",
                "#e6ab02", "#17becf")
@@ -91,18 +97,23 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
     finite = np.concatenate(drawn) if drawn else np.zeros(0)
     finite = finite[np.isfinite(finite)]
     top = float(finite.max()) if finite.size else np.nan
-    marks = [float(e) if e is not None else np.nan for e in terminal] or [np.nan]
-    for epoch in marks:
-        elements.append(hv.VLine(epoch).opts(color="#b2182b", line_dash="dashdot", line_width=1.5))
-    first = min((e for e in marks if np.isfinite(e)), default=np.nan)
-    label_at = (first, top if np.isfinite(first) else np.nan)
-    elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL.replace(" (", "\n ("), halign="left", valign="top",
-                            fontsize=7).opts(color="#b2182b"))
+    elements.extend(_terminal_marks(terminal, top))
     return hv.Overlay(elements).opts(
         title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel="epoch",
         ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
         xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], padding=0.06,
         default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+
+
+def _terminal_marks(terminal, top: float) -> list:
+    """A red vertical line at each seed's terminal-phase epoch (None: not reached), labelled once at ``top``."""
+    marks = [float(e) if e is not None else np.nan for e in terminal] or [np.nan]
+    elements = [hv.VLine(epoch).opts(color="#b2182b", line_dash="dashdot", line_width=1.5) for epoch in marks]
+    first = min((e for e in marks if np.isfinite(e)), default=np.nan)
+    label_at = (first, top if np.isfinite(first) else np.nan)
+    elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL.replace(" (", "\n ("), halign="left", valign="top",
+                            fontsize=7).opts(color="#b2182b"))
+    return elements
 
 
 def cosine_heatmap(matrix: np.ndarray, classes: list[str], *, title: str, height: int = 300,
@@ -145,3 +156,101 @@ def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height:
             ).opts(title=title, height=height, width=width, xaxis=None, yaxis=None, data_aspect=1,
                    xlim=(-span, span), ylim=(-span, span), fontsize=_FONTS, toolbar="above",
                    default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+
+
+def _finite(value) -> bool:
+    try:
+        return bool(np.isfinite(float(value)))
+    except (TypeError, ValueError):
+        return False
+
+
+def law_label(split: str, row) -> str:
+    """The legend entry of one split in the law plot: its name, the ratio per layer and r (or why there is none)."""
+    name = SPLIT_NAMES.get(split, split)
+    if row is None or not _finite(row["ratio"]):
+        return f"{name}: no law"
+    r = f"r {float(row['r']):+.3f}" if _finite(row["r"]) else "r undefined"
+    return f"{name}: ×{float(row['ratio']):.2f} per layer, {r}"
+
+
+def _law_legend() -> dict:
+    return dict(show_legend=True, legend_position="bottom", legend_cols=1, legend_opts={"label_text_font_size": "8pt",
+                                                                                        "spacing": 0, "padding": 2})
+
+
+def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], splits=("train", "seen", "unseen"),
+              title: str = "", height: int = 340, width: int = 360) -> hv.Overlay:
+    """log10 NC1 against depth at one evaluation: each split's points per layer and the law's fitted line.
+
+    Parameters
+    ----------
+    points : :func:`lab.analysis.separation_law_points` of one seed and epoch (columns split, index, log10_nc1,
+        fitted, layer); the points drawn are the fitted ones, the line its ``fitted`` column: nothing is fitted here.
+    law : :func:`lab.analysis.separation_law` of the same seed and epoch (split, ratio, r): the legend's numbers.
+    layers : the distinct layers, input -> output, whose index is the x axis (the points' ``index``).
+    splits : one point set and line per split, told apart by dash and marker, NaN where not measured, so the
+        element structure depends only on ``layers`` and ``splits`` (a DynamicMap updates the glyphs in place).
+    """
+    index = np.arange(len(layers), dtype=float)
+    names = np.array([plot_text(name) for name in layers], dtype=object)
+    elements = []
+    for split in splits:
+        rows = points[points["split"] == split] if len(points) else points
+        y = np.full(len(layers), np.nan)
+        line = np.full(len(layers), np.nan)
+        if len(rows):
+            at = rows["index"].astype(int).to_numpy()
+            keep = at < len(layers)
+            y[at[keep]] = rows["log10_nc1"].astype(float).to_numpy()[keep]
+            line[at[keep]] = rows["fitted"].astype(float).to_numpy()[keep]
+        match = law[law["split"] == split] if len(law) else law
+        label = law_label(split, match.iloc[0] if len(match) else None)
+        side = np.full(len(layers), SPLIT_NAMES.get(split, split), dtype=object)
+        data = {"layer index": index, "log10 NC1": y, "layer": names, "split": side,
+                "NC1": np.where(np.isfinite(y), 10.0 ** np.nan_to_num(y), np.nan)}
+        elements.append(hv.Curve({"layer index": index, "log10 NC1": line}, "layer index", "log10 NC1",
+                                 label=label).opts(color=_LAW_COLOR, line_width=1.6, framewise=True,
+                                                   line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid")))
+        elements.append(hv.Scatter(data, "layer index", ["log10 NC1", "layer", "split", "NC1"], label=label).opts(
+            color=_LAW_COLOR, marker=SPLIT_MARKERS.get(split, "circle"), size=7, framewise=True,
+            tools=[HoverTool(tooltips=[("layer", "@layer"), ("split", "@split"), ("NC1", "@NC1{0.0000}")])]))
+    return hv.Overlay(elements).opts(
+        title=title, height=height, width=width, xlabel="layer (input → output)", ylabel="log10 NC1",
+        xticks=[(i, str(names[i])) for i in range(len(layers))], xrotation=45, fontsize=_FONTS, toolbar="right",
+        padding=0.08, default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **_law_legend(),
+        **WHEEL_ZOOM_OFF)
+
+
+def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), terminal=(), epoch=None,
+                title: str = "", height: int = 340, width: int = 360) -> hv.Overlay:
+    """Pearson r of log10 NC1 against depth, per epoch: the law emerging (r near −1) or reversed (near +1).
+
+    Parameters
+    ----------
+    across : :func:`lab.analysis.separation_law_across_seeds` (epoch, split, r: the mean over seeds).
+    splits : one line per split, told apart by dash and marker (NaN where absent: a fixed element structure).
+    terminal : one epoch (or None) per seed: the terminal-phase mark, as on the collapse panels.
+    epoch : the epoch the law-against-depth plot shows: a grey vertical line.
+    """
+    epochs = np.array(sorted({int(e) for e in across["epoch"]}) if len(across) else [0], dtype=float)
+    elements = [hv.HLine(0.0).opts(color="#cccccc", line_width=1)]
+    for split in splits:
+        rows = across[across["split"] == split] if len(across) else across
+        values = dict(zip(rows["epoch"].astype(int), rows["r"].astype(float))) if len(rows) else {}
+        r = np.array([values.get(int(e), np.nan) for e in epochs], dtype=float)
+        label = SPLIT_NAMES.get(split, split)
+        data = {"epoch": epochs, "r": r, "split": np.full(len(epochs), label, dtype=object)}
+        elements.append(hv.Curve(data, "epoch", ["r", "split"], label=label).opts(
+            color=_LAW_COLOR, line_width=1.8, line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid")))
+        elements.append(hv.Scatter(data, "epoch", ["r", "split"], label=label).opts(
+            color=_LAW_COLOR, marker=SPLIT_MARKERS.get(split, "circle"), size=6,
+            tools=[HoverTool(tooltips=[("split", "@split"), ("epoch", "@epoch"), ("r", "@r{+0.000}")])]))
+    elements.append(hv.VLine(float(epoch) if epoch is not None else np.nan).opts(color=_CURSOR_COLOR, line_width=2,
+                                                                                 alpha=0.6))
+    elements.extend(_terminal_marks(terminal, 1.0))
+    return hv.Overlay(elements).opts(
+        title=title, height=height, width=width, xlabel="epoch", ylabel="r (log10 NC1 against depth)",
+        ylim=(-1.08, 1.08), xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], fontsize=_FONTS,
+        toolbar="right", default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **_law_legend(),
+        **WHEEL_ZOOM_OFF)

@@ -24,8 +24,8 @@ from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, H
                              plot_text, plot_title, value_range, wheel_zoom_off)
 from lab.export import tables
 
-from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves, cosine_heatmap,
-                              layer_colors, simplex_plane)
+from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_MARKERS, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves,
+                              cosine_heatmap, law_depth, law_label, law_r_curve, layer_colors, simplex_plane)
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "plot_text", "plot_title", "epoch_keys", "metric_curves",
@@ -37,6 +37,8 @@ __all__ = [
     # neural collapse over training (app.base._collapse_plots)
     "collapse_curves", "cosine_heatmap", "simplex_plane", "layer_colors", "CLASSIFIER_COLOR", "TERMINAL_LABEL",
     "SPLIT_NAMES", "SPLIT_DASH_COLLAPSE",
+    # the law of equi-separation (app.base._collapse_plots)
+    "law_depth", "law_r_curve", "law_label", "SPLIT_MARKERS",
 ]
 
 

@@ -9,10 +9,10 @@ import dataclasses
 from types import MappingProxyType
 
 from lab.config import RunConfig
-from lab.lessons import NC_LESSON
+from lab.lessons import NC_LESSON, SEPARATION_LAW_LESSON
 
 __all__ = ["PRESETS", "DEFAULT_PRESET", "IMAGENET_PRESET", "RANDOM_INIT_PRESET", "TINY_PRESET", "NC_LESSON_PRESET",
-           "SEED_ARCHITECTURES"]
+           "LAW_LESSON_PRESET", "SEED_ARCHITECTURES"]
 
 SEED_ARCHITECTURES = (
     "resnet18", "resnet50", "vit_tiny_patch16_224", "vit_small_patch16_224", "swin_tiny_patch4_window7_224",
@@ -25,6 +25,7 @@ TINY_PRESET = "Tiny demo (fast)"
 RANDOM_INIT_PRESET = "Which layer generalizes, random init (baseline)"
 IMAGENET_PRESET = "Which layer generalizes: ImageNet-pretrained"
 NC_LESSON_PRESET = "Neural collapse: the terminal phase (lesson)"
+LAW_LESSON_PRESET = "Neural collapse across layers: the law of equi-separation (lesson)"
 
 
 def _fields(config: RunConfig) -> MappingProxyType:
@@ -70,14 +71,17 @@ PRESETS = MappingProxyType({
         )),
         "view": MappingProxyType({"heatmap_metric": "nmi"}),
     }),
-    "Neural collapse across layers (MLP on digits)": MappingProxyType({
-        "about": "Train a deep equal-width MLP on digits and watch NC1 fall layer by layer as training "
-                 "goes on (progressive collapse, Li, Liu et al.).",
+    LAW_LESSON_PRESET: MappingProxyType({
+        "about": "The one-minute lesson on neural collapse across layers, the law of equi-separation (He & Su 2023): "
+                 "an 8-layer MLP learns 7 digit classes for 8 epochs. Open the Neural collapse card: log10 NC1 "
+                 "against depth, its fitted line, and r against epoch. Measured in one run (seed 0, "
+                 "benchmarks/results/separation_law_lesson.txt): on the training sample r went from +0.85 at epoch "
+                 "0 (no law) to -0.995 at epoch 8, NC1 multiplied by 0.64 per layer; held-out images 0.70 per "
+                 "layer (r -0.999); on the 3 unseen classes NC1 grew by 1.36 per layer (r +0.96), each deeper "
+                 "layer separating them worse. Other seeds, depths or data may differ. Under a minute on a 2-core "
+                 "CPU.",
         "split_mode": "random",
-        "config": MappingProxyType(dict(
-            dataset="digits", backbone="mlp:depth=8,width=256", strategy="full", epochs=8, n_unseen=3,
-            lr=1e-3, unseen_per_class=100, seen_per_class=50, seeds=(0,), projection="umap",
-        )),
+        "config": _fields(SEPARATION_LAW_LESSON),   # lab.lessons.SEPARATION_LAW_LESSON, which the benchmark runs
         "view": MappingProxyType({"heatmap_metric": "nc1"}),
     }),
     "Layer utilization with label noise": MappingProxyType({

@@ -72,6 +72,7 @@ class Source:
     summary: dict = field(default_factory=dict)
     seeds: list = field(default_factory=list)
     run_id: str | None = None
+    aliases: dict = field(default_factory=dict)     # {tap: deeper tap with identical features}: counted once
 
 
 def collapse_frame(metrics: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,8 @@ classifier rows at the head input), the spread of the means' cosines, self-duali
 the nearest class centre (NC4), the splits told apart by dash (training sample solid, held-out seen images dashed,
 unseen classes dotted), the terminal-phase epoch marked on every panel. Below, at a chosen layer and epoch, the
 cosine matrix of the centred class means beside the simplex ETF's, and for three classes the means in their plane; a
-player steps through the epochs recorded.
+player steps through the epochs recorded. Below, the law of equi-separation (He & Su 2023; :mod:`._law`): log10 NC1
+against depth at the player's epoch with the law's fitted line, and the law's r against epoch.
 
 It reads a live run (:meth:`CollapseView.for_live`: the live view's run model, plus the
 :class:`lab.events.ClassMeans` events :meth:`observe` keeps) or a stored one (:meth:`show_record`). Each plot is a
@@ -26,6 +27,7 @@ from lab import events as ev
 
 from app.base import plots
 
+from ._law import LawSection
 from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
                     head_layer, problems, terminal_epochs)
 from ._text import INTRO, SIMPLEX_INTRO, deviation_html, key_html, notes_html
@@ -35,6 +37,17 @@ __all__ = ["CollapseView"]
 _PANEL_WIDTH = 360
 WAITING = "waiting for the first class means…"
 _DEFAULT_LAYERS = 4
+_TITLE = "Neural collapse: training sample, held-out and unseen"
+_TITLE_SPLITS = {"train": "training sample", "seen": "held-out", "unseen": "unseen"}
+
+
+def _card_title(metrics) -> str:
+    """The card's title naming the splits measured (all three, or none yet: the full title)."""
+    present = [s for s in SPLITS if len(metrics) and (metrics["split"] == s).any()]
+    if not present or len(present) == len(SPLITS):
+        return _TITLE
+    names = [_TITLE_SPLITS[s] for s in present]
+    return "Neural collapse: " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
 
 
 def _default_layers(layers: list[str], head: str | None) -> list[str]:
@@ -64,7 +77,8 @@ class CollapseView(pn.viewable.Viewer):
     simplex_split = param.Selector(default="train", objects=["train", "unseen"],
                                    doc="Images whose class means the simplex plots show.")
     epoch_index = param.Integer(default=0, bounds=(0, None),
-                                doc="Position of the simplex plots' epoch among the epochs recorded (the player's).")
+                                doc="Position of the simplex plots' and the law's epoch among the epochs recorded "
+                                    "(the player's).")
     collapsed = param.Boolean(default=True, doc="Folded: nothing is drawn until the card is opened.")
 
     def __init__(self, **params):
@@ -102,10 +116,11 @@ class CollapseView(pn.viewable.Viewer):
         # pane inside, which then copies the figure's stylesheets into a parameter that only takes strings (TypeError)
         self._plane_box = pn.Column(self._plane_pane, visible=False, margin=0)
         self._simplex_classes = None
+        self.law = LawSection()
         self._choosing = False
         self.param.watch(self._on_layers, "layers")
         self.param.watch(lambda _e: self._on_simplex_choice(follow=True), ["simplex_layer", "simplex_split"])
-        self.param.watch(lambda _e: self._send_simplex(), "epoch_index")
+        self.param.watch(lambda _e: self._send_epoch(), "epoch_index")
         self.param.watch(self._on_fold, "collapsed")
         body = pn.Column(
             self._intro, self._key, self._notes, self._layers_w, self._panels,
@@ -113,9 +128,10 @@ class CollapseView(pn.viewable.Viewer):
             pn.Row(self._layer_w, self._split_w, self.player, self._epoch_label),
             self._deviation,
             pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_box, sizing_mode="stretch_width"),
+            self.law.panel,
             sizing_mode="stretch_width",
         )
-        self._card = pn.Card(body, title="Neural collapse: training sample, held-out and unseen",
+        self._card = pn.Card(body, title=_TITLE,
                              collapsed=self.collapsed, sizing_mode="stretch_width", css_classes=["ls-collapse"])
         self._card.link(self, collapsed="collapsed", bidirectional=True)
 
@@ -152,7 +168,7 @@ class CollapseView(pn.viewable.Viewer):
                                                                                     record.metrics)),
                              config=config, summary=summary,
                              seeds=sorted({int(s) for s in record.metrics["seed"]}) if len(record.metrics) else [],
-                             run_id=record.run_id)
+                             run_id=record.run_id, aliases=dict(meta.get("layer_aliases") or {}))
         self.class_means, self._class_means_problem = ClassMeansTable.from_record(record)
         self._finished = True
         self._structure = None
@@ -163,6 +179,7 @@ class CollapseView(pn.viewable.Viewer):
         self.source, self.class_means, self._class_means_problem = Source(), ClassMeansTable(), None
         self._finished, self._structure, self._simplex_classes = False, None, None
         self.streams = {}
+        self.law.clear()
         self._panels.objects = []
         for pane in (self._cos_pane, self._ideal_pane, self._plane_pane):
             pane.object = None
@@ -172,7 +189,7 @@ class CollapseView(pn.viewable.Viewer):
     def _read_live(self) -> None:
         m = self._live()
         self.source = Source(metrics=m.metrics, layers=list(m.layers), config=dict(m.config), summary=dict(m.summary),
-                             seeds=list(m.seeds), run_id=m.run_id)
+                             seeds=list(m.seeds), run_id=m.run_id, aliases=dict(getattr(m, "aliases", None) or {}))
 
     # ------------------------------------------------------------------ refresh
     def refresh(self) -> None:
@@ -185,6 +202,7 @@ class CollapseView(pn.viewable.Viewer):
         self._dirty = False
         src = self.source
         self.notes = problems(src, finished=self._finished)
+        self._card.title = _card_title(src.metrics)
         self.terminal = terminal_epochs(src)
         head = head_layer(src.metrics, src.layers)
         measured = set(src.metrics["layer"]) if len(src.metrics) else set()
@@ -207,6 +225,7 @@ class CollapseView(pn.viewable.Viewer):
             for panel in PANELS:
                 if f"panel:{panel.key}" in self.streams:
                     self.streams[f"panel:{panel.key}"].send(self._panel_data())
+        self.law.update(src, self.terminal, waiting=not self._finished and not len(src.metrics))
         self._refresh_simplex_choices()
 
     def _panel_data(self) -> dict:
@@ -263,9 +282,19 @@ class CollapseView(pn.viewable.Viewer):
         """The epochs with class means at the chosen layer and split (what the player steps through)."""
         return self.class_means.epochs(self.simplex_layer, self.simplex_split)
 
+    def player_epochs(self) -> list[int]:
+        """The epochs the player steps through: those with class means at the chosen layer and split, else (a run
+        without class means) those with NC1, for the law."""
+        return self.simplex_epochs() or self.law.epochs()
+
+    def shown_epoch(self) -> int | None:
+        """The player's epoch (None before anything is measured)."""
+        epochs = self.player_epochs()
+        return epochs[min(self.epoch_index, len(epochs) - 1)] if epochs else None
+
     def _on_simplex_choice(self, follow: bool = False) -> None:
         """Fit the player to the epochs recorded; ``follow``: a player at the last epoch moves to the new last."""
-        epochs = self.simplex_epochs()
+        epochs = self.player_epochs()
         at_end = self.epoch_index >= self.player.end
         end = max(len(epochs) - 1, 0)
         self.player.param.update(end=end, disabled=len(epochs) < 2)
@@ -273,7 +302,13 @@ class CollapseView(pn.viewable.Viewer):
         if index != self.epoch_index:
             self.epoch_index = index        # the watcher sends
         else:
-            self._send_simplex()
+            self._send_epoch()
+
+    def _send_epoch(self) -> None:
+        """Move the simplex plots and the law to the player's epoch."""
+        self._send_simplex()
+        if not self.collapsed:
+            self.law.show(self.shown_epoch())
 
     def simplex_result(self) -> dict | None:
         """:func:`lab.analysis.simplex` of the class means shown (with classes, seed and epoch), or None."""
@@ -290,7 +325,8 @@ class CollapseView(pn.viewable.Viewer):
             return
         result = self.simplex_result()
         epoch = None if result is None else result["epoch"]
-        self._epoch_label.object = "" if epoch is None else f"epoch <b>{epoch}</b>"
+        shown = self.shown_epoch()
+        self._epoch_label.object = "" if shown is None else f"epoch <b>{shown}</b>"
         self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split)
         if not len(self.class_means):
             waiting = not self._finished and not len(self.source.metrics)
@@ -332,6 +368,7 @@ class CollapseView(pn.viewable.Viewer):
         for key, pane in (("cosines", self._cos_pane), ("ideal", self._ideal_pane), ("plane", self._plane_pane)):
             if pane.object is not None:
                 out[key] = pane.object[()] if isinstance(pane.object, hv.DynamicMap) else pane.object
+        out.update(self.law.figures())
         return out
 
     def reasons(self) -> list[str]:

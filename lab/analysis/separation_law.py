@@ -25,10 +25,13 @@ import pandas as pd
 from lab.analysis.summary import _resolve_alias, aggregate_seeds, layer_order
 from lab.store.lookup import is_record
 
-__all__ = ["separation_law", "separation_law_across_seeds", "SEPARATION_LAW_COLUMNS", "MIN_LAW_LAYERS"]
+__all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
+           "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS"]
 
 SEPARATION_LAW_COLUMNS = ["seed", "epoch", "split", "slope", "ratio", "r", "n_layers", "reason"]
 """The columns of :func:`separation_law`."""
+SEPARATION_LAW_POINT_COLUMNS = ["seed", "epoch", "split", "layer", "index", "log10_nc1", "fitted", "in_fit"]
+"""The columns of :func:`separation_law_points`."""
 MIN_LAW_LAYERS = 3
 """The fewest distinct layers with a finite, positive NC1 the law is fitted over: a line through two points
 always fits, so it says nothing about a law."""
@@ -70,14 +73,14 @@ def _distinct(order: Sequence[str], aliases: Mapping[str, str] | None) -> list[s
     return [name for name in order if _resolve_alias(name, aliases, order) == name]
 
 
-def _fit(index: np.ndarray, values: np.ndarray) -> tuple[float, float]:
-    """(slope, Pearson r) of the least-squares line through (index, log10 values)."""
+def _fit(index: np.ndarray, values: np.ndarray) -> tuple[float, float, float]:
+    """(slope, Pearson r, intercept) of the least-squares line through (index, log10 values)."""
     y = np.log10(values)
     dx, dy = index - index.mean(), y - y.mean()
     sxx, syy, sxy = float(dx @ dx), float(dy @ dy), float(dx @ dy)
     slope = sxy / sxx
     r = sxy / np.sqrt(sxx * syy) if syy > 0 else np.nan
-    return slope, float(np.clip(r, -1.0, 1.0)) if np.isfinite(r) else np.nan
+    return slope, float(np.clip(r, -1.0, 1.0)) if np.isfinite(r) else np.nan, float(y.mean() - slope * index.mean())
 
 
 def _one(values: pd.Series, distinct: Sequence[str]) -> dict:
@@ -102,12 +105,39 @@ def _one(values: pd.Series, distinct: Sequence[str]) -> dict:
     if n < MIN_LAW_LAYERS:
         reason = (f"no law: {n} layer(s) with a finite, positive NC1, at least {MIN_LAW_LAYERS} needed"
                   + (f" ({'; '.join(notes)})" if notes else ""))
-        return {"slope": np.nan, "ratio": np.nan, "r": np.nan, "n_layers": n, "reason": reason}
-    slope, r = _fit(np.asarray(index, dtype=float), np.asarray(kept, dtype=float))
+        return {"slope": np.nan, "ratio": np.nan, "r": np.nan, "n_layers": n, "reason": reason,
+                "intercept": np.nan, "fitted_index": index}
+    slope, r, intercept = _fit(np.asarray(index, dtype=float), np.asarray(kept, dtype=float))
     if not np.isfinite(r):
         notes.append("NC1 is the same at every layer: r undefined")
     return {"slope": slope, "ratio": 10.0 ** slope, "r": r, "n_layers": n,
-            "reason": "; ".join(notes) if notes else None}
+            "reason": "; ".join(notes) if notes else None, "intercept": intercept, "fitted_index": index}
+
+
+def _evaluations(metrics, split, seed, layers, aliases):
+    """(seed, epoch, split, NC1 per distinct layer, the distinct layers in depth order) of each evaluation with NC1
+    rows, in the table's order: what :func:`separation_law` and :func:`separation_law_points` fit."""
+    if is_record(metrics):
+        meta = metrics.meta or {}
+        layers = meta.get("layers") if layers is None else layers
+        aliases = meta.get("layer_aliases") if aliases is None else aliases
+        metrics = metrics.metrics
+    if metrics is None or len(metrics) == 0:
+        return
+    rows = metrics[metrics["metric"] == _METRIC]
+    if seed is not None:
+        rows = rows[rows["seed"] == seed]
+    splits = _splits(split, rows["split"].unique())
+    rows = rows[rows["split"].isin(splits)]
+    if rows.empty:
+        return
+    order = [name for name in layer_order(layers, metrics) if name in set(rows["layer"].astype(str))]
+    distinct = _distinct(order, aliases)
+    values = rows.assign(layer=rows["layer"].astype(str), value=rows["value"].astype(float))
+    for (s, e, sp), part in values.groupby(["seed", "epoch", "split"], sort=False):
+        per_layer = part.groupby("layer", sort=False)["value"].mean()    # repeats of one value agree
+        per_layer = per_layer[per_layer.index.isin(distinct)]
+        yield int(s), int(e), str(sp), per_layer, distinct
 
 
 def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: int | None = None,
@@ -142,32 +172,47 @@ def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: i
         :data:`MIN_LAW_LAYERS` layers left the law is absent: slope, ratio and r are NaN and ``reason`` says
         why. A layer left out keeps the others' indices (l is the depth among the distinct layers).
     """
-    if is_record(metrics):
-        meta = metrics.meta or {}
-        layers = meta.get("layers") if layers is None else layers
-        aliases = meta.get("layer_aliases") if aliases is None else aliases
-        metrics = metrics.metrics
-    empty = pd.DataFrame(columns=SEPARATION_LAW_COLUMNS)
-    if metrics is None or len(metrics) == 0:
-        return empty
-    rows = metrics[metrics["metric"] == _METRIC]
-    if seed is not None:
-        rows = rows[rows["seed"] == seed]
-    splits = _splits(split, rows["split"].unique())
-    rows = rows[rows["split"].isin(splits)]
-    if rows.empty:
-        return empty
-    order = [name for name in layer_order(layers, metrics) if name in set(rows["layer"].astype(str))]
-    distinct = _distinct(order, aliases)
-    values = rows.assign(layer=rows["layer"].astype(str), value=rows["value"].astype(float))
-    out = []
-    for (s, e, sp), part in values.groupby(["seed", "epoch", "split"], sort=False):
-        per_layer = part.groupby("layer", sort=False)["value"].mean()    # repeats of one value agree
-        per_layer = per_layer[per_layer.index.isin(distinct)]
-        out.append({"seed": int(s), "epoch": int(e), "split": str(sp), **_one(per_layer, distinct)})
+    out = [{"seed": s, "epoch": e, "split": sp, **_one(per_layer, distinct)}
+           for s, e, sp, per_layer, distinct in _evaluations(metrics, split, seed, layers, aliases)]
+    if not out:
+        return pd.DataFrame(columns=SEPARATION_LAW_COLUMNS)
     table = pd.DataFrame(out, columns=SEPARATION_LAW_COLUMNS)
     table = _sorted(table, ["seed", "epoch", "split"])
     return table.astype({"slope": float, "ratio": float, "r": float, "n_layers": int})
+
+
+def separation_law_points(metrics, *, split: str | Sequence[str] | None = None, seed: int | None = None,
+                          epoch: int | None = None, layers: Iterable | None = None,
+                          aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The points :func:`separation_law` fits and its line through them, one row per distinct layer of each
+    (seed, epoch, split): what a plot of log10 NC1 against depth draws, with nothing fitted again.
+
+    Parameters are :func:`separation_law`'s; ``epoch``: one evaluation (None: every one).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`SEPARATION_LAW_POINT_COLUMNS`, sorted by seed, epoch, split and depth: ``layer`` and its
+        ``index`` l among the distinct layers (input -> output), ``log10_nc1`` (NaN where NC1 is not finite
+        and positive or not measured), ``fitted`` the law's line at l (intercept + slope · l, the least-squares
+        line of :func:`separation_law`; NaN where the law is absent) and ``in_fit`` (the point was fitted).
+    """
+    out = []
+    for s, e, sp, per_layer, distinct in _evaluations(metrics, split, seed, layers, aliases):
+        if epoch is not None and e != int(epoch):
+            continue
+        law = _one(per_layer, distinct)
+        fitted = set(law["fitted_index"])
+        for i, name in enumerate(distinct):
+            value = float(per_layer[name]) if name in per_layer.index else np.nan
+            line = law["intercept"] + law["slope"] * i
+            out.append({"seed": s, "epoch": e, "split": sp, "layer": name, "index": i,
+                        "log10_nc1": np.log10(value) if i in fitted else np.nan,
+                        "fitted": line if np.isfinite(law["slope"]) else np.nan, "in_fit": i in fitted})
+    if not out:
+        return pd.DataFrame(columns=SEPARATION_LAW_POINT_COLUMNS)
+    table = _sorted(pd.DataFrame(out, columns=SEPARATION_LAW_POINT_COLUMNS), ["seed", "epoch", "split", "index"])
+    return table.astype({"index": int, "log10_nc1": float, "fitted": float, "in_fit": bool})
 
 
 def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = None,

@@ -38,3 +38,39 @@ def test_the_lesson_config_imports_without_panel():
     code = "import sys, lab.lessons; assert 'panel' not in sys.modules and 'bokeh' not in sys.modules"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_the_law_lesson_preset_starts_the_lessons_runconfig_and_replaces_the_old_preset():
+    from app.choose.config_panel import ConfigPanel
+    from app.choose.presets import LAW_LESSON_PRESET, PRESETS
+
+    from lab.lessons import SEPARATION_LAW_LESSON
+
+    assert LAW_LESSON_PRESET == "Neural collapse across layers: the law of equi-separation (lesson)"
+    assert LAW_LESSON_PRESET in PRESETS and "Neural collapse across layers (MLP on digits)" not in PRESETS
+    panel = ConfigPanel()
+    panel.apply_preset(LAW_LESSON_PRESET)
+    cfg = panel.to_config()
+    differing = {f.name: (getattr(cfg, f.name), getattr(SEPARATION_LAW_LESSON, f.name))
+                 for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(SEPARATION_LAW_LESSON, f.name)}
+    assert not differing, differing
+    assert panel.split_mode == "random" and panel.view == {"heatmap_metric": "nc1"}
+
+
+def test_the_law_lesson_is_the_measured_run_and_its_text_quotes_the_saved_benchmark():
+    from pathlib import Path
+
+    from app.choose.presets import LAW_LESSON_PRESET, PRESETS
+
+    from lab.lessons import SEPARATION_LAW_LESSON as cfg
+
+    assert (cfg.dataset, cfg.backbone, cfg.epochs, cfg.train_sample_per_class) == ("digits", "mlp:depth=8,width=256",
+                                                                                    8, 100)
+    assert "nc1" in cfg.metrics and cfg.seeds == (0,)
+    about = PRESETS[LAW_LESSON_PRESET]["about"]
+    saved = (Path(__file__).resolve().parents[2] / "benchmarks/results/separation_law_lesson.txt").read_text()
+    # every figure the text quotes is in the saved measurement
+    for figure in ("+0.854", "-0.995", "0.639", "0.705", "-0.999", "1.357", "+0.959"):
+        assert figure in saved, figure
+    for quoted in ("+0.85", "-0.995", "0.64", "0.70", "-0.999", "1.36", "+0.96"):
+        assert quoted in about, quoted

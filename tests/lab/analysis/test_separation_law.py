@@ -139,6 +139,32 @@ def test_across_seeds_is_the_seed_aggregation_of_each_seeds_law():
     assert row["r_std"] == pytest.approx(float(expected["std"].iloc[0]), abs=1e-12)
 
 
+def test_points_are_the_fitted_values_and_the_line_is_numpys_polyfit():
+    rng = np.random.default_rng(7)
+    values = 10.0 ** (0.3 - 0.2 * np.arange(6) + rng.normal(scale=0.05, size=6))
+    values[2] = np.nan
+    table = _table(values, epoch=3)
+    points = analysis.separation_law_points(table, layers=LAYERS, epoch=3)
+    assert list(points.columns) == analysis.SEPARATION_LAW_POINT_COLUMNS
+    assert list(points["layer"]) == LAYERS and list(points["index"]) == list(range(6))
+    kept = np.isfinite(values)
+    assert list(points["in_fit"]) == list(kept) and np.isnan(points["log10_nc1"].iloc[2])
+    np.testing.assert_allclose(points["log10_nc1"][kept], np.log10(values[kept]), rtol=1e-12)
+    slope, intercept = np.polyfit(np.arange(6.0)[kept], np.log10(values[kept]), 1)
+    np.testing.assert_allclose(points["fitted"], intercept + slope * np.arange(6.0), rtol=1e-9)
+    law = _only_row(analysis.separation_law(table, layers=LAYERS))
+    assert np.diff(points["fitted"]).mean() == pytest.approx(law["slope"], rel=1e-9)
+    assert analysis.separation_law_points(table, layers=LAYERS, epoch=4).empty
+
+
+def test_points_count_identical_taps_once_and_have_no_line_without_the_law():
+    layers = ["fc1", "fc2", "fc3", "pre_logits"]
+    table = _table([8.0, 4.0, 2.0, 2.0], layers=layers)
+    points = analysis.separation_law_points(table, layers=layers, aliases={"fc3": "pre_logits"})
+    assert list(points["layer"]) == ["fc1", "fc2", "pre_logits"]
+    assert np.isnan(analysis.separation_law_points(table.iloc[:2], layers=layers)["fitted"]).all()
+
+
 def test_an_empty_table_gives_an_empty_frame_with_the_columns():
     assert list(analysis.separation_law(pd.DataFrame()).columns) == analysis.SEPARATION_LAW_COLUMNS
     assert analysis.separation_law_across_seeds(pd.DataFrame()).empty
