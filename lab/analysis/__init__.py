@@ -51,7 +51,7 @@ Examples
 """
 from __future__ import annotations
 
-from lab.analysis.agreement import AGREEMENT_COLUMNS, AGREEMENT_MEASURES, agreement_table, measure_agreement
+from lab.analysis.agreement import AGREEMENT_COLUMNS, agreement_table, measure_agreement
 from lab.analysis.neural_collapse import simplex, terminal_phase
 from lab.analysis.images import (
     IMAGE_VALUES, SELECTION_COLUMNS, arrival_counts, has_image_record, image_answers, image_record_problem,
@@ -80,7 +80,7 @@ __all__ = [
     "image_table", "record_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
     "has_image_record",
     "image_record_problem",
-    "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table", "AGREEMENT_MEASURES",
+    "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table",
     "AGREEMENT_COLUMNS", "terminal_phase", "simplex", "study_agreement", "STUDY_AGREEMENT_COLUMNS",
     "separation_law", "separation_law_across_seeds", "SEPARATION_LAW_COLUMNS", "MIN_LAW_LAYERS",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from lab.cli._common import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, UsageError, message_of, one_line,
                              store_of)
+from lab import catalogue
 from lab.cli.console import RunConsole
 from lab.config import RunConfig
 from lab.errors import is_bug_message, os_error_message, user_message
@@ -66,6 +67,8 @@ def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
         if isinstance(default, tuple):
             default = " ".join(map(str, default))
         helptext = docs.get(f.name, "").replace("``", "")
+        if f.name == "metrics":       # the catalogue's names, read as the parser is built (registered ones too)
+            helptext += f" Choices: {', '.join(catalogue.METRIC_NAMES)}."
         spec["help"] = f"{helptext} (default: {default})".strip().replace("%", "%%")
         out.append((f.name, "--" + f.name.replace("_", "-"), spec))
     return out

@@ -31,6 +31,7 @@ from typing import Generator, Mapping, Sequence
 
 import numpy as np
 
+from lab import catalogue
 from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
 from lab.runs.collapse_eval import TrainCollapse, class_means_event
 from lab.runs.compute import compute_metrics
@@ -101,9 +102,9 @@ class Evaluator:
         self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
         # a training run records how far each layer moved from its epoch-0 features
         self.initial_cka = InitialCKA(ctx.cfg.split_seed) if ctx.cfg.n_epochs > 0 else None
-        # The per-image record holds the kNN votes the kNN accuracy computes anyway: without that metric,
-        # no record (RunRecord.image_record_problem says so).
-        self.image_record = "knn_accuracy" in ctx.cfg.unseen_metrics
+        # The per-image record holds the votes the kNN accuracy computes anyway (the catalogue's "right"
+        # per image): without that metric, no record (RunRecord.image_record_problem says so).
+        self.image_record = catalogue.per_image_metric("right") in ctx.cfg.unseen_metrics
         self.collapse = TrainCollapse(ctx)
         self.lidar = LidarViews(ctx)
 
@@ -160,7 +161,7 @@ class Evaluator:
 
     def _confidence(self, seed: int, epoch: int, per_image: dict, y) -> Generator[Event, None, None]:
         """Bootstrap rows (``nmi_low``, ``nmi_high``, ``nmi_best_share``, ... per layer) of this evaluation."""
-        from lab import analysis, catalogue
+        from lab import analysis
 
         ctx = self.ctx
         wanted = {layer: {m: v for m, v in got.items() if m in catalogue.CONFIDENCE_METRICS}

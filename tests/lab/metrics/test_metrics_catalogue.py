@@ -84,17 +84,25 @@ def test_compute_layer_has_no_branch_on_metric_names():
         assert not named, (function.__name__, named)
 
 
-def test_a_new_entry_is_computed_without_touching_compute_layer(monkeypatch):
+def test_a_new_entry_is_computed_without_touching_compute_layer():
     # a label-free entry (needs no y) and one needing an input compute_layer was not given
     spread = catalogue.MetricInfo("spread", "spread", "collapse", False, needs=(),
                                   function=f"{__name__}:spread_of_layer",
                                   options={"power": 2})
     head = catalogue.MetricInfo("head_norm", "head", "collapse", False, needs=("labels", "head"),
                                 function=f"{__name__}:spread_of_layer")
-    table = dict(catalogue.METRICS, spread=spread, head_norm=head)
-    monkeypatch.setattr(catalogue, "METRICS", table)
-    monkeypatch.setattr(metrics.report, "ALL_METRICS", tuple(table))
-    monkeypatch.setattr(metrics.report, "_OPTIONS", {**metrics.report._OPTIONS, "spread": {"power": 2}})
+    catalogue.register_metric(spread)
+    catalogue.register_metric(head)
+    try:
+        _new_entries_are_computed()
+    finally:
+        catalogue.unregister_metric("spread")
+        catalogue.unregister_metric("head_norm")
+    assert "spread" not in catalogue.METRIC_NAMES
+
+
+def _new_entries_are_computed():
+    assert "spread" in catalogue.METRIC_NAMES and "spread" in catalogue.COLLAPSE_METRICS
     row = metrics.compute_layer(X0, Y0, metrics=["nc1", "spread"], params={"spread": {"power": 1}})
     assert row["spread"] == pytest.approx(float(np.abs(X0 - X0.mean(0)).mean()))
     assert row["nc1"] == pytest.approx(metrics.nc1(X0, Y0), rel=1e-12)
