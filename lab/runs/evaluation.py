@@ -198,7 +198,7 @@ class Evaluator:
         seen_metrics = cfg.seen_metrics(epoch)
         extra = []
         if ft.strategy.trains:
-            extra.append("pre_logits")
+            extra.append(catalogue.HEAD_LAYER)
             if ft.strategy.skip and ft.block not in extra:
                 extra.append(ft.block)
         seen_layers = list(ctx.layers) if seen_metrics else []
@@ -219,7 +219,7 @@ class Evaluator:
             # The head sees the block's spatial mean / class token: re-extract with that pooling.
             feats = yield from ctx.extract(state, ctx.data.heldout, extra, stage="extract", epoch=epoch,
                                            pooling="auto")
-        pre, block = feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None
+        pre, block = feats[catalogue.HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None
         del feats
         logits = ft.logits_from_features(pre, block)
         yield from self.collapse.head(state, epoch, "seen", pre, block, y, logits)
@@ -231,10 +231,10 @@ class Evaluator:
         from torch.utils.data import Subset
 
         ctx, ft = self.ctx, state.ft
-        layers = ["pre_logits"] + ([ft.block] if ft.strategy.skip else [])
+        layers = [catalogue.HEAD_LAYER] + ([ft.block] if ft.strategy.skip else [])
         subset = Subset(ctx.data.train, [int(i) for i in state.corrupted])
         feats = yield from ctx.extract(state, subset, layers, stage="extract", epoch=epoch, pooling="auto")
-        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        logits = ft.logits_from_features(feats[catalogue.HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None)
         clean = torch.as_tensor(np.asarray(ctx.data.train.targets)[state.corrupted], dtype=torch.long)
         return ft.score(logits, clean)[1]
 
