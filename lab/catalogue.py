@@ -3,7 +3,9 @@
 Config validation, ``lab.metrics.compute_layer``, the app's plots and form, the CLI and exported
 notebooks all read names, labels and display hints from here; ``compute_layer`` also reads how to
 compute each metric (its function, options and needs), so that a new metric is one entry here plus
-one function in ``lab.metrics`` (docs/development.md, "Adding a metric").
+one function in ``lab.metrics`` (docs/development.md, "Adding a metric"). Where a metric shows (a live
+curve, the agreement table, the default report, exports, the images a run needs) is its entry's to say,
+and :func:`register_metric` adds an entry from outside this file (a plugin, a test's toy).
 
 Examples
 --------

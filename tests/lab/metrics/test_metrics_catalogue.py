@@ -110,6 +110,21 @@ def _new_entries_are_computed():
         metrics.compute_layer(X0, Y0, metrics=["head_norm"], layer="b")
 
 
+def test_registering_refuses_a_taken_name_a_second_g_and_removing_a_builtin():
+    with pytest.raises(ValueError, match="'nmi' is already in the catalogue; unregister_metric"):
+        catalogue.register_metric(catalogue.METRICS["nmi"])
+    with pytest.raises(ValueError, match="says g=True, but g is 'nmi'"):
+        catalogue.register_metric(catalogue.MetricInfo("other_g", "g2", "separability", True, g=True,
+                                                       function=f"{__name__}:spread_of_layer"))
+    with pytest.raises(ValueError, match="'knn_accuracy' already keeps"):
+        catalogue.register_metric(catalogue.MetricInfo("votes", "votes", "separability", True, per_image="right",
+                                                       function=f"{__name__}:spread_of_layer"))
+    with pytest.raises(ValueError, match="only a registered metric can be removed"):
+        catalogue.unregister_metric("nc1")
+    assert "other_g" not in catalogue.METRICS and "votes" not in catalogue.METRICS
+    assert catalogue.g_metric() == "nmi" and catalogue.per_image_metric("cluster") == "nmi"
+
+
 def spread_of_layer(layer, *, power=2):
     """A label-free test metric: mean |x - mean|^power of the features."""
     X = layer.X.double()
