@@ -3,7 +3,9 @@
 Config validation, ``lab.metrics.compute_layer``, the app's plots and form, the CLI and exported
 notebooks all read names, labels and display hints from here; ``compute_layer`` also reads how to
 compute each metric (its function, options and needs), so that a new metric is one entry here plus
-one function in ``lab.metrics`` (docs/development.md, "Adding a metric").
+one function in ``lab.metrics`` (docs/development.md, "Adding a metric"). Where a metric shows (a live
+curve, the agreement table, the default report, exports, the images a run needs) is its entry's to say,
+and :func:`register_metric` adds an entry from outside this file (a plugin, a test's toy).
 
 Examples
 --------
@@ -24,7 +26,9 @@ __all__ = [
     "MetricInfo", "StrategyInfo", "METRICS", "STRATEGIES", "METRIC_NAMES", "STRATEGY_NAMES",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "CLASSIFIER_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE",
     "LABEL_FREE_METRICS",
-    "DEFAULT_METRICS", "CONFIDENCE_METRICS", "HEAD_LAYER", "SPLITS", "metric_label", "metrics_for",
+    "DEFAULT_METRICS", "CONFIDENCE_METRICS", "REPORT_METRICS", "AGREEMENT_METRICS", "EXPORT_METRICS",
+    "HEAD_LAYER", "SPLITS", "metric_label", "metrics_for", "g_metric", "per_image_metric", "curve_specs",
+    "register_metric", "unregister_metric",
 ]
 
 SPLITS = ("train", "seen", "unseen")
@@ -34,6 +38,10 @@ _FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("train", "seen", "un
                   "classifier_collapse": ("train", "seen"), "transferability": ("seen",),
                   "label_free": ("seen", "unseen")}
 """The evaluation splits a family is measured on unless its entry says otherwise."""
+_REPORT_FAMILIES = ("separability", "collapse")
+"""The families :func:`lab.metrics.compute_layer` measures when it is not told which (unless an entry says)."""
+PER_IMAGE = ("cluster", "right")
+"""What a metric can keep per image (:attr:`MetricInfo.per_image`)."""
 HEAD_LAYER = "pre_logits"
 """The layer the classifier-side measures are recorded at: the input of the trained head (for SCL FT, the
 pre-logits plus the skip connection, which is what that head sees)."""
@@ -75,6 +83,20 @@ class MetricInfo:
     best_at : the value at which a layer is best, for a measure whose literature reads neither extreme as
         best (alpha_req: 1, Agrawal et al. 2022); the best layer is then the closest one
         (:func:`lab.analysis.measure_agreement`). None: the extreme ``higher_is_better`` names
+    images_per_class : the images of every class a run's evaluation set must hold for a sound value (the
+        run refuses fewer before it starts): a count, or the name of the option that gives it (the probe's
+        ``"folds"``); 0: ``per_class``. More than ``per_class`` where the value is defined with fewer but
+        means little (leave-one-out kNN: another image of the class)
+    images_why : why it needs them, in a few words (``{n}``: the count), for that message
+    curve : the splits of its metric-vs-layer curve in the live view, in order; () for none
+    compared : compared in the agreement table (:func:`lab.analysis.measure_agreement`)
+    report : measured by :func:`lab.metrics.compute_layer` and ``layer_report`` when no metrics are named
+        (None: by family, separability and collapse)
+    export : drawn by an exported notebook's layer curves when the runs have it
+    g : the metric whose best layer is g, the generalization index (one entry)
+    per_image : what it keeps per unseen image for the bootstrap and the per-image record: ``"cluster"``
+        (each image's k-means cluster) or ``"right"`` (whether its leave-one-out vote is right); None: nothing
+        (no bootstrap interval)
     """
 
     name: str
@@ -92,12 +114,38 @@ class MetricInfo:
     repeatable: bool = False
     splits: tuple[str, ...] = ()
     best_at: float | None = None
+    images_per_class: int | str = 0
+    images_why: str = ""
+    curve: tuple[str, ...] = ()
+    compared: bool = False
+    report: bool | None = None
+    export: bool = False
+    g: bool = False
+    per_image: str | None = None
 
     def __post_init__(self):
         # frozen: the defaults are filled in once, here
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        if self.family not in _FAMILY_SPLITS:
+            raise ValueError(f"family must be one of {', '.join(map(repr, _FAMILY_SPLITS))}. "
+                             f"Got {self.family!r} instead.")
         if not self.splits:
             object.__setattr__(self, "splits", _FAMILY_SPLITS[self.family])
+        if self.report is None:
+            object.__setattr__(self, "report", self.family in _REPORT_FAMILIES)
+        if not self.images_per_class:
+            object.__setattr__(self, "images_per_class", self.per_class)
+        if self.per_image is not None and self.per_image not in PER_IMAGE:
+            raise ValueError(f"per_image must be None or one of {', '.join(map(repr, PER_IMAGE))}. "
+                             f"Got {self.per_image!r} instead.")
+
+    def images_needed(self) -> tuple[int, str]:
+        """The images every class needs (:attr:`images_per_class`) and why, e.g. ``(2, "nc1 (within-class
+        spread)")``."""
+        n = self.images_per_class
+        n = int(self.options[n]) if isinstance(n, str) else int(n)
+        why = self.images_why.format(n=n)
+        return n, f"{self.name} ({why})" if why else self.name
 
 
 @dataclass(frozen=True)
@@ -117,27 +165,32 @@ _HEAD = ("labels", "head")
 _METRIC_LIST = (
     MetricInfo("nmi", "NMI", "separability", True,
                function=_SEP + "nmi_of_layer", check=_SEP + "check_nmi", options={"n_init": None, "seed": None},
-               repeatable=True,
+               repeatable=True, curve=("unseen",), compared=True, export=True, g=True, per_image="cluster",
                doc="normalized mutual information of a k-means clustering of the unseen classes"),
     MetricInfo("knn_accuracy", "kNN accuracy", "separability", True,
                function=_SEP + "knn_accuracy_of_layer", check=_SEP + "check_knn_accuracy",
-               options={"k": 1, "metric": "euclidean"},
+               options={"k": 1, "metric": "euclidean"}, images_per_class=2, images_why="leave-one-out",
+               curve=("unseen",), compared=True, export=True, per_image="right",
                doc="leave-one-out k-nearest-neighbour accuracy (k=1: the papers' NNk1)"),
     MetricInfo("knn_purity", "kNN purity", "separability", True,
                function=_SEP + "knn_purity_of_layer", check=_SEP + "check_knn_purity",
-               options={"k": None, "metric": "euclidean"},
+               options={"k": None, "metric": "euclidean"}, images_per_class=2, images_why="leave-one-out",
                doc="mean fraction of same-class neighbours (the papers' NNk500)"),
-    MetricInfo("weighted_knn_accuracy", "weighted kNN", "separability", True, default=False,
+    MetricInfo("weighted_knn_accuracy", "weighted kNN", "separability", True, default=False, report=False,
                function=_SEP + "weighted_knn_accuracy_of_layer", check=_SEP + "check_weighted_knn_accuracy",
                options={"k": 20, "temperature": 0.07},
                doc="cosine, temperature-weighted 20-NN accuracy (DINOv2 protocol)"),
     MetricInfo("linear_probe_accuracy", "linear probe", "separability", True, default=False,
                function=_SEP + "linear_probe_accuracy_of_layer", check=_SEP + "check_linear_probe_accuracy",
                options={"folds": 5, "C": 1.0, "seed": 0, "max_iter": 1000},
+               images_per_class="folds", images_why="{n}-fold cross-validation",
+               curve=("unseen",), compared=True, export=True,
                doc="cross-validated multinomial logistic-regression accuracy"),
     MetricInfo("nc1", "NC1", "collapse", False, log_scale=True, function=_COL + "nc1_of_layer", per_class=2,
+               images_why="within-class spread", curve=("unseen", "seen"), export=True,
                doc="tr(Σ_W Σ_B⁺)/K: within-class variability against between-class spread"),
     MetricInfo("cdnv", "CDNV", "collapse", False, log_scale=True, function=_COL + "cdnv_of_layer", per_class=2,
+               images_why="within-class spread", curve=("unseen", "seen"),
                doc="class-distance normalized variance, mean over class pairs"),
     MetricInfo("numerical_rank", "numerical rank", "collapse", False, function=_COL + "numerical_rank_of_layer",
                doc="mean over classes of ‖H_k‖_F² / ‖H_k‖_2²"),
@@ -149,6 +202,7 @@ _METRIC_LIST = (
     MetricInfo("nc2_cosine_std", "NC2 cosine spread", "collapse", False, function=_CC + "nc2_cosine_std_of_layer",
                doc="std of the cosines between centred class means (Papyan et al. Fig. 3)"),
     MetricInfo("ncc_accuracy", "NCC accuracy", "collapse", True, function=_COL + "ncc_accuracy_of_layer",
+               compared=True,
                doc="nearest-class-centre accuracy (NC4)"),
     MetricInfo("nc2_classifier_equinorm", "NC2 classifier equinorm", "classifier_collapse", False, needs=_HEAD,
                function=_CC + "nc2_classifier_equinorm_of_layer", check=_CC + "check_head",
@@ -166,50 +220,87 @@ _METRIC_LIST = (
     MetricInfo("head_accuracy", "head accuracy", "classifier_collapse", True, needs=_HEAD,
                function=_CC + "head_accuracy_of_layer", check=_CC + "check_head",
                doc="accuracy of the head's argmax (on the training sample: 1 from the terminal phase on)"),
-    MetricInfo("logme", "LogME", "transferability", True, function=_TRA + "logme_of_layer",
+    MetricInfo("logme", "LogME", "transferability", True, function=_TRA + "logme_of_layer", compared=True,
                doc="log evidence of a Bayesian linear model from the seen classes' features to their labels, "
                    "before fine-tuning (You et al. 2021)"),
     MetricInfo("sfda", "SFDA", "transferability", True, function=_TRA + "sfda_of_layer",
                doc="true-class probability in a self-challenging Fisher space of the seen classes, before "
                    "fine-tuning (Shao et al. 2022)"),
     MetricInfo("rankme", "RankMe", "label_free", True, needs=(), function=_LF + "rankme_of_layer",
+               curve=("unseen", "seen"), compared=True,
                doc="effective rank of the features' singular values, no label read (Garrido et al. 2023)"),
     MetricInfo("alpha_req", "α-ReQ", "label_free", False, needs=(), function=_LF + "alpha_req_of_layer", best_at=1.0,
+               curve=("unseen", "seen"), compared=True,
                doc="power-law decay exponent of the covariance spectrum, no label read; α near 1 reads as best, "
                    "a faster decay (larger α) as fewer dimensions used (Agrawal et al. 2022)"),
     MetricInfo("twonn_id", "TwoNN ID", "label_free", False, needs=(), function=_LF + "twonn_id_of_layer",
+               curve=("unseen", "seen"), compared=True,
                doc="intrinsic dimension from nearest-neighbour distance ratios, no label read; lower reads as "
                    "better (Facco et al. 2017; Ansuini et al. 2019)"),
     MetricInfo("lidar", "LiDAR", "label_free", True, default=False, needs=("views",), splits=("unseen",),
-               function=_LF + "lidar_of_layer",
+               function=_LF + "lidar_of_layer", curve=("unseen",), compared=True,
                doc="effective rank of the between-image covariance whitened by the augmentation covariance "
                    "(RunConfig.lidar_views views of each unseen image; Thilak et al. 2024)"),
 )
-METRICS = MappingProxyType({m.name: m for m in _METRIC_LIST})
-"""Every per-layer metric by name, in display order."""
-METRIC_NAMES = tuple(METRICS)
-SEPARABILITY_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "separability")
-COLLAPSE_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "collapse")
-CLASSIFIER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "classifier_collapse")
-"""Classifier-side collapse (Papyan, Han & Donoho 2020): measured at :data:`HEAD_LAYER` on the seen training
-sample and the seen held-out images, for strategies that train a head."""
-TRANSFER_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "transferability")
-"""Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
-LABEL_FREE_METRICS = tuple(m.name for m in _METRIC_LIST if m.family == "label_free")
-"""Label-free layer quality (docs/METRICS.md): computed without the labels on the unseen images and the seen
-held-out images; LiDAR on augmented views of the unseen images (``RunConfig.lidar_views``)."""
+_METRICS: dict[str, MetricInfo] = {m.name: m for m in _METRIC_LIST}
+METRICS = MappingProxyType(_METRICS)
+"""Every per-layer metric by name, in display order (a live view: :func:`register_metric` adds to it)."""
 TRANSFER_BASELINE = "knn_accuracy"
 """Measured on the seen held-out images at epoch 0 too whenever a transferability estimator is: plain kNN
 accuracy, which a 2025 comparison of 23 estimators found as good a predictor as any."""
-CONFIDENCE_METRICS = ("nmi", "knn_accuracy")
-"""Separability metrics that get a bootstrap interval over the unseen images (:func:`lab.analysis.bootstrap`)."""
 _DERIVED_LABELS = {"cka_initial": "CKA to epoch 0"}
 # rows the engine records besides the catalogue's metrics (lab.runs.similarity.CKA_INITIAL)
-DEFAULT_METRICS = tuple(m.name for m in _METRIC_LIST if m.default)
+
+_SELECTIONS = {
+    "METRIC_NAMES": lambda m: True,
+    "SEPARABILITY_METRICS": lambda m: m.family == "separability",
+    "COLLAPSE_METRICS": lambda m: m.family == "collapse",
+    "CLASSIFIER_METRICS": lambda m: m.family == "classifier_collapse",
+    "TRANSFER_METRICS": lambda m: m.family == "transferability",
+    "LABEL_FREE_METRICS": lambda m: m.family == "label_free",
+    "CONFIDENCE_METRICS": lambda m: m.per_image is not None,
+    "DEFAULT_METRICS": lambda m: m.default,
+    "REPORT_METRICS": lambda m: m.report,
+    "AGREEMENT_METRICS": lambda m: m.compared,
+    "EXPORT_METRICS": lambda m: m.export,
+}
+# The name lists below, each the entries one field selects, in display order; computed here and again
+# whenever a metric is registered. Read them as ``catalogue.NAME`` where a registered metric must show.
+
+
+def _derive() -> None:
+    globals().update({name: tuple(m.name for m in _METRICS.values() if keep(m))
+                      for name, keep in _SELECTIONS.items()})
+
+
+_derive()
+METRIC_NAMES: tuple[str, ...]
+"""Every metric name, in display order."""
+SEPARABILITY_METRICS: tuple[str, ...]
+COLLAPSE_METRICS: tuple[str, ...]
+CLASSIFIER_METRICS: tuple[str, ...]
+"""Classifier-side collapse (Papyan, Han & Donoho 2020): measured at :data:`HEAD_LAYER` on the seen training
+sample and the seen held-out images, for strategies that train a head."""
+TRANSFER_METRICS: tuple[str, ...]
+"""Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
+LABEL_FREE_METRICS: tuple[str, ...]
+"""Label-free layer quality (docs/METRICS.md): computed without the labels on the unseen images and the seen
+held-out images; LiDAR on augmented views of the unseen images (``RunConfig.lidar_views``)."""
+CONFIDENCE_METRICS: tuple[str, ...]
+"""Metrics that keep a value per image (``per_image``) and so get a bootstrap interval over the unseen images
+(:func:`lab.analysis.bootstrap`)."""
+DEFAULT_METRICS: tuple[str, ...]
 """What a run measures by default. ``linear_probe_accuracy`` is left out because its
 cross-validated logistic regression costs seconds to a minute per layer and epoch on a CPU;
 ``weighted_knn_accuracy`` because it repeats what kNN accuracy shows; ``lidar`` because its views cost
 extra forward passes (``RunConfig.lidar_views`` turns it on)."""
+REPORT_METRICS: tuple[str, ...]
+"""What :func:`lab.metrics.compute_layer` and ``layer_report`` measure when no metrics are named: the
+separability and collapse families, less the weighted kNN (the linear probe included, unlike a run)."""
+AGREEMENT_METRICS: tuple[str, ...]
+"""The measures :func:`lab.analysis.measure_agreement` compares, in this order (the label-free ones last)."""
+EXPORT_METRICS: tuple[str, ...]
+"""The metrics an exported notebook draws as layer curves when the runs have them."""
 
 _STRATEGY_LIST = (
     StrategyInfo("none", "none (evaluate as loaded)", "measure the backbone as it is; no training"),
@@ -233,4 +324,60 @@ def metrics_for(split: str) -> list[MetricInfo]:
     """The metrics measured on ``split`` (one of :data:`SPLITS`), in display order."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(map(repr, SPLITS))}. Got {split!r} instead.")
-    return [m for m in _METRIC_LIST if split in m.splits]
+    return [m for m in _METRICS.values() if split in m.splits]
+
+
+def g_metric() -> str:
+    """The metric whose best layer is g, the generalization index (the entry with ``g=True``: NMI)."""
+    return next(m.name for m in _METRICS.values() if m.g)
+
+
+def per_image_metric(kind: str) -> str | None:
+    """The metric that keeps ``kind`` (one of :data:`PER_IMAGE`) per unseen image, or None: the per-image
+    record's ``"cluster"`` (NMI's k-means clusters) and ``"right"`` (kNN accuracy's votes) come from it."""
+    if kind not in PER_IMAGE:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, PER_IMAGE))}. Got {kind!r} instead.")
+    return next((m.name for m in _METRICS.values() if m.per_image == kind), None)
+
+
+def curve_specs() -> list[tuple[str, tuple[str, ...]]]:
+    """(metric, splits) of every metric with a live metric-vs-layer curve (:attr:`MetricInfo.curve`), in
+    display order."""
+    return [(m.name, m.curve) for m in _METRICS.values() if m.curve]
+
+
+def register_metric(info: MetricInfo) -> MetricInfo:
+    """Add a metric to the catalogue: a run, ``compute_layer``, the app, the CLI and exports read it from here.
+
+    The entry's ``function`` is imported when the metric is first computed. Returns ``info``.
+
+    Raises
+    ------
+    ValueError
+        The name is taken (unregister the old entry first), or the entry claims a role one metric holds
+        (``g``, or a ``per_image`` kind another entry keeps).
+    """
+    if not isinstance(info, MetricInfo):
+        raise TypeError(f"register_metric takes a MetricInfo. Got {type(info).__name__} instead.")
+    if info.name in _METRICS:
+        raise ValueError(f"metric {info.name!r} is already in the catalogue; unregister_metric({info.name!r}) "
+                         "first to replace it, or choose another name.")
+    if info.g and any(m.g for m in _METRICS.values()):
+        raise ValueError(f"metric {info.name!r} says g=True, but g is {g_metric()!r}; one metric is g.")
+    if info.per_image is not None and per_image_metric(info.per_image) is not None:
+        raise ValueError(f"metric {info.name!r} keeps per_image={info.per_image!r}, which "
+                         f"{per_image_metric(info.per_image)!r} already keeps; leave per_image None.")
+    _METRICS[info.name] = info
+    _derive()
+    return info
+
+
+def unregister_metric(name: str) -> MetricInfo:
+    """Take a metric out of the catalogue (one :func:`register_metric` added); returns its entry."""
+    if name not in _METRICS:
+        raise KeyError(f"no metric {name!r} in the catalogue; it has {', '.join(_METRICS)}.")
+    if name in {m.name for m in _METRIC_LIST}:
+        raise ValueError(f"metric {name!r} is one of layerscope's own; only a registered metric can be removed.")
+    info = _METRICS.pop(name)
+    _derive()
+    return info

@@ -392,12 +392,12 @@ class RunConfig:
     @property
     def separability_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on unseen images only."""
-        return tuple(m for m in self.metrics if m in SEPARABILITY_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.SEPARABILITY_METRICS)
 
     @property
     def collapse_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on the seen training sample, the seen held-out sample and unseen images."""
-        return tuple(m for m in self.metrics if m in COLLAPSE_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.COLLAPSE_METRICS)
 
     @property
     def classifier_metrics(self) -> tuple[str, ...]:
@@ -407,7 +407,7 @@ class RunConfig:
     @property
     def transfer_metrics(self) -> tuple[str, ...]:
         """Requested transferability estimators (seen held-out images, epoch 0 only)."""
-        return tuple(m for m in self.metrics if m in TRANSFER_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.TRANSFER_METRICS)
 
     @property
     def unseen_metrics(self) -> tuple[str, ...]:

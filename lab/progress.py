@@ -12,6 +12,7 @@ Examples
 """
 from __future__ import annotations
 
+from lab import events as ev
 
 __all__ = ["run_with_progress"]
 
@@ -53,14 +54,14 @@ def run_with_progress(config, *, store=None, check: bool = True, desc: str | Non
     try:
         for event in events:
             run_id = run_id or event.run_id
-            if event.kind == "epoch_finished":
+            if event.kind == ev.EpochFinished.kind:
                 bar.update(1)
                 bar.set_postfix(seed=event.seed, epoch=event.epoch, seen_acc=event.heldout_accuracy)
-            elif event.kind in ("run_finished", "run_failed", "run_cancelled"):
+            elif event.kind in (ev.RunFinished.kind, ev.RunFailed.kind, ev.RunCancelled.kind):
                 last = event
     finally:
         events.close()              # interrupted (Ctrl-C): the engine stores the run as cancelled
         bar.close()
-    if check and last is not None and last.kind != "run_finished":
+    if check and last is not None and last.kind != ev.RunFinished.kind:
         raise RuntimeError(f"run {run_id} {last.kind.removeprefix('run_')}: {last.message}")
     return run_id

@@ -7,36 +7,24 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.catalogue import CONFIDENCE_METRICS, METRIC_NAMES
+from lab import catalogue
 
 from app.base import ThumbnailSource, plots
 
 from ._model import RunModel
 
-__all__ = ["CURVE_SPECS", "HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
+__all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
            "cka_initial_data"]
 
-CURVE_SPECS = (
-    ("nmi", ("unseen",)),
-    ("knn_accuracy", ("unseen",)),
-    ("linear_probe_accuracy", ("unseen",)),
-    ("nc1", ("unseen", "seen")),
-    ("cdnv", ("unseen", "seen")),
-    ("rankme", ("unseen", "seen")),
-    ("alpha_req", ("unseen", "seen")),
-    ("twonn_id", ("unseen", "seen")),
-    ("lidar", ("unseen",)),
-)
-"""(metric, splits) of the metric-vs-layer plots, in display order (the label-free family last)."""
-
-HEATMAP_METRICS = METRIC_NAMES
+HEATMAP_METRICS = catalogue.METRIC_NAMES
 """Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""
 
 
 def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
-    """The :data:`CURVE_SPECS` of the metrics the run measures (all when its config names none)."""
+    """(metric, splits) of the metric-vs-layer plots of the metrics the run measures (all when its config names
+    none): the catalogue's entries with a ``curve`` (:func:`lab.catalogue.curve_specs`), in display order."""
     wanted = model.config.get("metrics")
-    specs = list(CURVE_SPECS)
+    specs = catalogue.curve_specs()
     if wanted:
         specs = [s for s in specs if s[0] in wanted]
     return specs
@@ -54,7 +42,7 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
     for split in splits:
         f = model.summary_frame(metric, split)
         f.insert(0, "split", split)
-        if metric in CONFIDENCE_METRICS:
+        if metric in catalogue.CONFIDENCE_METRICS:
             for bound in ("low", "high"):
                 rows = model.summary_frame(f"{metric}_{bound}", split).rename(columns={"mean": bound})
                 f[bound] = (f[["epoch", "layer"]].merge(rows[["epoch", "layer", bound]], how="left")[bound]

@@ -32,8 +32,7 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import (CURVE_SPECS, HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data,
-                       projection_data)
+from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
@@ -41,7 +40,7 @@ from ._render import LiveRenderers
 from ._status import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 
-__all__ = ["LiveView", "CURVE_SPECS"]
+__all__ = ["LiveView"]
 
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.

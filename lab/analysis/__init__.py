@@ -52,7 +52,7 @@ Examples
 """
 from __future__ import annotations
 
-from lab.analysis.agreement import AGREEMENT_COLUMNS, AGREEMENT_MEASURES, agreement_table, measure_agreement
+from lab.analysis.agreement import AGREEMENT_COLUMNS, agreement_table, measure_agreement
 from lab.analysis.neural_collapse import simplex, terminal_phase
 from lab.analysis.images import (
     IMAGE_VALUES, SELECTION_COLUMNS, arrival_counts, has_image_record, image_answers, image_record_problem,
@@ -82,7 +82,7 @@ __all__ = [
     "image_table", "record_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
     "has_image_record",
     "image_record_problem",
-    "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table", "AGREEMENT_MEASURES",
+    "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table",
     "AGREEMENT_COLUMNS", "terminal_phase", "simplex", "study_agreement", "STUDY_AGREEMENT_COLUMNS",
     "separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
     "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS",

@@ -16,23 +16,24 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab import catalogue
 from lab.analysis.ranks import rank_correlation
 from lab.analysis.summary import _higher_is_better, _names, generalization, layer_curve, layer_order
 from lab.store.lookup import load_run
 
-__all__ = ["measure_agreement", "agreement_table", "AGREEMENT_MEASURES", "AGREEMENT_COLUMNS"]
+__all__ = ["measure_agreement", "agreement_table", "AGREEMENT_COLUMNS"]
 
-AGREEMENT_MEASURES = ("nmi", "knn_accuracy", "linear_probe_accuracy", "ncc_accuracy", "logme",
-                      "rankme", "alpha_req", "twonn_id", "lidar")
-"""The measures compared, in this order (those a run did not compute are left out): the label-free ones last."""
 AGREEMENT_COLUMNS = ["label", "split", "epoch", "best_layer", "value", "best_share", "spearman", "n_layers"]
 """The columns of :func:`measure_agreement` (index: measure)."""
 
 
 def _info(measure: str):
-    from lab.catalogue import METRICS
+    return catalogue.METRICS.get(measure)
 
-    return METRICS.get(measure)
+
+def _measures(measures: Sequence[str] | None) -> tuple[str, ...]:
+    """The measures to compare: those given, else the catalogue's (``compared``), in its order."""
+    return catalogue.AGREEMENT_METRICS if measures is None else tuple(measures)
 
 
 def _best_at(measure: str) -> float | None:
@@ -55,7 +56,7 @@ def _oriented(metrics: pd.DataFrame, measure: str, higher: bool) -> pd.DataFrame
 
 def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
                     aliases: Mapping[str, str] | None = None, epoch: int | None = None,
-                    measures: Sequence[str] = AGREEMENT_MEASURES) -> pd.DataFrame:
+                    measures: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`measure_agreement` on a run's long metrics table (``RunRecord.metrics``).
 
     Parameters
@@ -65,8 +66,10 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     aliases : ``{tap: deeper tap}`` with identical features (``meta["layer_aliases"]``)
     epoch : the evaluation; None: the last complete NMI evaluation (without NMI: the last complete one of
         any measure). Transferability estimators (LogME) exist at epoch 0 only and are taken there.
-    measures : metric names (:data:`AGREEMENT_MEASURES` by default)
+    measures : metric names; None: the catalogue's ``AGREEMENT_METRICS`` (its entries with ``compared``)
     """
+    measures = _measures(measures)
+    reference_name = catalogue.g_metric()
     order = layer_order(layers, metrics)
     aliases = dict(aliases or {})
     notes: list[str] = []
@@ -81,10 +84,12 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
         if not gen.empty:
             gens[measure] = gen.assign(split=split, higher=higher)
     if epoch is None:
-        ends = [gens["nmi"]] if "nmi" in gens else [g for m, g in gens.items() if g["split"].iloc[0] == "unseen"]
+        ends = ([gens[reference_name]] if reference_name in gens
+                else [g for m, g in gens.items() if g["split"].iloc[0] == "unseen"])
         epoch = int(max(g["epoch"].max() for g in ends)) if ends else None
-    if "nmi" not in gens:
-        notes.append("the run has no complete NMI evaluation: no rank correlation with NMI")
+    if reference_name not in gens:
+        g_label = _label(reference_name)
+        notes.append(f"the run has no complete {g_label} evaluation: no rank correlation with {g_label}")
     # per layer, with taps identical to a deeper tap left out (the same features would count twice)
     kept = [name for name in order if aliases.get(name) not in set(order)]
     reference = None
@@ -99,7 +104,7 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
         curve = layer_curve(_oriented(metrics, measure, higher), layers=layers, metric=measure, split=split,
                             epoch=at)
         values = curve.set_index("layer")["mean"].astype(float).reindex(kept)
-        if measure == "nmi":
+        if measure == reference_name:
             reference = values
         if _best_at(measure) is not None:         # the value itself, not its distance to best_at
             raw = layer_curve(metrics, layers=layers, metric=measure, split=split, epoch=at).set_index("layer")
@@ -116,8 +121,8 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
             r = rank_correlation(values.to_numpy(), reference.to_numpy(), n_boot=1, min_interval_n=sys.maxsize)
             rho, n = r["spearman"], r["n"]
             if not np.isfinite(rho):
-                notes.append(f"{measure}: no rank correlation with NMI over {n} layer(s) (needs 3 layers that "
-                             "both measured, neither constant)")
+                notes.append(f"{measure}: no rank correlation with {_label(reference_name)} over {n} layer(s) "
+                             "(needs 3 layers that both measured, neither constant)")
         out.append({"measure": measure, **row, "spearman": rho, "n_layers": n})
     left = [m for m in measures if m not in rows]
     if left:
@@ -129,12 +134,10 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
 
 
 def _label(measure: str) -> str:
-    from lab.catalogue import metric_label
-
-    return metric_label(measure)
+    return catalogue.metric_label(measure)
 
 
-def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] = AGREEMENT_MEASURES,
+def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] | None = None,
                       store=None) -> pd.DataFrame:
     """Do the measures agree? For one evaluation, the best layer by each measure the run computed.
 
@@ -142,8 +145,8 @@ def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] 
     ----------
     run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     epoch : the evaluation; None: the last complete one (as g's)
-    measures : metric names, default :data:`AGREEMENT_MEASURES` (NMI, kNN accuracy, linear probe, NCC
-        accuracy, LogME, then the label-free RankMe, alpha-ReQ, TwoNN ID and LiDAR)
+    measures : metric names; None (default): the catalogue's ``AGREEMENT_METRICS`` (NMI, kNN accuracy, linear
+        probe, NCC accuracy, LogME, then the label-free RankMe, alpha-ReQ, TwoNN ID and LiDAR)
     store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 
     Returns

@@ -22,6 +22,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab import catalogue
+
 __all__ = ["bootstrap", "resample_counts", "nmi_from_contingency", "confidence_values", "confidence_text",
            "N_RESAMPLES", "LEVEL", "CONFIDENCE_SUFFIXES"]
 
@@ -100,11 +102,18 @@ def nmi_from_contingency(tables: np.ndarray) -> np.ndarray:
     return np.clip(np.where(single, 1.0, out), 0.0, 1.0)
 
 
+def _per_image(metric: str) -> str | None:
+    """What ``metric`` keeps per image (:attr:`lab.catalogue.MetricInfo.per_image`): its k-means ``"cluster"``
+    (resampled through contingency tables) or whether its vote is ``"right"`` (resampled as a mean)."""
+    info = catalogue.METRICS.get(metric)
+    return None if info is None else info.per_image
+
+
 def _resampled(metric: str, per_image: np.ndarray, codes: np.ndarray, n_classes: int,
                counts: np.ndarray) -> tuple[float, np.ndarray]:
     """The metric on the full sample and on each resample (B,), from what each image contributed."""
     n = codes.size
-    if metric == "nmi":
+    if _per_image(metric) == "cluster":
         clusters = np.unique(per_image, return_inverse=True)[1]
         cells = codes * (clusters.max() + 1) + clusters                            # (N,) class x cluster cell
         onehot = np.zeros((n, n_classes * (clusters.max() + 1)), dtype=np.float32)
@@ -124,8 +133,9 @@ def bootstrap(samples: Mapping[str, Mapping[str, np.ndarray]], labels, *, layers
     Parameters
     ----------
     samples : {layer: {metric: per-image array (N,)}}
-        What :func:`lab.metrics.compute_layer` (``return_samples=True``) returns: ``"nmi"``, the k-means
-        cluster of each image; ``"knn_accuracy"``, whether its leave-one-out vote was right. A layer
+        What :func:`lab.metrics.compute_layer` (``return_samples=True``) returns, by each metric's
+        ``per_image`` in :data:`lab.catalogue.METRICS`: ``"nmi"`` keeps the k-means cluster of each image
+        (``"cluster"``), ``"knn_accuracy"`` whether its leave-one-out vote was right (``"right"``). A layer
         may lack a metric (undefined there): it then takes no part in that metric's best-layer count.
     labels : array-like of int, shape (N,)
         The images' classes (resampling is stratified by them).

@@ -11,7 +11,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from lab.analysis.agreement import AGREEMENT_MEASURES, agreement_table
+from lab import catalogue
+from lab.analysis.agreement import agreement_table
 from lab.store.lookup import load_run
 
 __all__ = ["study_agreement", "STUDY_AGREEMENT_COLUMNS"]
@@ -40,7 +41,7 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
     Returns
     -------
     DataFrame, one row per measure other than NMI that some run computed (index ``measure``, in
-    :data:`lab.analysis.AGREEMENT_MEASURES` order), with label; n_runs (the runs with both the measure's and
+    :data:`lab.catalogue.AGREEMENT_METRICS` order), with label; n_runs (the runs with both the measure's and
     NMI's best layer at the run's last complete NMI evaluation); same_best_layer (of those, how many have the
     same best layer as NMI, identical taps as the deeper tap); share_same (same_best_layer / n_runs);
     median_spearman (the median over runs of Spearman's rho between the measure's layer order and NMI's, NaN
@@ -48,14 +49,15 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
     (no complete NMI evaluation).
     """
     rows, notes = [], []
+    g = catalogue.g_metric()
     for rec in _records(study_or_records, store):
         table = agreement_table(rec.metrics, layers=rec.meta.get("layers"), aliases=rec.meta.get("layer_aliases"))
-        if "nmi" not in table.index:
-            notes.append(f"run {rec.run_id}: no complete NMI evaluation, left out")
+        if g not in table.index:
+            notes.append(f"run {rec.run_id}: no complete {catalogue.metric_label(g)} evaluation, left out")
             continue
-        nmi_best = table.loc["nmi", "best_layer"]
-        for measure, row in table.drop(index="nmi").iterrows():
-            rows.append({"measure": measure, "label": row["label"], "same": row["best_layer"] == nmi_best,
+        g_best = table.loc[g, "best_layer"]
+        for measure, row in table.drop(index=g).iterrows():
+            rows.append({"measure": measure, "label": row["label"], "same": row["best_layer"] == g_best,
                          "spearman": float(row["spearman"])})
     if not rows:
         out = pd.DataFrame(columns=["measure", *STUDY_AGREEMENT_COLUMNS]).set_index("measure")
@@ -63,7 +65,7 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
         return out
     frame = pd.DataFrame(rows)
     out = []
-    order = [m for m in AGREEMENT_MEASURES if m in set(frame["measure"])]
+    order = [m for m in catalogue.AGREEMENT_METRICS if m in set(frame["measure"])]
     order += [m for m in dict.fromkeys(frame["measure"]) if m not in order]
     for measure in order:
         own = frame[frame["measure"] == measure]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from lab.backbones._taps import STEM, Tap, owns_params, trace
+from lab.backbones._taps import PRE_LOGITS, STEM, Tap, owns_params, trace
 from lab.backbones._hf_net import prefix_tokens
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def build_catalogue(model: HFNet, loaded: Loaded, size: tuple[int, int, int], de
         model.num_features = int(pre.shape[1])
         model.reset_classifier(model.num_classes)
         model.to(device)
-    taps.append(Tap("pre_logits", None, "vector", int(pre.shape[1]), shape=tuple(pre.shape[1:])))
+    taps.append(Tap(PRE_LOGITS, None, "vector", int(pre.shape[1]), shape=tuple(pre.shape[1:])))
     return taps
 
 

@@ -9,7 +9,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-PRE_LOGITS = "pre_logits"
+from lab.catalogue import HEAD_LAYER
+
+PRE_LOGITS = HEAD_LAYER
+"""The last tap, the input of the classifier head: the catalogue's :data:`~lab.catalogue.HEAD_LAYER` (one name)."""
 STEM = "stem"
 
 

@@ -6,7 +6,8 @@ import sys
 
 import pandas as pd
 
-from lab import analysis
+from lab import analysis, catalogue
+from lab import events as ev
 from lab.analysis.intervals import CONFIDENCE_SUFFIXES
 
 __all__ = ["RunConsole"]
@@ -53,60 +54,63 @@ class RunConsole:
         table = table[table["epoch"] == epoch]
         return None if table.empty else table.iloc[0].to_dict()
 
-    def handle(self, ev) -> None:
-        kind = ev.kind
-        self.run_id = self.run_id or getattr(ev, "run_id", None)
-        self.aliases = getattr(ev, "aliases", None) or self.aliases
-        if kind == "run_started":
+    def handle(self, event) -> None:
+        kind = event.kind
+        self.run_id = self.run_id or getattr(event, "run_id", None)
+        self.aliases = getattr(event, "aliases", None) or self.aliases
+        if kind == ev.RunStarted.kind:
             self.started = True
-            self.seeds = list(ev.seeds)
-            self.layers = [layer["name"] if isinstance(layer, dict) else str(layer) for layer in ev.layers] or None
-            n = ev.n_images or {}
+            self.seeds = list(event.seeds)
+            self.layers = [layer["name"] if isinstance(layer, dict) else str(layer)
+                           for layer in event.layers] or None
+            n = event.n_images or {}
             sizes = ", ".join(f"{v} {k}" for k, v in n.items())
-            self.line(f"run {ev.run_id}: {len(ev.layers)} layers, {len(ev.seen)} seen / {len(ev.unseen)} "
-                      f"unseen classes ({sizes}), device {ev.device}")
-        elif kind == "progress":
-            stage = (ev.seed, ev.epoch, ev.stage, ev.total)
+            self.line(f"run {event.run_id}: {len(event.layers)} layers, {len(event.seen)} seen / "
+                      f"{len(event.unseen)} unseen classes ({sizes}), device {event.device}")
+        elif kind == ev.Progress.kind:
+            stage = (event.seed, event.epoch, event.stage, event.total)
             if self.bar is None:
                 self.bar = self._tqdm(total=1, disable=None if self._progress else True, leave=False,
                                       file=sys.stderr, dynamic_ncols=True, unit="step")
             if stage != self._stage:
-                self.bar.reset(total=max(int(ev.total), 1))
-                where = [f"seed {ev.seed}"] if ev.seed is not None and len(self.seeds) > 1 else []
-                where += [f"epoch {ev.epoch}"] if ev.epoch is not None else []
-                self.bar.set_description(" ".join([*where, ev.stage]))
+                self.bar.reset(total=max(int(event.total), 1))
+                where = [f"seed {event.seed}"] if event.seed is not None and len(self.seeds) > 1 else []
+                where += [f"epoch {event.epoch}"] if event.epoch is not None else []
+                self.bar.set_description(" ".join([*where, event.stage]))
                 self._stage = stage
-            self.bar.n = int(ev.done)
+            self.bar.n = int(event.done)
             self.bar.refresh()
-        elif kind == "layer_metrics" and ev.split == "unseen":
-            self.metric = self.metric or ("nmi" if "nmi" in ev.values else next(iter(ev.values), None))
-            if self.metric in ev.values:
-                value = ev.values[self.metric]
-                self.rows.setdefault(ev.seed, []).append(
-                    {"seed": ev.seed, "epoch": ev.epoch, "layer": ev.layer, "split": "unseen",
+        elif kind == ev.LayerMetrics.kind and event.split == "unseen":
+            g = catalogue.g_metric()
+            self.metric = self.metric or (g if g in event.values else next(iter(event.values), None))
+            if self.metric in event.values:
+                value = event.values[self.metric]
+                self.rows.setdefault(event.seed, []).append(
+                    {"seed": event.seed, "epoch": event.epoch, "layer": event.layer, "split": "unseen",
                      "metric": self.metric, "value": math.nan if value is None else float(value)})
-        elif kind == "layer_confidence" and self.metric is not None:
+        elif kind == ev.LayerConfidence.kind and self.metric is not None:
             for name in (f"{self.metric}_{suffix}" for suffix in CONFIDENCE_SUFFIXES):
-                if name in ev.values:
-                    value = ev.values[name]
-                    self.rows.setdefault(ev.seed, []).append(
-                        {"seed": ev.seed, "epoch": ev.epoch, "layer": ev.layer, "split": "unseen", "metric": name,
-                         "value": math.nan if value is None else float(value)})
-        elif kind == "epoch_finished":
-            parts = [f"epoch {ev.epoch}" if len(self.seeds) <= 1 else f"seed {ev.seed} epoch {ev.epoch}"]
-            best = self.best(ev.seed, ev.epoch)
+                if name in event.values:
+                    value = event.values[name]
+                    self.rows.setdefault(event.seed, []).append(
+                        {"seed": event.seed, "epoch": event.epoch, "layer": event.layer, "split": "unseen",
+                         "metric": name, "value": math.nan if value is None else float(value)})
+        elif kind == ev.EpochFinished.kind:
+            parts = [f"epoch {event.epoch}" if len(self.seeds) <= 1 else f"seed {event.seed} epoch {event.epoch}"]
+            best = self.best(event.seed, event.epoch)
             if best:
                 sure = analysis.confidence_text(best["g_low"], best["g_high"], best["best_share"])
                 parts.append(f"best layer {best['layer']} (unseen {self.metric} {best['g']:.3f}"
                              + (f"; {sure}" if sure else "") + ")")
-            if ev.heldout_accuracy is not None:
-                parts.append(f"seen held-out acc {ev.heldout_accuracy:.3f}")
-            if ev.train_loss is not None:
-                parts.append(f"train loss {ev.train_loss:.3f}")
-            parts.append(f"{ev.seconds:.1f} s")
+            if event.heldout_accuracy is not None:
+                parts.append(f"seen held-out acc {event.heldout_accuracy:.3f}")
+            if event.train_loss is not None:
+                parts.append(f"train loss {event.train_loss:.3f}")
+            parts.append(f"{event.seconds:.1f} s")
             self.line(" | ".join(parts))
-        elif kind == "generalization" and ev.seed is None and len(self.seeds) > 1:
-            std = f" ± {ev.g_std:.3f}" if ev.g_std is not None else ""
-            sure = analysis.confidence_text(ev.g_low, ev.g_high, ev.best_share)
-            self.line(f"epoch {ev.epoch} over {len(self.seeds)} seeds: g = {ev.g:.3f}{std} at layer {ev.layer}"
-                      + (f" ({sure}; 95 % bootstrap over the unseen images, mean over seeds)" if sure else ""))
+        elif kind == ev.Generalization.kind and event.seed is None and len(self.seeds) > 1:
+            std = f" ± {event.g_std:.3f}" if event.g_std is not None else ""
+            sure = analysis.confidence_text(event.g_low, event.g_high, event.best_share)
+            why = f" ({sure}; 95 % bootstrap over the unseen images, mean over seeds)" if sure else ""
+            self.line(f"epoch {event.epoch} over {len(self.seeds)} seeds: g = {event.g:.3f}{std} at layer "
+                      f"{event.layer}{why}")

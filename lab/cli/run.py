@@ -12,11 +12,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from lab import catalogue
 from lab.cli._common import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, UsageError, message_of, one_line,
                              store_of)
 from lab.cli.console import RunConsole
 from lab.config import RunConfig
 from lab.errors import is_bug_message, os_error_message, user_message
+from lab.events import TERMINAL_KINDS, RunCancelled, RunFinished
 
 __all__ = ["add_run_parser"]
 
@@ -66,6 +68,8 @@ def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
         if isinstance(default, tuple):
             default = " ".join(map(str, default))
         helptext = docs.get(f.name, "").replace("``", "")
+        if f.name == "metrics":       # the catalogue's names, read as the parser is built (registered ones too)
+            helptext += f" Choices: {', '.join(catalogue.METRIC_NAMES)}."
         spec["help"] = f"{helptext} (default: {default})".strip().replace("%", "%%")
         out.append((f.name, "--" + f.name.replace("_", "-"), spec))
     return out
@@ -128,7 +132,7 @@ def _cmd_run(args) -> int:
         # iterate to the end even after the terminal event, so the engine closes the run itself
         for ev in events:
             console.handle(ev)
-            if ev.kind in ("run_finished", "run_failed", "run_cancelled"):
+            if ev.kind in TERMINAL_KINDS:
                 outcome = ev
     except KeyboardInterrupt:
         events.close()                    # cooperative cancel: the engine marks the run cancelled
@@ -152,10 +156,10 @@ def _cmd_run(args) -> int:
         print("error: the run ended without a final event", file=sys.stderr)
         return EXIT_FAILED
     where = store.root / outcome.run_id
-    if outcome.kind == "run_finished":
+    if outcome.kind == RunFinished.kind:
         print(f"finished in {outcome.seconds:.1f} s: run {outcome.run_id} stored in {where}")
         return EXIT_OK
-    if outcome.kind == "run_cancelled":
+    if outcome.kind == RunCancelled.kind:
         print(f"cancelled: run {outcome.run_id} (partial results in {where})", file=sys.stderr)
         return EXIT_CANCELLED
     if not console.started and not is_bug_message(outcome.message):

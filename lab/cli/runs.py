@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 from lab import analysis
+from lab import events as ev
 from lab.catalogue import metric_label
 from lab.cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, one_line, store_of
 
@@ -93,7 +94,7 @@ def _cmd_follow(args) -> int:
         return EXIT_OK
     finally:
         console.close()
-    if last is not None and last.kind == "run_finished":
+    if last is not None and last.kind == ev.RunFinished.kind:
         print(f"finished: run {args.run_id}")
         return EXIT_OK
     print(f"run {args.run_id} ended {last.kind.removeprefix('run_') if last is not None else ''}: "

@@ -48,7 +48,6 @@ from lab.store.lookup import is_record, open_store
 
 __all__ = ["to_notebook", "build_notebook", "notebook_summary", "SUMMARY_TAG"]
 
-_PREFERRED_METRICS = ("nmi", "knn_accuracy", "linear_probe_accuracy", "nc1")
 SUMMARY_TAG = "summary"
 """Tag of the exported cell whose output is the status table; see :func:`notebook_summary`."""
 _SUMMARY_KEY = "layerscope_summary"
@@ -56,7 +55,7 @@ _SUMMARY_KEY = "layerscope_summary"
 
 def _curve_metrics(records: list) -> list[str]:
     present = {str(m) for rec in records if len(rec.metrics) for m in rec.metrics["metric"]}
-    chosen = [m for m in _PREFERRED_METRICS if m in present]
+    chosen = [m for m in catalogue.EXPORT_METRICS if m in present]    # the entries with ``export``
     # otherwise the first four in the catalogue's display order, then any it does not list
     listed = [m for m in catalogue.METRIC_NAMES if m in present]
     return chosen or (listed + sorted(present - set(listed)))[:4]

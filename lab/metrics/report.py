@@ -25,10 +25,11 @@ from .collapse import margin_samples
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
 
-# Names come from lab.catalogue (the one list). A layer report measures the linear probe by
-# default (a run leaves it out for its cost); the weighted kNN only on request.
-DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.SEPARABILITY_METRICS if m != "weighted_knn_accuracy")
-DEFAULT_COLLAPSE = _catalogue.COLLAPSE_METRICS
+# Names come from lab.catalogue (the one list): its entries' ``report`` field says what a layer report
+# measures by default (the linear probe too, which a run leaves out for its cost; the weighted kNN only
+# on request).
+DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.REPORT_METRICS if m in _catalogue.SEPARABILITY_METRICS)
+DEFAULT_COLLAPSE = tuple(m for m in _catalogue.REPORT_METRICS if m in _catalogue.COLLAPSE_METRICS)
 ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if info.needs == ("labels",))
 """Every metric computed from the features and their labels; the classifier-side entries
 (``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=``, and the label-free family
@@ -36,18 +37,23 @@ ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if info.ne
 named explicitly."""
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
-_OPTIONS = {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}
-"""Options each metric accepts through ``params``, with their defaults: a view of the catalogue's entries
-(lab.runs.data reads the probe's folds here)."""
+
+
+def _options() -> dict[str, dict]:
+    """Options each metric accepts through ``params``, with their defaults: a view of the catalogue's entries
+    (read at each call, so that a registered metric's options count)."""
+    return {name: dict(info.options) for name, info in _catalogue.METRICS.items() if info.options}
 
 
 def _resolve_metrics(metrics) -> tuple[str, ...]:
+    if metrics is None:
+        metrics = _catalogue.REPORT_METRICS
     if isinstance(metrics, str):
         metrics = (metrics,)
     out: list[str] = []
     for name in metrics:
         for m in _ALIASES.get(name, (name,)):
-            if m not in ALL_METRICS and m not in _catalogue.METRICS:
+            if m not in _catalogue.METRICS:
                 raise ValueError(
                     f"unknown metric {m!r}; valid names are {', '.join(_catalogue.METRICS)} (and 'nc2' for both "
                     "nc2 columns)."
@@ -55,27 +61,28 @@ def _resolve_metrics(metrics) -> tuple[str, ...]:
             if m not in out:
                 out.append(m)
     if not out:
-        raise ValueError(f"metrics must name at least one metric; valid names are {', '.join(ALL_METRICS)}.")
+        raise ValueError(f"metrics must name at least one metric; valid names are {', '.join(_catalogue.METRICS)}.")
     return tuple(out)
 
 
 def _resolve_params(params: Mapping | None, metrics: tuple[str, ...]) -> dict[str, dict]:
     params = dict(params or {})
+    options = _options()
     resolved = {}
     for name, given in params.items():
-        if name not in _OPTIONS:
+        if name not in options:
             raise ValueError(
                 f"params has options for {name!r}, which takes none; metrics with options are "
-                f"{', '.join(_OPTIONS)}."
+                f"{', '.join(options)}."
             )
-        unknown = set(given) - set(_OPTIONS[name])
+        unknown = set(given) - set(options[name])
         if unknown:
             raise ValueError(
-                f"unknown option(s) {sorted(unknown)} for {name!r}; valid options are {sorted(_OPTIONS[name])}."
+                f"unknown option(s) {sorted(unknown)} for {name!r}; valid options are {sorted(options[name])}."
             )
     for name in metrics:
-        if name in _OPTIONS:
-            resolved[name] = {**_OPTIONS[name], **params.get(name, {})}
+        if name in options:
+            resolved[name] = {**options[name], **params.get(name, {})}
     return resolved
 
 
@@ -83,7 +90,7 @@ def compute_layer(
     X,
     y,
     *,
-    metrics: Iterable[str] = DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE,
+    metrics: Iterable[str] | None = None,
     protocol: str = "default",
     repeats: int = 1,
     params: Mapping[str, Mapping] | None = None,
@@ -105,9 +112,9 @@ def compute_layer(
     y : array-like of int, shape (N,), or None
         The labels; None when no requested metric reads them (the label-free family,
         ``lab.catalogue.LABEL_FREE_METRICS``).
-    metrics : iterable of str
-        Names from :data:`ALL_METRICS` (``"nc2"`` expands to both nc2 columns). Default:
-        :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
+    metrics : iterable of str, optional
+        Names from :data:`lab.catalogue.METRICS` (``"nc2"`` expands to both nc2 columns). None (default):
+        the catalogue's ``REPORT_METRICS``, i.e. :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
     protocol : {"default", "paper"}
         ``"paper"``: nmi with one k-means++ run at random_state 42 (+ repeat index) and
         knn_purity with k = smallest class size, as the seed code.
@@ -205,7 +212,7 @@ def layer_report(
     features: Mapping[str, object],
     y,
     *,
-    metrics: Iterable[str] = DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE,
+    metrics: Iterable[str] | None = None,
     repeats: int = 1,
     protocol: str = "default",
     params: Mapping[str, Mapping] | None = None,

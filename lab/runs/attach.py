@@ -22,6 +22,7 @@ from lab.runs.evaluation import Evaluation, Evaluator
 from lab.runs.projections import Projections
 from lab.runs.recorder import open_recorder
 from lab.runs.results import Results
+from lab.runs.timings import TRAINING_ROW_KEYS
 from lab.runs.worker import CancelToken, Worker
 
 __all__ = ["open_context", "initial_weights", "evaluate_epoch"]
@@ -76,7 +77,7 @@ def evaluate_epoch(ctx: RunContext, evaluator: Evaluator, projections: Projectio
     row = {"seed": state.seed, "epoch": epoch, "train_loss": train_loss, "train_accuracy": train_accuracy,
            "heldout_accuracy": ev.heldout_accuracy, "heldout_loss": ev.heldout_loss,
            "resilience": ev.resilience, "seconds": seconds,
-           **{f"{key}_seconds": spent[key] for key in ("train", "evaluate", "extract", "metrics", "projection")}}
+           **{f"{key}_seconds": spent[key] for key in TRAINING_ROW_KEYS}}
     timings = rec.end_epoch(row, drop_embeddings=projections.superseded(state.seed, epoch))
     ctx.results.add_training(row)
     yield from projections.poll()

@@ -88,7 +88,7 @@ class TrainCollapse:
             # the head sees the block's spatial mean / class token: re-extract with that pooling
             feats = yield from ctx.extract(state, self.sample, self._head_layers(ft), stage="extract",
                                            epoch=epoch, pooling="auto")
-        pre, block = feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None
+        pre, block = feats[catalogue.HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None
         del feats
         yield from self.head(state, epoch, "train", pre, block, y, ft.logits_from_features(pre, block))
 
@@ -122,7 +122,7 @@ class TrainCollapse:
 
     @staticmethod
     def _head_layers(ft) -> list[str]:
-        return ["pre_logits"] + ([ft.block] if ft.strategy.skip and ft.block != "pre_logits" else [])
+        return [catalogue.HEAD_LAYER] + ([ft.block] if ft.strategy.skip and ft.block != catalogue.HEAD_LAYER else [])
 
     def _measurable(self, y) -> tuple[str, ...]:
         """The collapse metrics this sample can give: a class with fewer training images than a metric needs

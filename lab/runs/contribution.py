@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Generator
 
+from lab.catalogue import HEAD_LAYER
 from lab.events import Event, LayerContribution, Progress
 from lab.runs.compute import few_threads
 from lab.runs.context import RunContext, SeedState
@@ -45,12 +46,12 @@ class Contribution:
 
         ctx, ft = self.ctx, state.ft
         out: dict[str, float | None] = {}
-        layers = ["pre_logits"] + ([ft.block] if ft.strategy.skip and ft.block != "pre_logits" else [])
+        layers = [HEAD_LAYER] + ([ft.block] if ft.strategy.skip and ft.block != HEAD_LAYER else [])
         feats = yield from ctx.extract(state, ctx.data.heldout, layers, stage="contribution", epoch=None,
                                        pooling="auto")
-        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        logits = ft.logits_from_features(feats[HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None)
         out["heldout_loss"], out["heldout_accuracy"] = ft.score(logits, ctx.heldout_labels)
-        ulayers = list(dict.fromkeys(ctx.layers + ["pre_logits"]))
+        ulayers = list(dict.fromkeys(ctx.layers + [HEAD_LAYER]))
         feats = yield from ctx.extract(state, ctx.data.unseen, ulayers, stage="contribution", epoch=None)
         y = ctx.unseen_labels.to(state.bb.device)
         nmis = {}
@@ -58,7 +59,7 @@ class Contribution:
             ctx.check()
             with few_threads(feats[layer]):
                 nmis[layer] = float(lab.metrics.nmi(feats[layer], y, protocol=ctx.cfg.protocol))
-        out["unseen_nmi"] = nmis["pre_logits"]
+        out["unseen_nmi"] = nmis[HEAD_LAYER]
         out["unseen_g"] = _g(nmis, ctx.layers)
         return out
 

@@ -141,26 +141,18 @@ def absolute_dataset(config: RunConfig) -> RunConfig:
 def images_needed(metrics) -> tuple[int, str | None]:
     """The fewest images per class the metrics need, and the metric (with its reason) that needs them.
 
-    nc1, cdnv: within-class spread needs 2; kNN accuracy and purity: leave-one-out needs another image
-    of the class; the linear probe: stratified k-fold needs ``folds`` per class.
+    Each entry of :data:`lab.catalogue.METRICS` says how many (``images_per_class``) and why, e.g. nc1's
+    within-class spread 2, kNN accuracy's leave-one-out another image of the class, the linear probe's
+    stratified k-fold ``folds``; the first of ``metrics`` that needs the most is named.
     """
-    need, why = 1, None
-    for name, count, reason in (("nc1", 2, "nc1 (within-class spread)"), ("cdnv", 2, "cdnv (within-class spread)"),
-                                ("knn_accuracy", 2, "knn_accuracy (leave-one-out)"),
-                                ("knn_purity", 2, "knn_purity (leave-one-out)")):
-        if name in metrics and count > need:
-            need, why = count, reason
-    if "linear_probe_accuracy" in metrics:
-        folds = _probe_folds()
-        if folds > need:
-            need, why = folds, f"linear_probe_accuracy ({folds}-fold cross-validation)"
-    return need, why
-
-
-def _probe_folds() -> int:
     from lab import catalogue
 
-    return int(catalogue.METRICS["linear_probe_accuracy"].options["folds"])
+    need, why = 1, None
+    for name in metrics:
+        count, reason = catalogue.METRICS[name].images_needed()
+        if count > need:
+            need, why = count, reason
+    return need, why
 
 
 def _advice(cfg: RunConfig, cap_name: str, need: int, why: str | None) -> str:

@@ -31,6 +31,7 @@ from typing import Generator, Mapping, Sequence
 
 import numpy as np
 
+from lab import catalogue
 from lab.events import Event, LayerConfidence, LayerMetrics, LayerUtilization
 from lab.runs.collapse_eval import TrainCollapse, class_means_event
 from lab.runs.compute import compute_metrics
@@ -101,9 +102,9 @@ class Evaluator:
         self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
         # a training run records how far each layer moved from its epoch-0 features
         self.initial_cka = InitialCKA(ctx.cfg.split_seed) if ctx.cfg.n_epochs > 0 else None
-        # The per-image record holds the kNN votes the kNN accuracy computes anyway: without that metric,
-        # no record (RunRecord.image_record_problem says so).
-        self.image_record = "knn_accuracy" in ctx.cfg.unseen_metrics
+        # The per-image record holds the votes the kNN accuracy computes anyway (the catalogue's "right"
+        # per image): without that metric, no record (RunRecord.image_record_problem says so).
+        self.image_record = catalogue.per_image_metric("right") in ctx.cfg.unseen_metrics
         self.collapse = TrainCollapse(ctx)
         self.lidar = LidarViews(ctx)
 
@@ -160,7 +161,7 @@ class Evaluator:
 
     def _confidence(self, seed: int, epoch: int, per_image: dict, y) -> Generator[Event, None, None]:
         """Bootstrap rows (``nmi_low``, ``nmi_high``, ``nmi_best_share``, ... per layer) of this evaluation."""
-        from lab import analysis, catalogue
+        from lab import analysis
 
         ctx = self.ctx
         wanted = {layer: {m: v for m, v in got.items() if m in catalogue.CONFIDENCE_METRICS}
@@ -197,7 +198,7 @@ class Evaluator:
         seen_metrics = cfg.seen_metrics(epoch)
         extra = []
         if ft.strategy.trains:
-            extra.append("pre_logits")
+            extra.append(catalogue.HEAD_LAYER)
             if ft.strategy.skip and ft.block not in extra:
                 extra.append(ft.block)
         seen_layers = list(ctx.layers) if seen_metrics else []
@@ -218,7 +219,7 @@ class Evaluator:
             # The head sees the block's spatial mean / class token: re-extract with that pooling.
             feats = yield from ctx.extract(state, ctx.data.heldout, extra, stage="extract", epoch=epoch,
                                            pooling="auto")
-        pre, block = feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None
+        pre, block = feats[catalogue.HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None
         del feats
         logits = ft.logits_from_features(pre, block)
         yield from self.collapse.head(state, epoch, "seen", pre, block, y, logits)
@@ -230,10 +231,10 @@ class Evaluator:
         from torch.utils.data import Subset
 
         ctx, ft = self.ctx, state.ft
-        layers = ["pre_logits"] + ([ft.block] if ft.strategy.skip else [])
+        layers = [catalogue.HEAD_LAYER] + ([ft.block] if ft.strategy.skip else [])
         subset = Subset(ctx.data.train, [int(i) for i in state.corrupted])
         feats = yield from ctx.extract(state, subset, layers, stage="extract", epoch=epoch, pooling="auto")
-        logits = ft.logits_from_features(feats["pre_logits"], feats.get(ft.block) if ft.strategy.skip else None)
+        logits = ft.logits_from_features(feats[catalogue.HEAD_LAYER], feats.get(ft.block) if ft.strategy.skip else None)
         clean = torch.as_tensor(np.asarray(ctx.data.train.targets)[state.corrupted], dtype=torch.long)
         return ft.score(logits, clean)[1]
 

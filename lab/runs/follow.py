@@ -26,10 +26,9 @@ import time
 from typing import Iterator
 
 from lab import events as ev
+from lab.runs.timings import TRAINING_ROW_KEYS
 
 __all__ = ["RunFollower", "follow"]
-
-_TIMING_KEYS = ("train", "evaluate", "extract", "metrics", "projection")
 
 
 def _float(value) -> float | None:
@@ -153,7 +152,7 @@ class RunFollower:
             out.append(ev.LayerUtilization(rid, seed=seed, epoch=epoch, layer=str(row.layer),
                                            absolute=float(row.absolute), relative=float(row.relative)))
         train = training[(training["seed"] == seed) & (training["epoch"] == epoch)].iloc[-1].to_dict()
-        timings = {k: float(train[f"{k}_seconds"]) for k in _TIMING_KEYS
+        timings = {k: float(train[f"{k}_seconds"]) for k in TRAINING_ROW_KEYS
                    if _float(train.get(f"{k}_seconds")) is not None}
         seconds = _float(train.get("seconds")) or 0.0
         out.append(ev.EpochFinished(rid, seed=seed, epoch=epoch, train_loss=_float(train.get("train_loss")),

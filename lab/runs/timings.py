@@ -15,14 +15,20 @@ import contextlib
 import time
 from typing import Iterator, Mapping
 
-__all__ = ["Timings", "STAGES", "TIMED", "describe"]
+__all__ = ["Timings", "STAGES", "TIMED", "TRAINING_ROW_KEYS", "describe"]
 
-STAGES = ("train", "extract", "lidar", "metrics", "projection", "store", "other")
-"""The stages of the breakdown, in the order they are shown."""
 TIMED = ("load", "train", "extract", "lidar", "metrics", "bootstrap", "projection", "store", "evaluate")
-"""The engine's timed keys (``evaluate`` holds the stages of an evaluation: see :class:`Timings`)."""
-_STAGE_OF = {"train": "train", "extract": "extract", "lidar": "lidar", "metrics": "metrics", "bootstrap": "metrics",
-             "projection": "projection", "store": "store"}      # load, evaluate: "other"
+"""The engine's timed keys, the one list of their names (``evaluate`` holds the stages of an evaluation: see
+:class:`Timings`)."""
+_FOLDED = {"bootstrap": "metrics", "load": None, "evaluate": None}
+# the stage a key's seconds count under where it is not its own (None: "other")
+_STAGE_OF = {key: _FOLDED.get(key, key) for key in TIMED if _FOLDED.get(key, key) is not None}
+STAGES = (*dict.fromkeys(_STAGE_OF.values()), "other")
+"""The stages of the breakdown, in the order they are shown: train, extract, lidar, metrics, projection,
+store, other."""
+TRAINING_ROW_KEYS = ("train", "evaluate", "extract", "metrics", "projection")
+"""The keys of :data:`TIMED` whose inclusive seconds an epoch's training row holds, as ``<key>_seconds``
+(written by :mod:`lab.runs.attach`, read back by :mod:`lab.runs.follow`)."""
 
 
 class Timings:

@@ -99,8 +99,12 @@ def write_image_record(path: Path, layers: Sequence[str], labels, samples: Mappi
     labels : (N,) class codes of the unseen images
     samples : ``{layer: {"knn_accuracy": (N,) bool, "nmi": (N,) cluster ids, "margin": (N,) float,
         "cdnv_pairs": (K, K)}}`` as :func:`lab.metrics.compute_layer` returns them (``return_samples``,
-        ``return_margins``); a missing entry is stored as null (not measured or undefined there)
+        ``return_margins``); a missing entry is stored as null (not measured or undefined there). The
+        ``right`` and ``cluster`` columns come from the metrics the catalogue names for them
+        (:func:`lab.catalogue.per_image_metric`)
     """
+    from lab.catalogue import per_image_metric
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -123,9 +127,9 @@ def write_image_record(path: Path, layers: Sequence[str], labels, samples: Mappi
     table = pa.table({
         "layer": pa.array(layers, type=pa.string()),
         "label": pa.array([labels.astype(np.int32)] * len(layers), type=pa.list_(pa.int32())),
-        "right": column(_per_layer(samples, layers, "knn_accuracy", n), bool, pa.bool_()),
+        "right": column(_per_layer(samples, layers, per_image_metric("right"), n), bool, pa.bool_()),
         "margin": column(_per_layer(samples, layers, "margin", n), np.float16, pa.float16()),
-        "cluster": column(_per_layer(samples, layers, "nmi", n), np.int32, pa.int32()),
+        "cluster": column(_per_layer(samples, layers, per_image_metric("cluster"), n), np.int32, pa.int32()),
         "cdnv_pairs": column(pairs, np.float32, pa.float32()),
     })
     with _atomic_file(path) as f:

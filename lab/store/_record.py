@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
+from lab.catalogue import per_image_metric
 from lab.errors import not_recorded
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
@@ -287,10 +288,10 @@ class RunRecord:
         epochs = sorted(e for s, e in parts if s == seed)
         run = f"run {self.run_id!r}"
         if not parts:
-            metrics = self.config_dict.get("metrics")
-            if isinstance(metrics, (list, tuple)) and "knn_accuracy" not in metrics:
-                return (f"{run} did not measure knn_accuracy, whose leave-one-out votes the per-image record holds; "
-                        f"run it again with knn_accuracy among its metrics to get one")
+            metrics, votes = self.config_dict.get("metrics"), per_image_metric("right")
+            if isinstance(metrics, (list, tuple)) and votes not in metrics:
+                return (f"{run} did not measure {votes}, whose leave-one-out votes the per-image record holds; "
+                        f"run it again with {votes} among its metrics to get one")
             if self.status == "running":
                 return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
             return not_recorded(self.run_id, "per-image record", self.path / "config.json")

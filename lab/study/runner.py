@@ -19,12 +19,13 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Sequence
 
+from lab import events
 from lab.archive import pack_bytes, unpack_bytes
 from lab.study.records import StudyResult, runs_by_cell, tag_run
 
 __all__ = ["run_study", "run_cell", "machine_cores", "gpu_count", "local_cluster"]
 
-_TERMINAL = ("run_finished", "run_failed", "run_cancelled")
+_TERMINAL = (events.RunFinished.kind, events.RunFailed.kind, events.RunCancelled.kind)
 _PROGRESS_EVERY = 0.5        # seconds between progress messages of one run (keeps the topic light)
 _CANCEL_CHECK = 0.25         # seconds between checks of the cancel flag while cells run
 _STOP_POLL = 0.5             # seconds a running cell waits on the study's stop event per check
@@ -82,12 +83,12 @@ def _emitter(topic: str | None, cell: int) -> Callable[[dict], None]:
 def _message(ev) -> dict | None:
     """A small, serialisable summary of an engine event for the client."""
     kind = ev.kind
-    if kind == "run_started":
+    if kind == events.RunStarted.kind:
         return {"kind": kind, "run_id": ev.run_id, "layers": len(ev.layers), "pid": os.getpid()}
-    if kind == "progress":
+    if kind == events.Progress.kind:
         return {"kind": kind, "stage": ev.stage, "done": int(ev.done), "total": int(ev.total),
                 "epoch": ev.epoch, "seed": ev.seed}
-    if kind == "epoch_finished":
+    if kind == events.EpochFinished.kind:
         return {"kind": kind, "epoch": ev.epoch, "seed": ev.seed, "heldout_accuracy": ev.heldout_accuracy}
     if kind in _TERMINAL:
         return {"kind": kind, "run_id": ev.run_id, "message": getattr(ev, "message", None)}

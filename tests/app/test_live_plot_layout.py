@@ -48,9 +48,10 @@ def _bokeh_y(element) -> tuple[float, float]:
 # ------------------------------------------------------------------ 1. titles
 @pytest.mark.parametrize("interval", [False, True])
 def test_every_curve_title_line_fits_beside_the_toolbar_at_the_least_width(interval):
-    from app.live.view import CURVE_SPECS, CURVE_WIDTH
+    from app.live.view import CURVE_WIDTH
+    from lab.catalogue import curve_specs
 
-    for metric, splits in CURVE_SPECS:
+    for metric, splits in curve_specs():
         frame = _frame([(0, name, 0.5, np.nan, 0.4, 0.6) for name in LAYERS])
         overlay = plots.metric_curves(pd.concat([frame.assign(split=s) for s in splits]), metric=metric,
                                       splits=splits, layers=list(LAYERS), n_epochs=2, interval=interval,

@@ -84,22 +84,45 @@ def test_compute_layer_has_no_branch_on_metric_names():
         assert not named, (function.__name__, named)
 
 
-def test_a_new_entry_is_computed_without_touching_compute_layer(monkeypatch):
+def test_a_new_entry_is_computed_without_touching_compute_layer():
     # a label-free entry (needs no y) and one needing an input compute_layer was not given
     spread = catalogue.MetricInfo("spread", "spread", "collapse", False, needs=(),
                                   function=f"{__name__}:spread_of_layer",
                                   options={"power": 2})
     head = catalogue.MetricInfo("head_norm", "head", "collapse", False, needs=("labels", "head"),
                                 function=f"{__name__}:spread_of_layer")
-    table = dict(catalogue.METRICS, spread=spread, head_norm=head)
-    monkeypatch.setattr(catalogue, "METRICS", table)
-    monkeypatch.setattr(metrics.report, "ALL_METRICS", tuple(table))
-    monkeypatch.setattr(metrics.report, "_OPTIONS", {**metrics.report._OPTIONS, "spread": {"power": 2}})
+    catalogue.register_metric(spread)
+    catalogue.register_metric(head)
+    try:
+        _new_entries_are_computed()
+    finally:
+        catalogue.unregister_metric("spread")
+        catalogue.unregister_metric("head_norm")
+    assert "spread" not in catalogue.METRIC_NAMES
+
+
+def _new_entries_are_computed():
+    assert "spread" in catalogue.METRIC_NAMES and "spread" in catalogue.COLLAPSE_METRICS
     row = metrics.compute_layer(X0, Y0, metrics=["nc1", "spread"], params={"spread": {"power": 1}})
     assert row["spread"] == pytest.approx(float(np.abs(X0 - X0.mean(0)).mean()))
     assert row["nc1"] == pytest.approx(metrics.nc1(X0, Y0), rel=1e-12)
     with pytest.raises(ValueError, match=r"layer 'b': head_norm needs 'head' besides the features and labels"):
         metrics.compute_layer(X0, Y0, metrics=["head_norm"], layer="b")
+
+
+def test_registering_refuses_a_taken_name_a_second_g_and_removing_a_builtin():
+    with pytest.raises(ValueError, match="'nmi' is already in the catalogue; unregister_metric"):
+        catalogue.register_metric(catalogue.METRICS["nmi"])
+    with pytest.raises(ValueError, match="says g=True, but g is 'nmi'"):
+        catalogue.register_metric(catalogue.MetricInfo("other_g", "g2", "separability", True, g=True,
+                                                       function=f"{__name__}:spread_of_layer"))
+    with pytest.raises(ValueError, match="'knn_accuracy' already keeps"):
+        catalogue.register_metric(catalogue.MetricInfo("votes", "votes", "separability", True, per_image="right",
+                                                       function=f"{__name__}:spread_of_layer"))
+    with pytest.raises(ValueError, match="only a registered metric can be removed"):
+        catalogue.unregister_metric("nc1")
+    assert "other_g" not in catalogue.METRICS and "votes" not in catalogue.METRICS
+    assert catalogue.g_metric() == "nmi" and catalogue.per_image_metric("cluster") == "nmi"
 
 
 def spread_of_layer(layer, *, power=2):
