@@ -21,6 +21,7 @@ from typing import Generator, Iterator
 import numpy as np
 
 from lab._cancel import Cancelled
+from lab.catalogue import STRATEGIES
 from lab.config import RunConfig
 from lab.events import Event, RunCancelled, RunFailed, RunFinished, RunStarted
 from lab.runs.attach import evaluate_epoch, initial_weights, open_context
@@ -198,7 +199,7 @@ class _Engine:
         ds = data.dataset
         self.classes, self.in_chans, self.image_size = list(ds.classes), int(ds.in_chans), int(ds.image_size)
         self.n_images = data.n_images
-        ctx.data = RunData(None, data.split, data.train if cfg.strategy != "none" else None,
+        ctx.data = RunData(None, data.split, data.train if STRATEGIES[cfg.strategy].trains else None,
                            data.heldout, data.unseen, data.train_sample, data.train_sample_indices)
         del data, ds
         ctx.unseen_labels = torch.as_tensor(np.asarray(ctx.data.unseen.targets), dtype=torch.long)
