@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
-from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
+from lab.analysis.summary import summarize_run   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
@@ -84,10 +84,13 @@ def _derived_status(meta: dict) -> str:
 
 
 def _summary(record: "RunRecord") -> dict:
-    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
+    """:func:`lab.analysis.summarize_run` of a stored run: its tables, its status and the facts its meta holds."""
     meta = record.meta
-    out = run_summary(record.metrics, record.training, layers=meta.get("layers"), aliases=meta.get("layer_aliases"))
-    return {"status": record.status, **out}
+    layers = [layer["name"] if isinstance(layer, dict) else str(layer) for layer in meta.get("layers") or []]
+    timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
+    return summarize_run(record.metrics, record.training, status=record.status, layers=layers or None,
+                         aliases=meta.get("layer_aliases"), epochs=meta.get("epochs"), seeds=meta.get("seeds"),
+                         trainable_fraction=meta.get("trainable_fraction"), timings=timings.get("run"))
 
 
 def _stored_table(table: str) -> functools.cached_property:
@@ -339,9 +342,10 @@ class RunRecord:
                                  f"({'; '.join(reasons[:2])}); delete the file, or run it again to get a new one")
 
     def summary(self) -> dict:
-        """What the run measured (:func:`lab.analysis.run_summary`: g, its best layer and seed spread at
-        the last complete epoch, whether that layer is the final representation, the seen held-out
-        accuracy) and the status."""
+        """The run's summary (:func:`lab.analysis.summarize_run`, the one the engine reports): the status, the
+        run's epochs, seeds, layers, trainable fraction and timings as far as its meta has them, and what it
+        measured (g, its best layer and seed spread at the last complete epoch, whether that layer is the final
+        representation, the seen held-out accuracy, the terminal phase)."""
         return _summary(self)
 
     def __repr__(self) -> str:
