@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["fmt_choices", "is_int", "is_number", "choice", "opt_str", "int_at_least", "boolean", "str_list",
+__all__ = ["fmt_choices", "either", "is_int", "is_number", "choice", "opt_str", "int_at_least", "boolean", "str_list",
            "keep_embeddings"]
 
 KEEP_WORDS = ("last", "all")
@@ -14,6 +14,12 @@ KEEP_WORDS = ("last", "all")
 
 def fmt_choices(choices) -> str:
     return ", ".join(repr(c) for c in choices)
+
+
+def either(choices) -> str:
+    """``choices`` as ``'a', 'b' or 'c'``."""
+    names = [repr(c) for c in choices]
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def is_int(value) -> bool:

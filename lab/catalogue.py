@@ -18,12 +18,12 @@ Examples
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
-    "MetricInfo", "StrategyInfo", "METRICS", "STRATEGIES", "METRIC_NAMES", "STRATEGY_NAMES",
+    "MetricInfo", "Strategy", "METRICS", "STRATEGIES", "METRIC_NAMES", "register_strategy", "unregister_strategy",
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "CLASSIFIER_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE",
     "LABEL_FREE_METRICS",
     "DEFAULT_METRICS", "CONFIDENCE_METRICS", "REPORT_METRICS", "AGREEMENT_METRICS", "EXPORT_METRICS",
@@ -148,14 +148,56 @@ class MetricInfo:
         return n, f"{self.name} ({why})" if why else self.name
 
 
+def _nothing(bb, block):
+    return ()
+
+
+def _whole_backbone(bb, block):
+    return (bb.model,)
+
+
+def _the_block(bb, block):
+    return (block,)
+
+
 @dataclass(frozen=True)
-class StrategyInfo:
-    """A fine-tuning strategy as the user sees it (the mechanics live in :mod:`lab.finetune`)."""
+class Strategy:
+    """A fine-tuning strategy: what it trains, how the app names it, and the defaults a run takes for it.
+
+    The one table of strategies (:data:`STRATEGIES`): ``RunConfig`` validates and resolves its defaults from
+    it, :mod:`lab.finetune` trains by it and the app's form reads it. Add one with :func:`register_strategy`.
+
+    Attributes
+    ----------
+    name : the ``RunConfig.strategy`` value
+    trains : False for "none": no head, no optimizer, no epochs
+    needs_block : trains one chosen block (``RunConfig.block``), as Layer FT and SCL FT do
+    skip : SCL FT: the chosen block's pooled output is added to the pre-logits features the head sees
+    select : ``select(backbone, block_module) -> iterable of nn.Module`` whose parameters train (besides the
+        head); it only reads attributes, so this module stays torch-free
+    description : one line on what it trains
+    label : short label for the app and plots (default: the name)
+    lr : the default learning rate per optimizer (``RunConfig.learning_rate`` when ``lr`` is None); the seed
+        papers fine-tune with AdamW at 2e-4, a linear head alone tolerates (and needs) more
+    """
 
     name: str
-    label: str
-    doc: str
-    needs_block: bool = False
+    trains: bool
+    needs_block: bool
+    skip: bool
+    select: Callable = field(compare=False)
+    description: str = ""
+    label: str = ""
+    lr: Mapping[str, float] = field(default_factory=lambda: {"adamw": 2e-4, "sgd": 0.01}, hash=False)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"a strategy's name must be a non-empty string. Got {self.name!r} instead.")
+        if not callable(self.select):
+            raise ValueError(f"strategy {self.name!r}: select must be a function (backbone, block module) -> "
+                             f"modules. Got {type(self.select).__name__} instead.")
+        object.__setattr__(self, "label", self.label or self.name)
+        object.__setattr__(self, "lr", MappingProxyType(dict(self.lr)))
 
 
 _SEP, _COL, _TRA = "lab.metrics.separability:", "lab.metrics.collapse:", "lab.metrics.transfer:"
@@ -302,16 +344,38 @@ AGREEMENT_METRICS: tuple[str, ...]
 EXPORT_METRICS: tuple[str, ...]
 """The metrics an exported notebook draws as layer curves when the runs have them."""
 
-_STRATEGY_LIST = (
-    StrategyInfo("none", "none (evaluate as loaded)", "measure the backbone as it is; no training"),
-    StrategyInfo("linear", "linear probe", "train a linear head on frozen features"),
-    StrategyInfo("full", "full fine-tuning", "train every weight and the head"),
-    StrategyInfo("layer", "Layer FT", "train one block and the head (Li, Liu et al.)", needs_block=True),
-    StrategyInfo("scl", "SCL FT", "train one block, a skip connection to the penultimate features and "
-                                  "the head (Li, Liu et al.)", needs_block=True),
-)
-STRATEGIES = MappingProxyType({s.name: s for s in _STRATEGY_LIST})
-STRATEGY_NAMES = tuple(STRATEGIES)
+_STRATEGIES: dict[str, Strategy] = {}
+STRATEGIES: Mapping[str, Strategy] = MappingProxyType(_STRATEGIES)
+"""Every fine-tuning strategy by name, in display order (a read-only view: :func:`register_strategy` adds)."""
+
+
+def register_strategy(strategy: Strategy) -> None:
+    """Add (or replace) a strategy: ``RunConfig(strategy=...)`` accepts it and a run trains by it from now on."""
+    if not isinstance(strategy, Strategy):
+        raise ValueError(f"register_strategy takes a lab.catalogue.Strategy. Got {type(strategy).__name__} instead.")
+    _STRATEGIES[strategy.name] = strategy
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove the strategy ``name`` added by :func:`register_strategy`."""
+    if name not in _STRATEGIES:
+        raise ValueError(f"strategy {name!r} is not registered; registered: {', '.join(map(repr, _STRATEGIES))}.")
+    del _STRATEGIES[name]
+
+
+for _strategy in (
+    Strategy("none", False, False, False, _nothing, "measure the backbone as it is; no training",
+             label="none (evaluate as loaded)"),
+    Strategy("linear", True, False, False, _nothing, "train a linear head on frozen features",
+             label="linear probe", lr={"adamw": 1e-3, "sgd": 0.1}),
+    Strategy("full", True, False, False, _whole_backbone, "train every weight and the head",
+             label="full fine-tuning"),
+    Strategy("layer", True, True, False, _the_block, "train one block and the head (Li, Liu et al.)",
+             label="Layer FT"),
+    Strategy("scl", True, True, True, _the_block, "train one block, a skip connection to the penultimate "
+             "features and the head (Li, Liu et al.)", label="SCL FT"),
+):
+    register_strategy(_strategy)
 
 
 def metric_label(name: str) -> str:

@@ -40,9 +40,9 @@ __all__ = [
     "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
 ]
 
-STRATEGIES = catalogue.STRATEGY_NAMES
-"""Fine-tuning strategies (:data:`lab.catalogue.STRATEGIES`): evaluate as loaded, linear probe,
-full fine-tuning, one block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
+STRATEGIES = catalogue.STRATEGIES
+"""Fine-tuning strategies by name (:data:`lab.catalogue.STRATEGIES`, the one table): evaluate as loaded, linear
+probe, full fine-tuning, one block + head (Layer FT) and one block + skip connection + head (SCL FT)."""
 OPTIMIZERS = ("adamw", "sgd")
 LR_SCHEDULES = ("cosine", "constant")
 """Learning-rate schedules over the whole training (all epochs of one seed)."""
@@ -71,11 +71,6 @@ FIELD_CHOICES = MappingProxyType({
 validation below, the command line's help and the app's form read them here."""
 
 _DEFAULT_EPOCHS = 3
-# The seed papers fine-tune with AdamW at 2e-4; a linear head alone tolerates (and needs) more.
-_DEFAULT_LR = {
-    "adamw": {"linear": 1e-3, "full": 2e-4, "layer": 2e-4, "scl": 2e-4},
-    "sgd": {"linear": 0.1, "full": 0.01, "layer": 0.01, "scl": 0.01},
-}
 _DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 _LIST_FIELDS = ("seen", "unseen", "layers", "metrics", "seeds", "projection_layers")
@@ -297,7 +292,8 @@ class RunConfig:
         str_list("layers")
         choice("pooling")
         choice("strategy")
-        if self.strategy in ("layer", "scl"):
+        trains = STRATEGIES[self.strategy].trains
+        if STRATEGIES[self.strategy].needs_block:
             if self.block is None:
                 raise ValueError(
                     f"block is required for strategy={self.strategy!r}: give a tap name (e.g. 'layer3') "
@@ -307,14 +303,14 @@ class RunConfig:
                 raise ValueError(f"block must be a tap name or an integer index. Got {self.block!r} instead.")
         elif self.block is not None:
             raise ValueError(
-                f"block is only used by strategy 'layer' or 'scl', but strategy={self.strategy!r}; "
-                "remove block or choose one of those strategies."
+                f"block is only used by strategy {_check.either(n for n, s in STRATEGIES.items() if s.needs_block)}, but "
+                f"strategy={self.strategy!r}; remove block or choose one of those strategies."
             )
         int_at_least("epochs", 0, optional=True)
-        if self.strategy == "none" and self.epochs:
+        if not trains and self.epochs:
             raise ValueError(
-                f"epochs={self.epochs} has no effect with strategy='none' (nothing is trained); "
-                "set epochs=0 or choose strategy 'linear', 'full', 'layer' or 'scl'."
+                f"epochs={self.epochs} has no effect with strategy={self.strategy!r} (nothing is trained); "
+                f"set epochs=0 or choose strategy {_check.either(n for n, s in STRATEGIES.items() if s.trains)}."
             )
         if self.lr is not None and (not _is_number(self.lr) or not math.isfinite(self.lr) or self.lr <= 0):
             raise ValueError(f"lr must be a positive number or None. Got {self.lr!r} instead.")
@@ -328,16 +324,16 @@ class RunConfig:
         boolean("augment")
         if not _is_number(self.label_noise) or not 0.0 <= self.label_noise <= 1.0:
             raise ValueError(f"label_noise must be a fraction between 0.0 and 1.0. Got {self.label_noise!r} instead.")
-        if self.label_noise > 0 and self.strategy == "none":
+        if self.label_noise > 0 and not trains:
             raise ValueError(
-                "label_noise only affects training, but strategy='none' trains nothing; "
-                "choose strategy 'linear', 'full', 'layer' or 'scl', or set label_noise=0."
+                f"label_noise only affects training, but strategy={self.strategy!r} trains nothing; "
+                f"choose strategy {_check.either(n for n, s in STRATEGIES.items() if s.trains)}, or set label_noise=0."
             )
         boolean("contribution")
-        if self.contribution and self.strategy == "none":
+        if self.contribution and not trains:
             raise ValueError(
-                "contribution re-initialises layers to their epoch-0 weights, which strategy='none' never "
-                "changes; choose a training strategy or set contribution=False."
+                f"contribution re-initialises layers to their epoch-0 weights, which strategy={self.strategy!r} "
+                "never changes; choose a training strategy or set contribution=False."
             )
         check_metrics(self.metrics, self.lidar_views, self.lidar_images)
         choice("protocol")
@@ -372,17 +368,18 @@ class RunConfig:
     # ------------------------------------------------------------------ resolved settings
     @property
     def n_epochs(self) -> int:
-        """Training epochs after defaults: ``epochs``, or 0 for "none" and 3 otherwise."""
+        """Training epochs after defaults: ``epochs``, or 0 for a strategy that trains nothing and 3 otherwise."""
         if self.epochs is not None:
             return self.epochs
-        return 0 if self.strategy == "none" else _DEFAULT_EPOCHS
+        return _DEFAULT_EPOCHS if STRATEGIES[self.strategy].trains else 0
 
     @property
     def learning_rate(self) -> float | None:
-        """The learning rate used (None for strategy "none")."""
-        if self.strategy == "none":
+        """The learning rate used: ``lr``, or the strategy's default for the optimizer (None for "none")."""
+        strategy = STRATEGIES[self.strategy]
+        if not strategy.trains:
             return None
-        return float(self.lr) if self.lr is not None else _DEFAULT_LR[self.optimizer][self.strategy]
+        return float(self.lr) if self.lr is not None else float(strategy.lr[self.optimizer])
 
     @property
     def decay(self) -> float:
@@ -435,7 +432,7 @@ class RunConfig:
     def describe(self) -> str:
         """One line, e.g. ``glyphs · resnet18 · full 3 ep · 5 unseen · seeds [0]``."""
         split = f"{len(self.unseen)} unseen" if self.unseen else f"{self.n_unseen} unseen"
-        train = self.strategy if self.strategy == "none" else f"{self.strategy} {self.n_epochs} ep"
+        train = f"{self.strategy} {self.n_epochs} ep" if STRATEGIES[self.strategy].trains else self.strategy
         if self.block is not None:
             train += f" @{self.block}"
         if self.label_noise:

@@ -19,7 +19,7 @@ from functools import partial
 import panel as pn
 import param
 
-from lab.catalogue import METRICS
+from lab.catalogue import METRICS, STRATEGIES
 from lab.config import RunConfig
 
 from ._fields import (ADVANCED_FIELDS, DATASETS, FORM_DEFAULTS, OWN_WAY, PATH_KINDS, SPLIT_MODES,
@@ -32,6 +32,11 @@ from app.base.resources import shared
 __all__ = ["ConfigPanel", "DATASETS", "FORM_DEFAULTS", "FormDefault"]
 
 _log = logging.getLogger(__name__)
+
+
+def _trained(strategy) -> bool:
+    """Whether a stored run's strategy trained weights (one this process has not registered may have)."""
+    return strategy is not None and getattr(STRATEGIES.get(strategy), "trains", True)
 
 
 class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
@@ -138,9 +143,9 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         """The RunConfig fields of the current choices (may still be invalid)."""
         out = {name: to_field(name, getattr(self, name)) for name in self.field_names()}
         defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
-        if self.strategy == "none":            # nothing is trained: training settings keep their defaults
+        if not STRATEGIES[self.strategy].trains:     # nothing is trained: training settings keep their defaults
             out.update({name: defaults[name] for name in TRAINING_FIELDS})
-        if self.strategy not in ("layer", "scl"):
+        if not STRATEGIES[self.strategy].needs_block:
             out["block"] = None
         seen, unseen = self.split_lists() if self.split_mode != "random" else (None, None)
         out.update(name=self.run_name.strip() or None, dataset=self.dataset_spec(), seen=seen, unseen=unseen,
@@ -169,7 +174,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
             try:
                 runs = self._store.list()
                 for row in runs.itertuples():
-                    if row.status == "finished" and row.strategy not in ("none", None):
+                    if row.status == "finished" and _trained(row.strategy):
                         label = f"{row.name or row.run_id} · {row.backbone} · {row.dataset}"
                         options[label] = f"run:{row.run_id}"
             except Exception as exc:  # an unreadable store only empties this list
@@ -185,8 +190,8 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         self._refresh_split_preview()
 
     def _on_strategy(self, *_events) -> None:
-        trains = self.strategy != "none"
-        self._block_w.visible = self.strategy in ("layer", "scl")
+        trains = STRATEGIES[self.strategy].trains
+        self._block_w.visible = STRATEGIES[self.strategy].needs_block
         for w in self._training_widgets:
             w.disabled = not trains
 

@@ -105,7 +105,7 @@ def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following
 def _thumbnails_for(view, event: ev.RunStarted) -> None:
     """Hover thumbnails of a followed run's images, where its dataset is one lab loads (the follow thread)."""
     from lab.config import RunConfig
-    from lab.monitor.naming import is_monitored
+    from lab.monitor import is_monitored
 
     from ._thumbnails import load_thumbnails
 

@@ -19,7 +19,7 @@ import pandas as pd
 from lab import analysis
 from lab import events as ev
 from lab.catalogue import metric_label
-from lab.monitor.naming import is_monitored
+from lab.monitor import is_monitored
 
 __all__ = ["RunModel", "STAGE_LABELS", "verdict_html"]
 

@@ -70,14 +70,14 @@ from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correl
 from lab.analysis.summary import (
     accuracy_vs_g, aggregate_seeds, complete_evaluations, generalization, grid_summary, group_curves,
     group_generalization, heldout_accuracy, latest_generalization, layer_curve, layer_order, pool_runs,
-    run_scalars, run_summary, transfer_vs_g,
+    run_scalars, run_summary, summarize_run, RUN_FACTS, transfer_vs_g,
 )
 
 __all__ = [
     "bootstrap", "confidence_values", "confidence_text", "resample_counts", "LEVEL", "N_RESAMPLES",
     "rank_correlation", "transfer_correlations", "CONFIDENCE_SUFFIXES", "transfer_vs_g", "ALL_CONDITIONS",
     "layer_order", "aggregate_seeds", "complete_evaluations", "generalization", "latest_generalization",
-    "layer_curve", "run_summary", "heldout_accuracy", "accuracy_vs_g",
+    "layer_curve", "run_summary", "summarize_run", "RUN_FACTS", "heldout_accuracy", "accuracy_vs_g",
     "pool_runs", "group_curves", "group_generalization", "run_scalars", "grid_summary",
     "image_table", "record_table", "image_answers", "arrival_counts", "selection_report", "selection_measures",
     "has_image_record",

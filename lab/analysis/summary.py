@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.intervals import CONFIDENCE_SUFFIXES, bootstrap
+from lab.analysis.neural_collapse import terminal_phase
 from lab.analysis.ranks import rank_correlation, transfer_correlations
 
 _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final",
@@ -215,10 +216,11 @@ def heldout_accuracy(training: pd.DataFrame | None) -> tuple[float | None, int |
 def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
                 layers: Iterable | None = None, aliases: Mapping[str, str] | None = None) -> dict:
     """What a run measured, in one dict: g, its layer and spread at the last complete epoch,
-    whether that layer is the final representation, and the seen held-out accuracy.
+    whether that layer is the final representation, the seen held-out accuracy and the terminal phase.
 
     Keys: epoch, best_layer, g, g_std, g_low, g_high, best_share, n_seeds, best_is_final, final_layer,
-    heldout_accuracy, heldout_epoch (None where not measured).
+    heldout_accuracy, heldout_epoch (None where not measured), terminal_phase (:func:`terminal_phase` with
+    the seeds as strings, as JSON keeps them: ``{"0": first epoch of 100 % train-sample accuracy or None}``).
     """
     out: dict[str, Any] = {"epoch": None, "best_layer": None, "g": None, "g_std": None, "g_low": None,
                            "g_high": None, "best_share": None, "n_seeds": 0, "best_is_final": None,
@@ -230,7 +232,39 @@ def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
                    n_seeds=gen["n_seeds"], best_is_final=gen["is_final"], final_layer=gen["final_layer"])
     acc, acc_epoch = heldout_accuracy(training)
     out.update(heldout_accuracy=acc, heldout_epoch=acc_epoch)
+    out["terminal_phase"] = {str(seed): epoch for seed, epoch in terminal_phase(metrics).items()}
     return out
+
+
+RUN_FACTS = ("epochs", "seeds", "layers", "trainable_fraction", "timings")
+"""What a run's summary says besides its numbers: the planned (or, for a monitored run, last evaluated) epoch,
+the seeds, the layer names (input -> output), the share of trained parameters and the run's timings row
+(:meth:`lab.runs.timings.Timings.run_row`)."""
+
+
+def summarize_run(metrics: pd.DataFrame, training: pd.DataFrame | None, *, status: str,
+                  layers: Sequence[str] | None = None, aliases: Mapping[str, str] | None = None, **facts) -> dict:
+    """The one summary of a run: the engine's (``RunFinished.summary``), ``meta.json``'s and
+    :meth:`lab.store.RunRecord.summary` are this function of the same rows and facts.
+
+    Parameters
+    ----------
+    metrics, training : the run's tables (the store's long metrics table and its training rows)
+    status : the run's status ("running", "finished", ...)
+    layers : the run's layer names, input -> output (None: not known yet)
+    aliases : ``{tap: deeper tap}`` of identical taps
+    **facts : the :data:`RUN_FACTS` other than ``layers``; a fact that is None (not known yet) is left out
+
+    Returns
+    -------
+    dict: ``status``, the known facts, then :func:`run_summary`'s keys.
+    """
+    unknown = sorted(set(facts) - set(RUN_FACTS))
+    if unknown:
+        raise ValueError(f"summarize_run takes the facts {', '.join(RUN_FACTS)}. Got {', '.join(unknown)} instead.")
+    facts["layers"] = list(layers) if layers is not None else None
+    known = {key: facts[key] for key in RUN_FACTS if facts.get(key) is not None}
+    return {"status": status, **known, **run_summary(metrics, training, layers=layers, aliases=aliases)}
 
 
 def accuracy_vs_g(table: pd.DataFrame, *, accuracy: str = "heldout_accuracy", g: str = "g",

@@ -80,40 +80,6 @@ class _NoTraining:
         pass
 
 
-def _first_is_reference(initial_cka):
-    """The engine's CKA to epoch 0, with the monitor's *first* evaluation as the reference (a loop may start
-    evaluating at epoch 1)."""
-    from lab.runs.similarity import InitialCKA
-
-    class FirstCKA(InitialCKA):
-        def __init__(self, subset_seed: int):
-            super().__init__(subset_seed)
-            self.first: int | None = None
-
-        def measure(self, seed, epoch, layer, X):
-            if self.first is None:
-                self.first = epoch
-            # the reference is stored under epoch 0; a later epoch 0 (never, epochs increase) would not be one
-            return super().measure(seed, 0 if epoch == self.first else max(epoch, 1), layer, X)
-
-    return FirstCKA(initial_cka)
-
-
-def _evaluator(ctx, projections):
-    """The engine's Evaluator; without held-out seen images it skips the seen split (the engine always has one)."""
-    from lab.runs.evaluation import Evaluator
-
-    class MonitorEvaluator(Evaluator):
-        def _seen(self, state, epoch):
-            if self.ctx.data.heldout is None:
-                return None, None
-            return (yield from super()._seen(state, epoch))
-
-    evaluator = MonitorEvaluator(ctx, projections)
-    evaluator.initial_cka = _first_is_reference(ctx.cfg.split_seed)
-    return evaluator
-
-
 def _check_counts(data: EvalSet, metrics, role: str) -> None:
     from lab.runs.data import images_needed
 
@@ -199,7 +165,7 @@ class Monitor:
                  precision: str = "auto", protocol: str = "default",
                  on_event: Callable[[Any], None] | None = None, all_ranks: bool = False):
         from lab.config import DEFAULT_METRICS, RunConfig
-        from lab.monitor.naming import MONITORED
+        from lab.monitor import MONITORED
 
         self.model = model
         self.module = unwrap(model)
@@ -277,34 +243,27 @@ class Monitor:
         return False
 
     def _prepare(self) -> None:
-        from lab.runs.attach import initial_weights
+        from lab.runs.attach import initial_weights, start_run
         from lab.runs.context import SeedState
         from lab.runs.data import RunData
+        from lab.runs.evaluation import Evaluator
         from lab.runs.projections import Projections
 
-        ctx, bb = self.ctx, self.backbone
-        ctx.device = ctx.worker.device = bb.device
-        classes = _Classes(list(self.seen.classes) if self.seen is not None else [], list(self.unseen.classes))
-        ctx.data = RunData(None, classes, None, self.seen.data if self.seen is not None else None, self.unseen.data)
-        ctx.unseen_labels = self.unseen.labels
-        ctx.heldout_labels = self.seen.labels if self.seen is not None else torch.zeros(0, dtype=torch.long)
-        ctx.unseen_indices = np.arange(len(self.unseen), dtype=np.int64)
-        ctx.layers = list(self.layers)
-        ctx.proj_layers = [] if self.config.projection == "none" else list(self.layers)
-        ctx.results.layers = list(self.layers)
-        ft = _NoTraining(self.module)
+        ctx, bb, seen = self.ctx, self.backbone, self.seen
+        ctx.use_device(bb.device)
+        classes = _Classes(list(seen.classes) if seen is not None else [], list(self.unseen.classes))
+        ctx.use_data(RunData(None, classes, None, seen.data if seen is not None else None, self.unseen.data),
+                     unseen_labels=self.unseen.labels, heldout_labels=seen.labels if seen is not None else None)
+        ctx.use_layers(self.layers)
         # utilization: each tap's distance from its weights as the block opened
-        self._seed_state = SeedState(0, bb, ft, *initial_weights(bb, ctx.layers))
+        self._seed_state = SeedState(0, bb, _NoTraining(self.module), *initial_weights(bb, ctx.layers))
         self._projections = Projections(ctx)
-        self._evaluator = _evaluator(ctx, self._projections)
-        layers = [{"name": n, "kind": bb.tap(n).kind, "dim": int(bb.tap(n).dim)} for n in ctx.layers]
-        n_images = {"unseen": len(self.unseen), "heldout": len(self.seen) if self.seen is not None else 0}
-        ctx.recorder.update_meta(
-            layers=layers, classes=sorted(set(classes.seen) | set(classes.unseen)),
-            split={"seen": classes.seen, "unseen": classes.unseen}, device=str(bb.device), n_images=n_images,
-            seeds=[0], trainable_fraction=ft.trainable_fraction, n_trainable=ft.n_trainable,
-            n_parameters=ft.n_total, epochs=0, block=None, projection_layers=ctx.proj_layers,
-            describe=f"monitored {type(self.module).__name__} · {self.unseen.description}", backbone=bb.info,
+        # the loop trains the model: CKA of each layer to its first evaluation
+        self._evaluator = Evaluator(ctx, self._projections, measure_cka=True)
+        n_images = {"unseen": len(self.unseen), "heldout": len(seen) if seen is not None else 0}
+        start_run(
+            ctx, self._seed_state, classes=sorted(set(classes.seen) | set(classes.unseen)), n_images=n_images,
+            describe=f"monitored {type(self.module).__name__} · {self.unseen.description}",
             monitor={"model": f"{type(self.module).__module__}.{type(self.module).__qualname__}", "read_as": self._kind,
                      "wrapped_in": type(self.model).__name__ if self.model is not self.module else None,
                      "layers": list(ctx.layers), "metrics": list(self.config.metrics),
@@ -367,7 +326,8 @@ class Monitor:
         """The model may have moved since the monitor was built (``model.to("cuda")``): evaluate it there."""
         device = model_device(self.module)
         if device != self.backbone.device:
-            self.backbone.device = self.ctx.device = self.ctx.worker.device = device
+            self.backbone.device = device
+            self.ctx.use_device(device)
 
     def _run_epoch(self, epoch: int, train_loss, train_accuracy) -> None:
         from lab.device import device_scope
@@ -388,6 +348,7 @@ class Monitor:
         """Mark the run finished, failed (with ``exc``'s message) or cancelled; stop its threads. Never raises
         past the user's own exception."""
         from lab.errors import user_message
+        from lab.runs.attach import close_run
 
         ctx = self.ctx
         if getattr(self, "_beating", None) is not None:
@@ -406,14 +367,9 @@ class Monitor:
             status = "failed"
             message = user_message(exc, folder=ctx.recorder.path)
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        try:
-            state = getattr(self, "_seed_state", None)
-            summary = ctx.results.summary(epochs=self._epoch or 0, seeds=[0], layers=list(ctx.layers),
-                                          trainable_fraction=state.ft.trainable_fraction if state else None,
-                                          timings=ctx.recorder.clock.run_row())
-        except Exception:                                           # noqa: BLE001 - never masks the outcome
-            summary = {"timings": ctx.recorder.clock.run_row()}
-        ctx.recorder.close(status, message=message, summary=summary, traceback=tb)
+        state = getattr(self, "_seed_state", None)
+        close_run(ctx, status, message, epochs=self._epoch or 0,
+                  trainable_fraction=state.ft.trainable_fraction if state else None, traceback=tb)
         self._state = "closed"
         with contextlib.suppress(Exception):
             if getattr(self, "_projections", None) is not None:

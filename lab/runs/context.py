@@ -32,7 +32,8 @@ class SeedState:
 
 @dataclass
 class RunContext:
-    """One run's shared state (filled in by the engine as the run resolves).
+    """One run's shared state (filled in as the run resolves: :meth:`use_device`, :meth:`use_data`,
+    :meth:`use_layers`).
 
     Attributes
     ----------
@@ -59,6 +60,34 @@ class RunContext:
     @property
     def run_id(self) -> str:
         return self.recorder.run_id
+
+    # -- filled in as the run resolves (by the engine, and by lab.Monitor around a user's model) --------------
+    def use_device(self, device) -> None:
+        """Evaluate (and extract in the worker thread) on ``device``."""
+        self.device = self.worker.device = device
+
+    def use_data(self, data: RunData, *, unseen_labels=None, heldout_labels=None) -> None:
+        """Evaluate on ``data``. The labels (LongTensor (N,) on the CPU) default to the parts' ``targets``;
+        without held-out images, the seen split is not measured."""
+        import torch
+
+        def labels(part):
+            if part is None:
+                return torch.zeros(0, dtype=torch.long)
+            return torch.as_tensor(np.asarray(part.targets), dtype=torch.long)
+
+        self.data = data
+        self.unseen_labels = unseen_labels if unseen_labels is not None else labels(data.unseen)
+        self.heldout_labels = heldout_labels if heldout_labels is not None else labels(data.heldout)
+        self.unseen_indices = np.arange(len(self.unseen_labels), dtype=np.int64)
+
+    def use_layers(self, layers: list[str]) -> None:
+        """Measure ``layers`` (input -> output) and project those of them the config asks for."""
+        cfg = self.cfg
+        self.layers = list(layers)
+        self.proj_layers = [] if cfg.projection == "none" else [
+            name for name in self.layers if cfg.projection_layers is None or name in cfg.projection_layers]
+        self.results.layers = list(self.layers)
 
     def check(self) -> None:
         """Raise :class:`lab.Cancelled` when the run was cancelled."""

@@ -21,9 +21,10 @@ from typing import Generator, Iterator
 import numpy as np
 
 from lab._cancel import Cancelled
+from lab.catalogue import STRATEGIES
 from lab.config import RunConfig
-from lab.events import Event, RunCancelled, RunFailed, RunFinished, RunStarted
-from lab.runs.attach import evaluate_epoch, initial_weights, open_context
+from lab.events import Event, RunCancelled, RunFailed, RunFinished
+from lab.runs.attach import close_run, evaluate_epoch, initial_weights, open_context, start_run
 from lab.runs.contribution import Contribution
 from lab.runs.context import RunContext, SeedState
 from lab.runs.data import RunData, absolute_dataset, prepare_data
@@ -142,19 +143,9 @@ class _Engine:
 
     def _close(self, status: str, message: str | None, tb: str | None = None) -> None:
         """Mark the run in the store with what it measured so far; never raises."""
-        if self.ctx is None:
-            return
-        try:
-            self.summary = self._summary()
-        except Exception:              # noqa: BLE001 - a summary must not mask the run's own outcome
-            self.summary = {"timings": self.ctx.recorder.clock.run_row()}
-        self.ctx.recorder.close(status, message=message, summary=self.summary, traceback=tb)
-
-    def _summary(self) -> dict:
-        ctx = self.ctx
-        return ctx.results.summary(epochs=self.cfg.n_epochs, seeds=list(self.cfg.seeds), layers=list(ctx.layers),
-                                   trainable_fraction=self.trainable_fraction,
-                                   timings=ctx.recorder.clock.run_row())
+        if self.ctx is not None:
+            self.summary = close_run(self.ctx, status, message, epochs=self.cfg.n_epochs,
+                                     trainable_fraction=self.trainable_fraction, traceback=tb)
 
     # -- the run -----------------------------------------------------------------------------------
     def _run(self) -> Generator[Event, None, None]:
@@ -162,8 +153,7 @@ class _Engine:
 
         cfg, ctx = self.cfg, self.ctx
         t = time.perf_counter()
-        ctx.device = lab.device.check_device(cfg.device, cfg.precision)
-        ctx.worker.device = ctx.device
+        ctx.use_device(lab.device.check_device(cfg.device, cfg.precision))
         self._load_data()
         ctx.check()
         checkpoint = self._checkpoint()
@@ -173,7 +163,8 @@ class _Engine:
                 state = self._setup_seed(seed, checkpoint)
                 ctx.recorder.clock.add("load", time.perf_counter() - t)
                 if si == 0:
-                    yield self._run_started(state)
+                    yield start_run(ctx, state, classes=self.classes, n_images=self.n_images,
+                                    describe=cfg.describe())
                 last_seed = si == len(cfg.seeds) - 1
                 for epoch in range(cfg.n_epochs + 1):
                     yield from self._epoch(state, epoch, evaluator, trainer, last_seed=last_seed)
@@ -191,19 +182,13 @@ class _Engine:
     def _load_data(self) -> None:
         """Resolve the datasets, keeping what the run needs, not the whole dataset's images (nor the
         training images when nothing trains): the engine's peak memory is a performance goal."""
-        import torch
-
-        cfg, ctx = self.cfg, self.ctx
+        cfg = self.cfg
         data = prepare_data(cfg)
         ds = data.dataset
         self.classes, self.in_chans, self.image_size = list(ds.classes), int(ds.in_chans), int(ds.image_size)
         self.n_images = data.n_images
-        ctx.data = RunData(None, data.split, data.train if cfg.strategy != "none" else None,
-                           data.heldout, data.unseen, data.train_sample, data.train_sample_indices)
-        del data, ds
-        ctx.unseen_labels = torch.as_tensor(np.asarray(ctx.data.unseen.targets), dtype=torch.long)
-        ctx.heldout_labels = torch.as_tensor(np.asarray(ctx.data.heldout.targets), dtype=torch.long)
-        ctx.unseen_indices = np.arange(len(ctx.data.unseen), dtype=np.int64)
+        self.ctx.use_data(RunData(None, data.split, data.train if STRATEGIES[cfg.strategy].trains else None,
+                                  data.heldout, data.unseen, data.train_sample, data.train_sample_indices))
 
     def _checkpoint(self) -> str | None:
         """The checkpoint file to load: ``run:ID[/seed]`` is a stored run's fine-tuned weights, looked
@@ -230,16 +215,12 @@ class _Engine:
             in_chans=self.in_chans, img_size=cfg.img_size or self.image_size, device=ctx.device,
         )
         # Catalogue taps or any module of the model, input -> output order.
-        ctx.layers = list(bb.layers) if cfg.layers is None else bb.resolve_layers(cfg.layers, field="layers")
-        if cfg.projection_layers is not None:
-            bad = [name for name in cfg.projection_layers if name not in ctx.layers]
-            if bad:
-                raise ValueError(f"projection_layers: {bad[0]!r} is not a tap of {cfg.backbone}; "
-                                 f"valid: {', '.join(bb.layers)}.")
-        ctx.proj_layers = [] if cfg.projection == "none" else (
-            list(ctx.layers) if cfg.projection_layers is None
-            else [name for name in ctx.layers if name in cfg.projection_layers])
-        ctx.results.layers = list(ctx.layers)
+        layers = list(bb.layers) if cfg.layers is None else bb.resolve_layers(cfg.layers, field="layers")
+        bad = [name for name in cfg.projection_layers or () if name not in layers]
+        if bad:
+            raise ValueError(f"projection_layers: {bad[0]!r} is not a tap of {cfg.backbone}; "
+                             f"valid: {', '.join(bb.layers)}.")
+        ctx.use_layers(layers)
         ft = finetune.prepare(
             bb, len(ctx.data.split.seen), cfg.strategy, block=cfg.block, lr=cfg.learning_rate,
             weight_decay=cfg.decay, optimizer=cfg.optimizer, seed=seed, precision=cfg.precision,
@@ -253,23 +234,6 @@ class _Engine:
             state.train_labels, state.corrupted = finetune.corrupt_labels(
                 targets, cfg.label_noise, len(ctx.data.split.seen), seed=seed)
         return state
-
-    def _run_started(self, state: SeedState) -> RunStarted:
-        cfg, ctx, bb = self.cfg, self.ctx, state.bb
-        layers = [{"name": name, "kind": bb.tap(name).kind, "dim": int(bb.tap(name).dim)} for name in ctx.layers]
-        split = {"seen": list(ctx.data.split.seen), "unseen": list(ctx.data.split.unseen)}
-        ctx.recorder.update_meta(
-            layers=layers, classes=self.classes, split=split, device=str(ctx.device),
-            n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
-            n_trainable=state.ft.n_trainable, n_parameters=state.ft.n_total, epochs=cfg.n_epochs,
-            block=state.ft.block, projection_layers=ctx.proj_layers, describe=cfg.describe(),
-            backbone=bb.info,             # what was loaded and the input normalization it used
-        )
-        return RunStarted(
-            ctx.run_id, config=cfg.to_dict(), layers=layers, classes=self.classes,
-            seen=split["seen"], unseen=split["unseen"], device=str(ctx.device),
-            n_images=self.n_images, seeds=list(cfg.seeds), trainable_fraction=state.ft.trainable_fraction,
-        )
 
     @contextlib.contextmanager
     def _out_of_memory(self, stage: str):

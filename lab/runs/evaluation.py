@@ -95,13 +95,16 @@ def _same(a, b, *, rtol: float = ALIAS_RTOL, atol: float = ALIAS_ATOL) -> bool:
 class Evaluator:
     """Measures one seed's model at one epoch, streaming LayerMetrics, layouts and utilization."""
 
-    def __init__(self, ctx: RunContext, projections: Projections):
+    def __init__(self, ctx: RunContext, projections: Projections, *, measure_cka: bool | None = None):
+        """``measure_cka``: record how far each layer moved from its features at the first evaluation (None: when
+        the run trains; a monitor's loop trains the model itself)."""
         self.ctx = ctx
         self.projections = projections
         self.first = True
         self.aliases: dict[str, str] | None = None     # identical taps at every evaluation so far
+        measure_cka = ctx.cfg.n_epochs > 0 if measure_cka is None else measure_cka
         # a training run records how far each layer moved from its epoch-0 features
-        self.initial_cka = InitialCKA(ctx.cfg.split_seed) if ctx.cfg.n_epochs > 0 else None
+        self.initial_cka = InitialCKA(ctx.cfg.split_seed) if measure_cka else None
         # The per-image record holds the votes the kNN accuracy computes anyway (the catalogue's "right"
         # per image): without that metric, no record (RunRecord.image_record_problem says so).
         self.image_record = catalogue.per_image_metric("right") in ctx.cfg.unseen_metrics
@@ -195,6 +198,8 @@ class Evaluator:
     # -- 2. seen held-out images -----------------------------------------------------------------------
     def _seen(self, state: SeedState, epoch: int) -> Generator[Event, None, tuple[float | None, float | None]]:
         ctx, cfg, seed, ft = self.ctx, self.ctx.cfg, state.seed, state.ft
+        if ctx.data.heldout is None:            # no held-out seen images (a monitor given none): no seen split
+            return None, None
         seen_metrics = cfg.seen_metrics(epoch)
         extra = []
         if ft.strategy.trains:

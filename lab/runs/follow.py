@@ -21,22 +21,13 @@ timings of an epoch (read from the training row's ``*_seconds``). A run that sto
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Iterator
 
 from lab import events as ev
-from lab.runs.timings import TRAINING_ROW_KEYS
+from lab.runs.results import Results, _finite, read_training_row
 
 __all__ = ["RunFollower", "follow"]
-
-
-def _float(value) -> float | None:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _confidence_names() -> set[str]:
@@ -117,8 +108,6 @@ class RunFollower:
 
     # -- the parts of a poll --------------------------------------------------------------------------------
     def _run_started(self, record) -> ev.RunStarted | None:
-        from lab.runs.results import Results
-
         meta = record.meta
         layers, split = meta.get("layers"), meta.get("split") or {}
         if not layers:
@@ -132,7 +121,7 @@ class RunFollower:
                              classes=list(meta.get("classes") or []), seen=list(split.get("seen") or []),
                              unseen=list(split.get("unseen") or []), device=str(meta.get("device") or ""),
                              n_images=dict(meta.get("n_images") or {}), seeds=list(self._seeds),
-                             trainable_fraction=_float(meta.get("trainable_fraction")))
+                             trainable_fraction=_finite(meta.get("trainable_fraction")))
 
     def _epoch(self, record, metrics, training, seed: int, epoch: int) -> list[ev.Event]:
         self._done.add((seed, epoch))
@@ -152,15 +141,7 @@ class RunFollower:
             out.append(ev.LayerUtilization(rid, seed=seed, epoch=epoch, layer=str(row.layer),
                                            absolute=float(row.absolute), relative=float(row.relative)))
         train = training[(training["seed"] == seed) & (training["epoch"] == epoch)].iloc[-1].to_dict()
-        timings = {k: float(train[f"{k}_seconds"]) for k in TRAINING_ROW_KEYS
-                   if _float(train.get(f"{k}_seconds")) is not None}
-        seconds = _float(train.get("seconds")) or 0.0
-        out.append(ev.EpochFinished(rid, seed=seed, epoch=epoch, train_loss=_float(train.get("train_loss")),
-                                    train_accuracy=_float(train.get("train_accuracy")),
-                                    heldout_accuracy=_float(train.get("heldout_accuracy")), seconds=seconds,
-                                    heldout_loss=_float(train.get("heldout_loss")),
-                                    resilience=_float(train.get("resilience")),
-                                    timings={**timings, "total": seconds} if timings else None))
+        out.append(read_training_row(rid, train))
         self._results.add_training(train)
         gen = self._results.seed_generalization(seed, epoch)
         if gen is not None:

@@ -9,17 +9,53 @@ CLI, the app and exported notebooks their numbers.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Mapping
 
-from lab.events import Aggregate, Event, Generalization
+from lab.events import Aggregate, EpochFinished, Event, Generalization
+from lab.runs.timings import TRAINING_ROW_KEYS
 
-__all__ = ["Results"]
+__all__ = ["Results", "write_training_row", "read_training_row"]
 
 _METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
 
 
 def _none_if_nan(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _finite(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def write_training_row(seed: int, epoch: int, *, train_loss: float | None, train_accuracy: float | None,
+                       heldout_accuracy: float | None, heldout_loss: float | None, resilience: float | None,
+                       seconds: float, spent: Mapping[str, float]) -> dict:
+    """The row that closes epoch (seed, epoch) in the store's training table (:meth:`Recorder.end_epoch` writes
+    it last, so a completed epoch on disk is whole). ``spent``: inclusive seconds per timed key during the epoch
+    (:meth:`lab.runs.timings.Timings.since`); :func:`read_training_row` reads the row back."""
+    return {"seed": seed, "epoch": epoch, "train_loss": train_loss, "train_accuracy": train_accuracy,
+            "heldout_accuracy": heldout_accuracy, "heldout_loss": heldout_loss, "resilience": resilience,
+            "seconds": seconds, **{f"{key}_seconds": spent[key] for key in TRAINING_ROW_KEYS}}
+
+
+def read_training_row(run_id: str, row: Mapping, *, timings: dict | None = None) -> EpochFinished:
+    """The :class:`~lab.events.EpochFinished` of a training row (:func:`write_training_row`'s, or one read back
+    from the store, where a missing number is NaN). ``timings``: the epoch's stage row when the clock is at hand
+    (the engine's); else the row's ``*_seconds`` and the epoch's ``total``."""
+    seconds = _finite(row.get("seconds")) or 0.0
+    if timings is None:
+        kept = {key: _finite(row.get(f"{key}_seconds")) for key in TRAINING_ROW_KEYS}
+        timings = {**{k: v for k, v in kept.items() if v is not None}, "total": seconds} \
+            if any(v is not None for v in kept.values()) else None
+    return EpochFinished(run_id, seed=int(row["seed"]), epoch=int(row["epoch"]),
+                         train_loss=_finite(row.get("train_loss")), train_accuracy=_finite(row.get("train_accuracy")),
+                         heldout_accuracy=_finite(row.get("heldout_accuracy")), seconds=seconds,
+                         heldout_loss=_finite(row.get("heldout_loss")), resilience=_finite(row.get("resilience")),
+                         timings=timings)
 
 
 def _confidence(gen: dict) -> dict:
@@ -107,12 +143,10 @@ class Results:
         return out
 
     # -- summary --------------------------------------------------------------------------------------
-    def summary(self, **engine_fields: Any) -> dict:
-        """``lab.analysis.run_summary`` of the run so far, after the engine's own ``engine_fields``
-        (epochs, seeds, layers, trainable_fraction, timings), and ``terminal_phase``
-        (:func:`lab.analysis.terminal_phase`: ``{seed: first epoch of 100 % train-sample accuracy or None}``)."""
+    def summary(self, *, status: str, **facts) -> dict:
+        """:func:`lab.analysis.summarize_run` of the rows so far with the run's ``facts`` (epochs, seeds,
+        trainable_fraction, timings): the summary the stored run gives too (``RunRecord.summary``)."""
         from lab import analysis
 
-        metrics = self.metrics()
-        found = analysis.run_summary(metrics, self.training(), layers=self.layers, aliases=self.aliases)
-        return {**engine_fields, **found, "terminal_phase": analysis.terminal_phase(metrics)}
+        return analysis.summarize_run(self.metrics(), self.training(), status=status, layers=self.layers or None,
+                                      aliases=self.aliases, **facts)

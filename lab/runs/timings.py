@@ -28,7 +28,8 @@ STAGES = (*dict.fromkeys(_STAGE_OF.values()), "other")
 store, other."""
 TRAINING_ROW_KEYS = ("train", "evaluate", "extract", "metrics", "projection")
 """The keys of :data:`TIMED` whose inclusive seconds an epoch's training row holds, as ``<key>_seconds``
-(written by :mod:`lab.runs.attach`, read back by :mod:`lab.runs.follow`)."""
+(written by :func:`lab.runs.results.write_training_row`, read back by
+:func:`lab.runs.results.read_training_row`)."""
 
 
 class Timings:

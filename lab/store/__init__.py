@@ -146,7 +146,7 @@ class DamagedRunError(ValueError):
 def _epochs(rec) -> Any:
     """A run's epochs for a listing: the latest evaluated epoch of a monitored run (its loop numbers them and
     plans none), else the configured number."""
-    from lab.monitor.naming import is_monitored
+    from lab.monitor import is_monitored
 
     if is_monitored(rec.config_dict):
         return rec.meta.get("epochs")

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
-from lab.analysis.summary import run_summary   # not lab.analysis: its images and agreement read runs from lab.store
+from lab.analysis.summary import summarize_run   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.catalogue import per_image_metric
 from lab.errors import not_recorded
 from lab.store._class_means import class_means_problem, read_class_means
@@ -86,10 +86,13 @@ def _derived_status(meta: dict) -> str:
 
 
 def _summary(record: "RunRecord") -> dict:
-    """:func:`lab.analysis.run_summary` of a stored run, plus its status."""
+    """:func:`lab.analysis.summarize_run` of a stored run: its tables, its status and the facts its meta holds."""
     meta = record.meta
-    out = run_summary(record.metrics, record.training, layers=meta.get("layers"), aliases=meta.get("layer_aliases"))
-    return {"status": record.status, **out}
+    layers = [layer["name"] if isinstance(layer, dict) else str(layer) for layer in meta.get("layers") or []]
+    timings = meta.get("timings") if isinstance(meta.get("timings"), dict) else {}
+    return summarize_run(record.metrics, record.training, status=record.status, layers=layers or None,
+                         aliases=meta.get("layer_aliases"), epochs=meta.get("epochs"), seeds=meta.get("seeds"),
+                         trainable_fraction=meta.get("trainable_fraction"), timings=timings.get("run"))
 
 
 def _stored_table(table: str) -> functools.cached_property:
@@ -340,9 +343,10 @@ class RunRecord:
                                  f"({'; '.join(reasons[:2])}); delete the file, or run it again to get a new one")
 
     def summary(self) -> dict:
-        """What the run measured (:func:`lab.analysis.run_summary`: g, its best layer and seed spread at
-        the last complete epoch, whether that layer is the final representation, the seen held-out
-        accuracy) and the status."""
+        """The run's summary (:func:`lab.analysis.summarize_run`, the one the engine reports): the status, the
+        run's epochs, seeds, layers, trainable fraction and timings as far as its meta has them, and what it
+        measured (g, its best layer and seed spread at the last complete epoch, whether that layer is the final
+        representation, the seen held-out accuracy, the terminal phase)."""
         return _summary(self)
 
     def __repr__(self) -> str:

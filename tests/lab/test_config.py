@@ -118,10 +118,12 @@ def test_bad_json_is_a_value_error():
         RunConfig.from_dict([1, 2])
 
 
-def test_every_strategy_has_a_finetune_implementation():
-    from lab.finetune import STRATEGIES as IMPLEMENTED
+def test_one_strategy_table_for_the_config_fine_tuning_and_the_form():
+    from lab import catalogue, finetune
+    from lab.config import FIELD_CHOICES
 
-    assert set(STRATEGIES) <= set(IMPLEMENTED)
+    assert STRATEGIES is catalogue.STRATEGIES is finetune.STRATEGIES is FIELD_CHOICES["strategy"]
+    assert list(STRATEGIES) == ["none", "linear", "full", "layer", "scl"]
 
 
 def test_field_docs_describe_every_field_from_the_docstring():
@@ -137,7 +139,7 @@ def test_names_and_choices_come_from_the_catalogue():
     from lab.config import COLLAPSE_METRICS, FIELD_CHOICES, SEPARABILITY_METRICS
     from lab.metrics import report
 
-    assert STRATEGIES == catalogue.STRATEGY_NAMES and DEFAULT_METRICS == catalogue.DEFAULT_METRICS
+    assert STRATEGIES is catalogue.STRATEGIES and DEFAULT_METRICS == catalogue.DEFAULT_METRICS
     assert SEPARABILITY_METRICS == catalogue.SEPARABILITY_METRICS and COLLAPSE_METRICS == catalogue.COLLAPSE_METRICS
     assert FIELD_CHOICES["metrics"] == catalogue.METRIC_NAMES
     # compute_layer's ALL_METRICS: every entry computed from features and labels alone (the classifier-side

@@ -223,7 +223,31 @@ def test_registry_accepts_new_strategies():
         ft = prepare(_mlp(), 3, "head_and_stem", lr=1e-2)
         assert {n.split(".")[1] for n in ft.trainable_names() if n.startswith("backbone.")} == {"fc1"}
     finally:
-        finetune.STRATEGIES.pop("head_and_stem")
+        finetune.unregister_strategy("head_and_stem")
+    assert "head_and_stem" not in finetune.STRATEGIES
+
+
+def test_a_registered_strategy_is_one_a_run_accepts_and_trains_by(tiny_config, one_thread):
+    from lab.events import RunFinished
+
+    toy = finetune.Strategy("fc2_only", True, False, False, lambda bb, block: (bb.tap_module("fc2"),),
+                            "fc2 and the head", lr={"adamw": 5e-3, "sgd": 0.05})
+    finetune.register_strategy(toy)
+    try:
+        cfg = tiny_config(strategy="fc2_only", epochs=1, seeds=(0,), projection="none")
+        assert cfg.n_epochs == 1 and cfg.replace(lr=None).learning_rate == 5e-3
+        with pytest.raises(ValueError, match="block is only used by strategy 'layer' or 'scl'"):
+            cfg.replace(block=1)
+        events = list(lab.run(cfg, store=False))
+        assert isinstance(events[-1], RunFinished), getattr(events[-1], "message", events[-1])
+        util = {e.layer: e.relative for e in events if e.kind == "layer_utilization" and e.epoch == 1}
+        assert util["fc2"] > 0 and util["fc1"] == 0.0           # fc2 trained, fc1 stayed as loaded
+        ft = prepare(_mlp(), 3, "fc2_only", lr=1e-2)
+        assert {n.split(".")[1] for n in ft.trainable_names() if n.startswith("backbone.")} == {"fc2"}
+    finally:
+        finetune.unregister_strategy("fc2_only")
+    with pytest.raises(ValueError, match="strategy must be one of 'none', 'linear', 'full', 'layer', 'scl'"):
+        tiny_config(strategy="fc2_only")
 
 
 def test_scl_on_a_transformer_adds_the_block_class_token():

@@ -40,6 +40,17 @@ def _index(events, pred):
     return [i for i, e in enumerate(events) if pred(e)]
 
 
+def test_the_engine_summary_is_the_stored_runs_summary(store):
+    events = _events(_cfg(epochs=1, seeds=(0, 1), metrics=("nmi", "knn_accuracy", "head_accuracy"),
+                          train_sample_per_class=4), store)
+    assert events[-1].kind == "run_finished", events[-1]
+    summary, record = events[-1].summary, store.load(events[-1].run_id)
+    assert summary == record.summary() == record.meta["summary"]
+    assert summary["status"] == "finished" and summary["best_layer"] in LAYERS and summary["layers"] == LAYERS
+    assert set(summary["terminal_phase"]) == {"0", "1"} and summary["seeds"] == [0, 1] and summary["epochs"] == 1
+    assert summary["timings"] == record.meta["timings"]["run"] and summary["trainable_fraction"] == 1.0
+
+
 def test_two_epoch_run_streams_events_in_order_and_stores_them(store):
     events = _events(_cfg(), store)
     kinds = [e.kind for e in events]

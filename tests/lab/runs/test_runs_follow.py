@@ -21,6 +21,25 @@ def _by(events, kind, key):
     return {key(e): e for e in events if e.kind == kind}
 
 
+def test_the_training_row_reads_back_as_the_engine_wrote_it_and_as_the_store_returns_it():
+    import pandas as pd
+
+    from lab.runs.results import read_training_row, write_training_row
+    from lab.runs.timings import TRAINING_ROW_KEYS
+
+    spent = {key: 0.5 + i for i, key in enumerate(TRAINING_ROW_KEYS)}
+    row = write_training_row(1, 0, train_loss=None, train_accuracy=None, heldout_accuracy=0.25, heldout_loss=1.5,
+                             resilience=None, seconds=9.0, spent=spent)
+    engine = read_training_row("r", row, timings={"train": 0.0, "total": 9.0})
+    assert (engine.seed, engine.epoch, engine.train_loss, engine.heldout_accuracy, engine.seconds) == (1, 0, None,
+                                                                                                       0.25, 9.0)
+    assert engine.timings == {"train": 0.0, "total": 9.0}                   # the clock's row, when at hand
+    stored = pd.DataFrame([row]).iloc[-1].to_dict()                         # None comes back as NaN
+    again = read_training_row("r", stored)
+    assert again.train_loss is None and again.resilience is None and again.heldout_loss == 1.5
+    assert again.timings == {**spent, "total": 9.0}
+
+
 @pytest.mark.slow
 def test_a_finished_run_replays_as_the_engine_streamed_it(store, one_thread):
     live = list(lab.run(lab.RunConfig(**{**TINY, "epochs": 1, "seeds": (0, 1)}), store=store))

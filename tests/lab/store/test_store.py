@@ -346,7 +346,7 @@ def test_summary_is_lab_analysis_with_the_runs_layers_and_aliases(store):
     rec = store.load(w.run_id)
     s = rec.summary()
     expected = analysis.run_summary(rec.metrics, rec.training, layers=LAYERS, aliases={"blocks.0": "pre_logits"})
-    assert s == {"status": "running", **expected}
+    assert s == {"status": "running", "layers": list(LAYERS), **expected}
     # the incomplete epoch 1 says nothing; blocks.0 has pre_logits' features, so it is reported as that
     assert s["epoch"] == 0 and s["best_layer"] == "pre_logits" and s["best_is_final"] is True
     assert s["g"] == pytest.approx(0.65) and s["g_std"] == pytest.approx(np.std([0.6, 0.7], ddof=1))

@@ -1,18 +1,4 @@
-"""Fine-tuning strategies on the seen classes, behind one interface.
-
-A strategy decides which backbone weights train; every strategy trains a fresh
-linear classifier (``head``) on the pre-logits features, except "none":
-
-========  ===================================================================  ==========================
-name      trains                                                               reference
-========  ===================================================================  ==========================
-none      nothing (the backbone as loaded is evaluated)                        —
-linear    the head (linear probe)                                              —
-full      every backbone weight + head (AdamW, lr 2e-4)                        Dyballa et al.; Gerritz et al.
-layer     one block + head ("Layer FT")                                        Li, Liu et al. (NC transfer)
-scl       one block + head, and a skip connection from the block's pooled      Li, Liu et al. (NC transfer)
-          output (zero-padded) to the pre-logits features ("SCL FT")
-========  ===================================================================  ==========================
+"""Training one strategy on one backbone: :class:`FineTuner` (built by :func:`prepare`).
 
 In every strategy the backbone runs in train mode while training, so batch-norm
 statistics update on the downstream (seen-class) data even where weights are
@@ -26,21 +12,12 @@ Mixed precision as in extraction (:func:`lab.device.autocast_dtype`): by default
 on CUDA, float16 with a loss scaler (``torch.amp.GradScaler``) on GPUs without bfloat16, and
 float32 on CPU and MPS, so CPU training is bit-identical to training without autocast. The
 weights and the optimizer state stay float32 in every case. CNNs train channels_last on CUDA.
-
-More strategies plug in with :func:`register_strategy`.
-
-The module also holds the label-noise corruption (Wang & Yang:
-:func:`corrupt_labels`) and the exact, reversible layer re-initialisation used by
-the contribution analysis (:func:`reinitialized`).
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
-import numpy as np
 import torch
 # Here, with no model on the stack: the first optimizer's import of it leaves a frame cycle pinning its callers until gc.
 import torch._dynamo  # noqa: F401
@@ -48,147 +25,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from lab._cancel import Cancelled
+from lab.catalogue import Strategy
 from lab.device import autocast, autocast_dtype, to_channels_last
-from lab.features import pool_tap_output   # the one pooling: SCL's skip sees what extraction measures
-from lab.backbones import first_tensor
+from lab.finetune.strategies import _Classifier, combine_skip, get_strategy, resolve_block
 
-__all__ = [
-    "Strategy", "STRATEGIES", "register_strategy", "get_strategy", "FineTuner", "prepare",
-    "resolve_block", "pool_tap_output", "combine_skip", "corrupt_labels", "reinitialized", "Cancelled",
-]
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A fine-tuning strategy.
-
-    Attributes
-    ----------
-    name : str
-    trains : bool
-        False for "none": no head, no optimizer, no epochs.
-    needs_block : bool
-        Layer FT / SCL FT train one chosen block.
-    skip : bool
-        SCL FT: add the chosen block's pooled output to the pre-logits features.
-    select : callable
-        ``select(backbone, block_module) -> iterable of nn.Module`` whose parameters train
-        (besides the head).
-    description : str
-    """
-
-    name: str
-    trains: bool
-    needs_block: bool
-    skip: bool
-    select: Callable
-    description: str = ""
-
-
-STRATEGIES: dict[str, Strategy] = {}
-
-
-def register_strategy(strategy: Strategy) -> None:
-    """Add (or replace) a strategy; ``RunConfig`` accepts only names in :data:`lab.config.STRATEGIES`."""
-    if not isinstance(strategy, Strategy):
-        raise ValueError(f"register_strategy takes a Strategy. Got {type(strategy).__name__} instead.")
-    STRATEGIES[strategy.name] = strategy
-
-
-for _s in (
-    Strategy("none", False, False, False, lambda bb, block: (), "evaluate the backbone as loaded"),
-    Strategy("linear", True, False, False, lambda bb, block: (), "frozen backbone, train a linear head"),
-    Strategy("full", True, False, False, lambda bb, block: (bb.model,), "train every weight and the head"),
-    Strategy("layer", True, True, False, lambda bb, block: (block,), "train one block and the head (Layer FT)"),
-    Strategy("scl", True, True, True, lambda bb, block: (block,),
-             "train one block, a skip connection to the pre-logits and the head (SCL FT)"),
-):
-    register_strategy(_s)
-
-
-def get_strategy(name: str) -> Strategy:
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise ValueError(
-            f"strategy must be one of {', '.join(map(repr, STRATEGIES))}. Got {name!r} instead."
-        ) from None
-
-
-def resolve_block(bb, block: str | int) -> tuple[str, nn.Module]:
-    """The (tap name, module) that ``block`` names: a tap name or an index into ``bb.block_modules()``.
-
-    Raises ValueError listing the valid names and the index range.
-    """
-    blocks = bb.block_modules()   # [(tap, module)], input -> output
-    names = [name for name, _ in blocks]
-    if isinstance(block, (int, np.integer)) and not isinstance(block, bool):
-        i = int(block)
-        if not -len(blocks) <= i < len(blocks):
-            raise ValueError(
-                f"block index {i} is out of range ({-len(blocks)} to {len(blocks) - 1}) for {bb.name}; "
-                f"its blocks are {', '.join(names)}."
-            )
-        return blocks[i]
-    if isinstance(block, str) and block.lstrip("-").isdigit():
-        return resolve_block(bb, int(block))
-    for name, module in blocks:
-        if name == block:
-            return name, module
-    raise ValueError(f"block {block!r} is not a trainable block of {bb.name}; choose one of {', '.join(names)} "
-                     f"or an index from {-len(blocks)} to {len(blocks) - 1}.")
-
-
-class _Classifier(nn.Module):
-    """backbone (pre-logits) [+ zero-padded pooled block output] -> linear head.
-
-    The block output is captured by a forward hook registered only while this
-    module's own forward runs, so feature extraction elsewhere is unaffected.
-    """
-
-    def __init__(self, bb, head: nn.Linear, skip_tap=None, skip_module: nn.Module | None = None):
-        super().__init__()
-        self.backbone = bb.model
-        self.head = head
-        self._pre_logits = bb.pre_logits
-        self.skip_tap = skip_tap
-        # Not registered as a submodule: the block already belongs to ``backbone`` (no duplicate
-        # entries in state_dict / parameters).
-        self._skip = [skip_module] if skip_module is not None else []
-        self._captured: torch.Tensor | None = None
-
-    @property
-    def skip_module(self) -> nn.Module | None:
-        return self._skip[0] if self._skip else None
-
-    def _capture(self, module, args, output):
-        self._captured = first_tensor(output)
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """What the head sees: (N, D) pre-logits, plus the SCL skip when enabled."""
-        if self.skip_module is None:
-            return self._pre_logits(x)                                                  # (N, D)
-        handle = self.skip_module.register_forward_hook(self._capture)
-        try:
-            pre = self._pre_logits(x)                                                   # (N, D)
-            skip = self._captured
-        finally:
-            handle.remove()
-            self._captured = None
-        return combine_skip(pre, pool_tap_output(skip, self.skip_tap))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x))                                              # (N, K)
-
-
-def combine_skip(pre_logits: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
-    """SCL feature: pre-logits (N, D) + block features (N, C) zero-padded to D channels (C <= D)."""
-    d, c = pre_logits.shape[1], block.shape[1]
-    if c > d:
-        raise ValueError(f"the SCL skip needs the block's width ({c}) to be at most the pre-logits width ({d}).")
-    if c < d:
-        block = F.pad(block, (0, d - c))                                                # (N, D)
-    return pre_logits + block
+__all__ = ["FineTuner", "prepare"]
 
 
 class FineTuner:
@@ -440,57 +281,3 @@ def prepare(bb, n_classes: int, strategy: str = "full", *, block=None, lr: float
     """
     return FineTuner(bb, get_strategy(strategy), n_classes, block=block, lr=lr,
                      weight_decay=weight_decay, optimizer=optimizer, seed=seed, precision=precision)
-
-
-def corrupt_labels(targets, fraction: float, n_classes: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Replace exactly ``round(fraction * n)`` labels by a different, uniformly drawn class.
-
-    Wang & Yang's label-noise setting. Seeded (``numpy.random.default_rng(seed)``).
-
-    Returns
-    -------
-    noisy : ndarray (n,) int64
-        The training labels to use (a new array; ``targets`` is not modified).
-    corrupted : ndarray (m,) int64
-        Sorted indices of the corrupted samples, m = round(fraction * n).
-    """
-    clean = np.asarray(targets, dtype=np.int64)
-    n = clean.shape[0]
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be between 0.0 and 1.0. Got {fraction!r} instead.")
-    m = int(round(fraction * n))
-    noisy = clean.copy()
-    if m == 0:
-        return noisy, np.zeros(0, dtype=np.int64)
-    if n_classes < 2:
-        raise ValueError(f"label noise needs at least 2 classes. Got {n_classes}.")
-    rng = np.random.default_rng(seed)
-    corrupted = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
-    shift = rng.integers(1, n_classes, size=m)                  # never 0: the label always changes
-    noisy[corrupted] = (clean[corrupted] + shift) % n_classes
-    return noisy, corrupted
-
-
-@contextlib.contextmanager
-def reinitialized(module: nn.Module, initial_state: dict[str, torch.Tensor]) -> Iterator[nn.Module]:
-    """Temporarily set ``module``'s parameters and buffers to ``initial_state``; restore exactly after.
-
-    ``initial_state`` is ``module.state_dict()`` as captured at epoch 0. Values are
-    copied in place (tensor identities, and so optimizer references, are kept), and
-    the current values are restored bit for bit in ``finally``.
-    """
-    current = module.state_dict()
-    missing = set(current) - set(initial_state)
-    if missing:
-        raise ValueError(f"initial_state lacks {sorted(missing)[:3]} of this module; capture it with "
-                         f"module.state_dict() at epoch 0.")
-    saved = {k: v.detach().clone() for k, v in current.items()}
-    try:
-        with torch.no_grad():
-            for k, v in current.items():
-                v.copy_(initial_state[k].to(v.device, v.dtype))
-        yield module
-    finally:
-        with torch.no_grad():
-            for k, v in current.items():
-                v.copy_(saved[k])
