@@ -34,7 +34,8 @@ Definitions (METRICS.md):
 - neural collapse across layers (:mod:`lab.analysis.separation_law`): the law of equi-separation (He & Su
   2023), log10 NC1 fitted against the layer index per seed, epoch and split (:func:`separation_law`), and its
   seed mean and spread (:func:`separation_law_across_seeds`), and the points and line it fits
-  (:func:`separation_law_points`);
+  (:func:`separation_law_points`); each split's last evaluation of it, as the run summary gives it
+  (:func:`latest_separation_law`), and that per condition of a study (:func:`group_separation_law`);
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
   the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
 - rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
@@ -62,8 +63,8 @@ from lab.analysis.intervals import (
     CONFIDENCE_SUFFIXES, LEVEL, N_RESAMPLES, bootstrap, confidence_text, confidence_values, resample_counts,
 )
 from lab.analysis.separation_law import (
-    MIN_LAW_LAYERS, SEPARATION_LAW_COLUMNS, SEPARATION_LAW_POINT_COLUMNS, separation_law, separation_law_across_seeds,
-    separation_law_points,
+    LATEST_LAW_KEYS, MIN_LAW_LAYERS, SEPARATION_LAW_COLUMNS, SEPARATION_LAW_POINT_COLUMNS, group_separation_law,
+    latest_separation_law, separation_law, separation_law_across_seeds, separation_law_points,
 )
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
@@ -85,5 +86,6 @@ __all__ = [
     "IMAGE_VALUES", "SELECTION_COLUMNS", "measure_agreement", "agreement_table",
     "AGREEMENT_COLUMNS", "terminal_phase", "simplex", "study_agreement", "STUDY_AGREEMENT_COLUMNS",
     "separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
-    "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS",
+    "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS", "latest_separation_law", "group_separation_law",
+    "LATEST_LAW_KEYS",
 ]

@@ -22,16 +22,17 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lab.analysis.summary import _resolve_alias, aggregate_seeds, layer_order
-from lab.store.lookup import is_record
+from lab.analysis._tables import _resolve_alias, aggregate_seeds, layer_order, pool_runs
 
-__all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
-           "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS"]
+__all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "latest_separation_law",
+           "group_separation_law", "SEPARATION_LAW_COLUMNS", "SEPARATION_LAW_POINT_COLUMNS", "LATEST_LAW_KEYS", "MIN_LAW_LAYERS"]
 
 SEPARATION_LAW_COLUMNS = ["seed", "epoch", "split", "slope", "ratio", "r", "n_layers", "reason"]
 """The columns of :func:`separation_law`."""
 SEPARATION_LAW_POINT_COLUMNS = ["seed", "epoch", "split", "layer", "index", "log10_nc1", "fitted", "in_fit"]
 """The columns of :func:`separation_law_points`."""
+LATEST_LAW_KEYS = ("epoch", "ratio", "ratio_std", "r", "r_std", "slope", "n_layers", "n_seeds", "reason")
+"""The keys of each split's entry in :func:`latest_separation_law` (and the run summary's ``separation_law``)."""
 MIN_LAW_LAYERS = 3
 """The fewest distinct layers with a finite, positive NC1 the law is fitted over: a line through two points
 always fits, so it says nothing about a law."""
@@ -114,14 +115,22 @@ def _one(values: pd.Series, distinct: Sequence[str]) -> dict:
             "reason": "; ".join(notes) if notes else None, "intercept": intercept, "fitted_index": index}
 
 
+def _unpack(metrics, layers, aliases):
+    """(metrics table, layers, aliases) of a run's table, or of its record (anything else with ``metrics`` and
+    ``meta``, e.g. :class:`lab.store.RunRecord`), whose meta gives what is not passed. Records are told apart by
+    not being a table rather than by lab.store's check: the store's package imports the run summary, which
+    reads the law."""
+    if metrics is None or isinstance(metrics, pd.DataFrame):
+        return metrics, layers, aliases
+    meta = getattr(metrics, "meta", None) or {}
+    return (metrics.metrics, meta.get("layers") if layers is None else layers,
+            meta.get("layer_aliases") if aliases is None else aliases)
+
+
 def _evaluations(metrics, split, seed, layers, aliases):
     """(seed, epoch, split, NC1 per distinct layer, the distinct layers in depth order) of each evaluation with NC1
     rows, in the table's order: what :func:`separation_law` and :func:`separation_law_points` fit."""
-    if is_record(metrics):
-        meta = metrics.meta or {}
-        layers = meta.get("layers") if layers is None else layers
-        aliases = meta.get("layer_aliases") if aliases is None else aliases
-        metrics = metrics.metrics
+    metrics, layers, aliases = _unpack(metrics, layers, aliases)
     if metrics is None or len(metrics) == 0:
         return
     rows = metrics[metrics["metric"] == _METRIC]
@@ -244,3 +253,82 @@ def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = 
         out[f"{q}_std"] = wide[("std", q)].astype(float)
     out["n_seeds"] = wide[("n", "slope")].astype(int)
     return _sorted(out.reset_index(), ["epoch", "split"])[columns]
+
+
+def _number(value) -> float | None:
+    """A finite float, or None (JSON keeps no NaN)."""
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def latest_separation_law(metrics, *, layers: Iterable | None = None,
+                          aliases: Mapping[str, str] | None = None) -> dict | None:
+    """The law at each split's last evaluation, over seeds: what the run summary reports.
+
+    Parameters are :func:`separation_law`'s (``metrics``: a long metrics table or a RunRecord).
+
+    Returns
+    -------
+    dict or None
+        None when the run has no NC1 rows (nc1 not among its metrics). Otherwise ``{split: entry}`` for the
+        splits with NC1 rows, train, seen (the held-out images of the seen classes) and unseen first, each entry
+        :data:`LATEST_LAW_KEYS`: ``epoch``, the split's last epoch with NC1 rows; ``ratio``, ``r`` and ``slope``,
+        the mean over the seeds with a fitted law at that epoch, and ``ratio_std``, ``r_std`` their spread
+        (:func:`separation_law_across_seeds`; None for one seed); ``n_layers``, the most layers fitted in a
+        seed; ``n_seeds``, the seeds with a fitted law; ``reason``, None when every seed fitted every distinct
+        layer, else the seeds' reasons (:func:`separation_law`; one every seed gives said once, others with
+        their seeds), e.g. why the law is absent. Values are floats
+        or None (never NaN), so the dict is JSON as it is.
+    """
+    metrics, layers, aliases = _unpack(metrics, layers, aliases)
+    if metrics is None or len(metrics) == 0:
+        return None
+    rows = metrics[metrics["metric"] == _METRIC]
+    if rows.empty:
+        return None
+    last = rows.groupby("split", sort=False)["epoch"].transform("max")
+    rows = rows[rows["epoch"] == last]                     # each split's last evaluation only
+    # the full table fixes the depth order (a layer missing at the last epoch keeps its place)
+    order = layer_order(layers, metrics)
+    per_seed = separation_law(rows, layers=order, aliases=aliases)
+    across = separation_law_across_seeds(rows, layers=order, aliases=aliases).set_index("split")
+    out = {}
+    for split, part in per_seed.groupby("split", sort=False):
+        mean = across.loc[split]
+        seeds_of: dict[str, list[int]] = {}                # a reason every seed gives is said once
+        for s, why in zip(part["seed"], part["reason"]):
+            if isinstance(why, str):
+                seeds_of.setdefault(why, []).append(int(s))
+        reasons = [why if len(seeds) == len(part) else
+                   f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {why}"
+                   for why, seeds in seeds_of.items()]
+        out[str(split)] = {"epoch": int(part["epoch"].iloc[0]), "ratio": _number(mean["ratio"]),
+                           "ratio_std": _number(mean["ratio_std"]), "r": _number(mean["r"]),
+                           "r_std": _number(mean["r_std"]), "slope": _number(mean["slope"]),
+                           "n_layers": int(part["n_layers"].max()), "n_seeds": int(mean["n_seeds"]),
+                           "reason": "; ".join(reasons) if reasons else None}
+    return out
+
+
+def group_separation_law(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
+                         aliases: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """Per group (a study's condition), the law at each split's last evaluation over its pooled runs' seeds.
+
+    Parameters
+    ----------
+    groups : ``{group: [metrics table of each run]}``; a group's runs are pooled as seeds of one condition
+        (:func:`lab.analysis.pool_runs`)
+    layers, aliases : ``{group: the runs' layers}`` and ``{group: their aliases}``
+
+    Returns
+    -------
+    pandas.DataFrame
+        group, split, then :data:`LATEST_LAW_KEYS` (:func:`latest_separation_law` of the pooled runs), one row
+        per group and split with NC1 rows; a group without NC1 has no row.
+    """
+    rows = []
+    for group, frames in groups.items():
+        law = latest_separation_law(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
+        rows.extend({"group": group, "split": split, **entry} for split, entry in (law or {}).items())
+    table = pd.DataFrame(rows, columns=["group", "split", *LATEST_LAW_KEYS])
+    return table.astype({q: float for q in ("ratio", "ratio_std", "r", "r_std", "slope")})

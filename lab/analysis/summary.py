@@ -9,68 +9,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab.analysis._tables import _finite, _names, _resolve_alias, aggregate_seeds, layer_order, pool_runs
 from lab.analysis.intervals import CONFIDENCE_SUFFIXES, bootstrap
 from lab.analysis.neural_collapse import terminal_phase
 from lab.analysis.ranks import rank_correlation, transfer_correlations
+from lab.analysis.separation_law import latest_separation_law
 
 _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final",
                 "g_low", "g_high", "best_share"]
-_AGG_KEYS = ("split", "metric", "epoch", "layer")
-
-
-def _names(layers: Iterable | None) -> list[str]:
-    """Layer names from a list of names or of the store's layer dicts (``{"name": ...}``)."""
-    out = []
-    for item in layers or ():
-        out.append(str(item["name"]) if isinstance(item, Mapping) else str(item))
-    return list(dict.fromkeys(out))
-
-
-def layer_order(layers: Iterable | None = None, metrics: pd.DataFrame | None = None) -> list[str]:
-    """The run's layers from input to output.
-
-    Parameters
-    ----------
-    layers : names (or the store's ``meta["layers"]`` dicts) in the order the engine measured them
-    metrics : optional long metrics table; layers it has that ``layers`` lacks follow, first seen first
-
-    Returns
-    -------
-    list of str
-    """
-    listed = _names(layers)
-    if metrics is None or len(metrics) == 0:
-        return listed
-    stored = list(dict.fromkeys(metrics["layer"].astype(str)))
-    if not listed:
-        return stored
-    present, known = set(stored), set(listed)
-    return [name for name in listed if name in present] + [name for name in stored if name not in known]
-
-
-def _finite(values: pd.Series) -> pd.Series:
-    return values.where(np.isfinite(values.astype(float)))
-
-
-def aggregate_seeds(metrics: pd.DataFrame, by: Sequence[str] = _AGG_KEYS) -> pd.DataFrame:
-    """Mean, std (ddof=1) and n over seeds of every group ``by`` (default split, metric, epoch, layer).
-
-    Non-finite values (a metric undefined at a layer) are left out of all three; a group
-    with no finite value has mean NaN and n 0; std is NaN where n < 2.
-
-    Returns
-    -------
-    DataFrame with the ``by`` columns, then ``mean``, ``std``, ``n``
-    """
-    by = list(by)
-    if metrics is None or len(metrics) == 0:
-        return pd.DataFrame(columns=[*by, "mean", "std", "n"])
-    frame = metrics.assign(value=_finite(metrics["value"]))
-    grouped = frame.groupby(by, sort=False)["value"]
-    out = grouped.agg(mean="mean", std=lambda s: s.std(ddof=1), n="count").reset_index()
-    out["n"] = out["n"].astype(int)
-    out.loc[out["n"] < 2, "std"] = np.nan
-    return out
 
 
 def complete_evaluations(metrics: pd.DataFrame, layers: Sequence[str], *, metric: str = "nmi",
@@ -102,14 +48,6 @@ def _confidence(metrics: pd.DataFrame, rows: pd.DataFrame, metric: str, split: s
     table = (extra.assign(value=_finite(extra["value"])).groupby(["epoch", "layer", "metric"])["value"]
              .mean().unstack("metric").rename(columns=names))
     return table.reindex(columns=list(CONFIDENCE_SUFFIXES))
-
-
-def _resolve_alias(layer: str, aliases: Mapping[str, str] | None, layers: Sequence[str]) -> str:
-    seen = {layer}
-    while aliases and layer in aliases and aliases[layer] in layers and aliases[layer] not in seen:
-        layer = aliases[layer]
-        seen.add(layer)
-    return layer
 
 
 def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
@@ -220,7 +158,10 @@ def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
 
     Keys: epoch, best_layer, g, g_std, g_low, g_high, best_share, n_seeds, best_is_final, final_layer,
     heldout_accuracy, heldout_epoch (None where not measured), terminal_phase (:func:`terminal_phase` with
-    the seeds as strings, as JSON keeps them: ``{"0": first epoch of 100 % train-sample accuracy or None}``).
+    the seeds as strings, as JSON keeps them: ``{"0": first epoch of 100 % train-sample accuracy or None}``),
+    separation_law (:func:`lab.analysis.latest_separation_law`: per split, train / seen / unseen, the law of
+    equi-separation at its last evaluation, ratio per layer and r with their seed spread, or why it is absent;
+    None when the run measured no NC1).
     """
     out: dict[str, Any] = {"epoch": None, "best_layer": None, "g": None, "g_std": None, "g_low": None,
                            "g_high": None, "best_share": None, "n_seeds": 0, "best_is_final": None,
@@ -233,6 +174,7 @@ def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
     acc, acc_epoch = heldout_accuracy(training)
     out.update(heldout_accuracy=acc, heldout_epoch=acc_epoch)
     out["terminal_phase"] = {str(seed): epoch for seed, epoch in terminal_phase(metrics).items()}
+    out["separation_law"] = latest_separation_law(metrics, layers=layers, aliases=aliases)
     return out
 
 
@@ -294,26 +236,6 @@ def _higher_is_better(metric: str) -> bool:
 
     info = METRICS.get(metric)
     return bool(info is None or info.higher_is_better)
-
-
-def pool_runs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate several runs' long tables, renumbering seeds so that each run's seeds stay apart.
-
-    Runs of a study cell differ by their ``seeds`` axis; pooled, every (run, seed) is one seed of
-    the group's curve.
-    """
-    parts = []
-    offset = 0
-    for frame in frames:
-        if frame is None or len(frame) == 0:
-            continue
-        seeds = {s: i + offset for i, s in enumerate(sorted(frame["seed"].unique()))} if "seed" in frame else {}
-        part = frame.copy()
-        if seeds:
-            part["seed"] = part["seed"].map(seeds)
-            offset += len(seeds)
-        parts.append(part)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
