@@ -37,11 +37,14 @@ def terminal_phase(metrics: pd.DataFrame, *, layer: str = HEAD_LAYER) -> dict[in
         train-split head accuracy (:func:`lab.metrics.terminal_phase_epoch`); empty when none was measured
         (strategy "none", or ``train_sample_per_class=0``).
     """
-    from lab.metrics.classifier_collapse import terminal_phase_epoch
-
     if metrics is None or len(metrics) == 0:
         return {}
     rows = metrics[(metrics["metric"] == _ACCURACY) & (metrics["split"] == "train") & (metrics["layer"] == layer)]
+    if rows.empty:
+        return {}
+    # lab.metrics loads torch: only a run with a train-split head accuracy needs it (`runs show` stays light)
+    from lab.metrics.classifier_collapse import terminal_phase_epoch
+
     out: dict[int, int | None] = {}
     for seed, part in rows.groupby("seed", sort=True):
         series = part.groupby("epoch")["value"].mean()              # one row per epoch; repeats agree

@@ -25,7 +25,8 @@ import pandas as pd
 from lab.analysis._tables import _resolve_alias, aggregate_seeds, layer_order, pool_runs
 
 __all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "latest_separation_law",
-           "group_separation_law", "SEPARATION_LAW_COLUMNS", "SEPARATION_LAW_POINT_COLUMNS", "LATEST_LAW_KEYS", "MIN_LAW_LAYERS"]
+           "group_separation_law", "SEPARATION_LAW_COLUMNS", "SEPARATION_LAW_POINT_COLUMNS", "LATEST_LAW_KEYS",
+           "MIN_LAW_LAYERS"]
 
 SEPARATION_LAW_COLUMNS = ["seed", "epoch", "split", "slope", "ratio", "r", "n_layers", "reason"]
 """The columns of :func:`separation_law`."""

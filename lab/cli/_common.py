@@ -15,7 +15,7 @@ from lab.store.lookup import open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CANCELLED", "UsageError", "Parser", "one_line",
            "message_of", "missing", "command_with_actions", "store_of", "fmt", "check_writable",
-           "check_notebook_path"]
+           "check_notebook_path", "law_lines"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -104,3 +104,27 @@ def check_notebook_path(output: str | Path) -> Path:
         raise UsageError(f"-o must name a .ipynb file; got {str(output)!r}")
     check_writable(output)
     return output
+
+
+_SPLIT_NAMES = {"train": "train sample", "seen": "held-out (seen)", "unseen": "unseen classes"}
+
+
+def law_lines(law: dict | None) -> list[str]:
+    """The run summary's ``separation_law`` (:func:`lab.analysis.latest_separation_law`) as lines to print: per
+    split its ratio per layer and r at its last evaluation, with the seeds' spread, or why the law is absent."""
+    if law is None:
+        return ["law of equi-separation: not measured (nc1 is not among the run's metrics)"]
+    lines = ["law of equi-separation (log10 NC1 against depth, He & Su 2023; a ratio below 1: each deeper layer "
+             "separates better):"]
+    for split, e in law.items():
+        where = f"{_SPLIT_NAMES.get(split, split)} at epoch {e['epoch']}"
+        if e["ratio"] is None:
+            lines.append(f"  {where}: {e['reason'] or 'no law'}")
+            continue
+        ratio = f"×{e['ratio']:.3f}" + (f" ± {e['ratio_std']:.3f}" if e["ratio_std"] is not None else "")
+        r = "r undefined" if e["r"] is None else (
+            f"r {e['r']:+.3f}" + (f" ± {e['r_std']:.3f}" if e["r_std"] is not None else ""))
+        seeds = f"{e['n_seeds']} seed{'s' if e['n_seeds'] != 1 else ''}"
+        note = f"; {e['reason']}" if e["reason"] else ""
+        lines.append(f"  {where}: {ratio} per layer, {r} ({e['n_layers']} layers, {seeds}{note})")
+    return lines

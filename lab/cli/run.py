@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import catalogue
-from lab.cli._common import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, UsageError, message_of, one_line,
+from lab.cli._common import (EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, UsageError, law_lines, message_of, one_line,
                              store_of)
 from lab.cli.console import RunConsole
 from lab.config import RunConfig
@@ -157,6 +157,9 @@ def _cmd_run(args) -> int:
         return EXIT_FAILED
     where = store.root / outcome.run_id
     if outcome.kind == RunFinished.kind:
+        if "separation_law" in (outcome.summary or {}):      # the run summary's law (lab.analysis)
+            for line in law_lines(outcome.summary["separation_law"]):
+                print(line)
         print(f"finished in {outcome.seconds:.1f} s: run {outcome.run_id} stored in {where}")
         return EXIT_OK
     if outcome.kind == RunCancelled.kind:

@@ -9,7 +9,8 @@ from typing import Any
 from lab import analysis
 from lab import events as ev
 from lab.catalogue import metric_label
-from lab.cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, one_line, store_of
+from lab.cli._common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, law_lines, one_line,
+                             store_of)
 
 __all__ = ["add_runs_parser"]
 
@@ -159,6 +160,8 @@ def _cmd_show(args) -> int:
         print(f"  no complete unseen {metric_label('nmi')} evaluation stored yet")
     if s.get("heldout_accuracy") is not None:
         print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
+    for line in law_lines(s.get("separation_law")):
+        print(f"  {line}")
     epoch, table = _layer_table(rec, s.get("epoch"))    # the last complete evaluation
     if table is not None:
         print(f"layers at epoch {epoch} (mean over seeds):")

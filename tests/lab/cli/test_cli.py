@@ -195,6 +195,20 @@ def test_runs_show_says_whether_the_best_layer_is_the_final_representation(popul
     assert "the best layer is the final representation (pre_logits)" in out
 
 
+def test_runs_show_prints_the_law_of_equi_separation_of_the_summary(populated, make_run, capsys):
+    store, run_id = populated
+    assert main(["runs", "show", run_id, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    # seen NC1 is 1.5 at each of the three layers: ratio 1 per layer, r undefined, and the summary says why
+    law = store.load(run_id).summary()["separation_law"]
+    assert law["seen"]["ratio"] == 1.0 and law["seen"]["r"] is None
+    assert ("    held-out (seen) at epoch 1: ×1.000 ± 0.000 per layer, r undefined (3 layers, 2 seeds; NC1 is the "
+            "same at every layer: r undefined)") in out.splitlines()
+    no_nc1 = make_run(layers=LAYERS)
+    assert main(["runs", "show", no_nc1, "--runs-dir", str(store.root)]) == 0
+    assert "  law of equi-separation: not measured (nc1 is not among the run's metrics)" in capsys.readouterr().out
+
+
 def test_console_best_layer_is_lab_analysis_per_seed(capsys):
     from lab.cli.console import RunConsole
 
@@ -272,6 +286,27 @@ def test_run_prints_epoch_lines_and_final_line(monkeypatch, store, capsys):
     run_id = store.list()["run_id"].item()
     assert out[-1] == f"finished in 3.0 s: run {run_id} stored in {store.root / run_id}"
     assert store.load(run_id).status == "finished"
+
+
+def test_run_prints_the_summarys_law_before_the_final_line(monkeypatch, store, capsys):
+    law = {"train": {"epoch": 1, "ratio": 0.64, "ratio_std": None, "r": -0.995, "r_std": None, "slope": -0.19,
+                     "n_layers": 8, "n_seeds": 1, "reason": None},
+           "unseen": {"epoch": 1, "ratio": None, "ratio_std": None, "r": None, "r_std": None, "slope": None,
+                      "n_layers": 2, "n_seeds": 0, "reason": "no law: 2 layer(s) with a finite, positive NC1"}}
+
+    def script(w):
+        yield _started(w)
+        yield from _epoch(w, 0, 0)
+        yield ev.RunFinished(w.run_id, seconds=3.0, summary={"separation_law": law})
+        w.finish("finished")
+
+    _fake_engine(monkeypatch, script)
+    assert main(["run", "--runs-dir", str(store.root), "--dataset", "digits"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4].startswith("law of equi-separation (log10 NC1 against depth")
+    assert out[-3] == "  train sample at epoch 1: ×0.640 per layer, r -0.995 (8 layers, 1 seed)"
+    assert out[-2] == "  unseen classes at epoch 1: no law: 2 layer(s) with a finite, positive NC1"
+    assert out[-1].startswith("finished in 3.0 s")
 
 
 def test_run_failed_before_start_is_bad_input(monkeypatch, store, capsys):
@@ -363,7 +398,7 @@ def test_export_without_the_module(monkeypatch, populated, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_run_end_to_end(tmp_path, cli):
-    res = cli("run", "--dataset", "digits", "--backbone", "mlp:depth=2,width=32", "--epochs", "1",
+    res = cli("run", "--dataset", "digits", "--backbone", "mlp:depth=3,width=32", "--epochs", "1",
                "--n-unseen", "3", "--unseen-per-class", "10", "--seen-per-class", "5", "--projection", "pca",
                "--metrics", "nmi", "nc1", "--device", "cpu", "--batch-size", "32",
                "--runs-dir", str(tmp_path / "runs"))
@@ -382,6 +417,15 @@ def test_run_end_to_end(tmp_path, cli):
     assert rec.summary()["best_layer"] in set(rec.metrics["layer"])
     show = cli("runs", "show", rec.run_id, "--runs-dir", str(tmp_path / "runs"))
     assert show.returncode == 0 and "layers at epoch 1" in show.stdout
+    # the law of the run summary, printed at the end of the run and by `runs show` (fc3 is pre_logits: 3 layers)
+    from lab.cli._common import law_lines
+
+    law = rec.summary()["separation_law"]
+    assert set(law) == {"train", "seen", "unseen"} and all(e["n_layers"] == 3 for e in law.values())
+    assert all(e["ratio"] is not None and e["r"] is not None for e in law.values())
+    printed = law_lines(law)
+    assert "\n".join(printed) in res.stdout
+    assert "\n".join(f"  {line}" for line in printed) in show.stdout
 
 
 @pytest.mark.slow
