@@ -80,6 +80,37 @@ display(generalization.drop(columns="run_id"))
 plots.accuracy_vs_g(generalization, by="run", x="seen_accuracy", y="g")
 '''
 
+SEPARATION_LAW = r'''
+# The law of equi-separation (He & Su 2023; docs/METRICS.md): log10 NC1 fitted against depth. The table: each
+# run's last evaluation per split, mean and std over seeds (the run summary's). The plots: LAW_RUN's first seed at
+# LAW_EPOCH (its points and fitted line), and r at every epoch, mean over seeds (near -1: NC1 falls by the same
+# factor at every layer). A ratio below 1: each deeper layer separates the classes better.
+LAW_RUN = {{LAW_RUN}}   # the first exported run that measured NC1 (None: none did)
+LAW_EPOCH = None        # None: the last evaluated epoch
+
+law_table = tables.separation_law_table(runs, LABELS)
+# the output's metadata carries each run summary's law exactly, for programs that read the executed notebook
+display(law_table, metadata={"layerscope_law": {key: run.summary()["separation_law"] for key, run in runs.items()}})
+law_figure = None
+if LAW_RUN is None:
+    print("no exported run measured NC1 (nc1 among its metrics): no law of equi-separation")
+else:
+    law = lab.analysis.separation_law(runs[LAW_RUN])              # every seed, epoch and split
+    law_seed = int(law["seed"].min())
+    law_epoch = int(law["epoch"].max()) if LAW_EPOCH is None else LAW_EPOCH
+    law_points = lab.analysis.separation_law_points(runs[LAW_RUN], seed=law_seed, epoch=law_epoch)
+    law_layers = list(dict.fromkeys(law_points.sort_values("index")["layer"]))
+    law_at = law[(law["seed"] == law_seed) & (law["epoch"] == law_epoch)]
+    terminal = list(lab.analysis.terminal_phase(runs[LAW_RUN].metrics).values())
+    print(f"{LABELS[LAW_RUN]}: seed {law_seed}, epoch {law_epoch}")
+    display(law_at)
+    law_title = plots.plot_title(f"{LABELS[LAW_RUN]}: log10 NC1 against depth")
+    law_figure = (plots.law_depth(law_points, law_at, layers=law_layers, title=law_title)
+                  + plots.law_r_curve(lab.analysis.separation_law_across_seeds(runs[LAW_RUN]), terminal=terminal,
+                                      epoch=law_epoch, title="r against epoch")).opts(shared_axes=False)
+law_figure
+'''
+
 PROJECTION = r'''
 # The 2-D layout of the unseen images at one layer. Change LAYER (any of tables.run_layers(run)) and re-run.
 LAYER = {{LAYER}}

@@ -7,7 +7,8 @@
 - reloads the runs from the :class:`lab.store.RunStore` by id, tabulates them with
   :mod:`lab.export.tables` and draws them with ``app.plots`` (the app's HoloViews builders):
   metric-vs-layer curves (mean ± std over seeds), the layer × epoch heatmap, seen
-  accuracy vs the generalization index g, and the 2-D layout (UMAP, else PCA) of a
+  accuracy vs the generalization index g, the law of equi-separation across layers (ratio per layer
+  and r per split, log10 NC1 against depth, r against epoch), and the 2-D layout (UMAP, else PCA) of a
   chosen layer, the linear CKA of each run's layers (layer x layer at its last epoch; to epoch 0
   when it trained), and ``app.EmbeddingView`` (the embedding explorer) of the first run with a
   layout, at its best layer; several runs are overlaid for comparison. Its cells only call the
@@ -81,6 +82,11 @@ def _explore_run(records: list) -> str | None:
 def _cka_runs(records: list) -> list[str]:
     """The runs with stored embeddings (the CKA cell's)."""
     return [rec.run_id for rec in records if len(rec.embedding_keys())]
+
+
+def _law_run(records: list) -> str | None:
+    """The first run that measured NC1 (the law cell's plots), None if none did."""
+    return next((rec.run_id for rec in records if len(rec.metrics) and (rec.metrics["metric"] == "nc1").any()), None)
 
 
 def _images_run(records: list) -> str | None:
@@ -205,6 +211,14 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
             "## Seen accuracy vs unseen generalization\n\nThe seed papers' question: does accuracy on the "
             "classes a model was trained on predict how well its best layer separates classes it never saw?"),
         v4.new_code_cell(fill(template.GENERALIZATION), metadata={"tags": ["generalization-table"]}),
+        v4.new_markdown_cell(
+            "## Collapse across layers: the law of equi-separation\n\nHe & Su (2023) found that in a trained "
+            "network log NC1 falls *linearly* with depth: each layer multiplies it by the same ratio. Below, per "
+            "split (the seen classes' training sample, their held-out images, the unseen classes), that ratio and "
+            "Pearson r of the fit, as the runs measured them; the unseen classes can follow it in reverse "
+            "(a ratio above 1)."),
+        v4.new_code_cell(fill(template.SEPARATION_LAW, LAW_RUN=py_literal(_law_run(records))),
+                         metadata={"tags": ["separation-law"]}),
         v4.new_markdown_cell(
             "## The unseen classes at one layer\n\nA 2-D layout (UMAP when the run stored one, else PCA) of "
             "the unseen images' features at `LAYER` (by default the best layer); colours are classes."),

@@ -28,12 +28,13 @@ from lab import analysis
 __all__ = [
     "as_runs", "run_labels", "run_layers", "run_generalization", "status_table", "layer_table",
     "curve_table", "epoch_table", "generalization_table", "utilization_table", "contribution_table",
-    "cka_matrix",
+    "cka_matrix", "separation_law_table",
 ]
 
 STATUS_COLUMNS = ["run", "run_id", "status", "epoch", "best_layer", "g", "g_std", "n_seeds", "heldout_accuracy"]
 GENERALIZATION_COLUMNS = ["run", "run_id", "epoch", "seen_accuracy", "g", "g_std", "g_layer", "g_low", "g_high",
                           "best_share"]
+LAW_COLUMNS = ["run", "run_id", "split", *analysis.LATEST_LAW_KEYS]
 CURVE_COLUMNS = ["key", "run", "layer", "layer_index", "depth", "mean", "std", "n", "low", "high"]
 
 
@@ -201,6 +202,24 @@ def generalization_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
                          "g_std": float(row.g_std), "g_layer": row.layer, "g_low": float(row.g_low),
                          "g_high": float(row.g_high), "best_share": float(row.best_share)})
     return pd.DataFrame(rows, columns=GENERALIZATION_COLUMNS)
+
+
+def separation_law_table(runs, labels: Mapping | None = None) -> pd.DataFrame:
+    """Per run and split (train, seen, unseen): the law of equi-separation at the split's last evaluation, as
+    the run's summary gives it (:func:`lab.analysis.latest_separation_law`: ratio per layer and r, mean and std
+    over seeds, the layers fitted, or why the law is absent). A run without NC1 has no row.
+
+    Returns
+    -------
+    DataFrame with columns run, run_id, split, epoch, ratio, ratio_std, r, r_std, slope, n_layers, n_seeds, reason
+    (NaN where undefined)
+    """
+    runs = as_runs(runs)
+    labels = _labels(runs, labels)
+    rows = [{"run": labels[key], "run_id": record.run_id, "split": split, **entry}
+            for key, record in runs.items() for split, entry in (record.summary()["separation_law"] or {}).items()]
+    return pd.DataFrame(rows, columns=LAW_COLUMNS).astype(
+        {q: float for q in ("ratio", "ratio_std", "r", "r_std", "slope")})
 
 
 def utilization_table(record, *, epoch: int | None = None) -> pd.DataFrame:

@@ -407,6 +407,49 @@ def test_executed_injection_runs_nothing(executed_comparison):
                     assert "<b>run</b>" not in data
 
 
+def test_the_law_cell_draws_the_first_run_that_measured_nc1(store, make_run):
+    without = make_run(layers=LAYERS)                                   # unseen NMI only
+    with_nc1 = _fake_run(store, "with nc1", seeds=(0,), epochs=1)
+    for runs, expected in (([without, with_nc1], with_nc1), ([without], None)):
+        cell = next(c for c in build_notebook(runs, store=store).cells
+                    if "separation-law" in c.metadata.get("tags", []))
+        assigned = {t.targets[0].id: t.value for t in ast.parse(cell.source).body if isinstance(t, ast.Assign)}
+        assert ast.literal_eval(assigned["LAW_RUN"]) == expected
+        assert "lab.analysis.separation_law(runs[LAW_RUN])" in cell.source
+
+
+@pytest.mark.slow
+def test_executed_law_cell_shows_each_runs_summary_law_and_draws_it(executed_comparison):
+    from lab import analysis
+
+    store, ids, nb, _ = executed_comparison
+    [cell] = [c for c in nb.cells if "separation-law" in c.metadata.get("tags", [])]
+    assert not [o for o in cell.outputs if o.output_type == "error"]
+    [shown] = [o for o in cell.outputs if "layerscope_law" in o.get("metadata", {})]
+    law = {rid: store.load(rid).summary()["separation_law"] for rid in ids}
+    assert shown.metadata["layerscope_law"] == law                      # exact: JSON numbers
+    for entries in law.values():                                      # fc3 is pre_logits: three layers fitted
+        assert set(entries) == {"train", "seen", "unseen"} and {e["n_layers"] for e in entries.values()} == {3}
+    [table] = _html_tables(shown.data["text/html"])
+    cols = table[0]
+    assert len(table) - 1 == 6
+    for row in table[1:]:
+        entry = law[row[cols.index("run_id")]][row[cols.index("split")]]
+        for q in ("ratio", "ratio_std", "r", "r_std"):
+            assert math.isclose(float(row[cols.index(q)]), entry[q], abs_tol=1e-4), (row, q)
+    # the first run's own rows at its last epoch (first seed) are lab.analysis.separation_law's
+    rec = store.load(ids[0])
+    per_seed = analysis.separation_law(rec)
+    at = per_seed[(per_seed["seed"] == per_seed["seed"].min()) & (per_seed["epoch"] == per_seed["epoch"].max())]
+    [seed_table] = [t for o in cell.outputs if "text/html" in o.get("data", {}) and o is not shown
+                    for t in _html_tables(o.data["text/html"])]
+    r_shown = [float(row[seed_table[0].index("r")]) for row in seed_table[1:]]
+    np.testing.assert_allclose(r_shown, at["r"].to_numpy(), atol=1e-4)
+    [figure] = [o for o in cell.outputs if o.output_type == "execute_result"]
+    assert ":Layout" in figure.data["text/plain"]
+    assert "log10 NC1 against depth" in figure.data["text/html"] and "r against epoch" in figure.data["text/html"]
+
+
 @pytest.mark.slow
 def test_executed_notebook_reproduces_the_runs_from_scratch(executed_comparison):
     store, ids, nb, marker = executed_comparison
