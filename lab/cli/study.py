@@ -154,6 +154,13 @@ def _cmd_study_show(args) -> int:
             print("\nunseen NMI per layer (mean over seeds) against relative depth; * = best layer:")
             table = figs["layers"].assign(layer=lambda d: d["layer"] + d["best"].map({True: " *", False: ""}))
             print(table.drop(columns=["best", "layer_index"]).to_string(index=False))
+        law = figs["law"]
+        if len(law):
+            print("\nlaw of equi-separation per condition (log10 NC1 against depth, He & Su 2023) at the last epoch, "
+                  "mean and std over the condition's seeds; a ratio below 1: each deeper layer separates better:")
+            print(law.drop(columns=["slope", "reason"]).to_string(index=False))
+            for row in law[law["reason"].notna()].itertuples(index=False):
+                print(f"  {row.group}, {row.split}: {row.reason}")
         grid = figs["grid"]
         if len(grid) and figs["axes"]:
             print("\nper condition, mean over repeats (Wang & Yang): utilization and contribution per layer, "

@@ -69,6 +69,11 @@ display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(di
 study_plots.collapse_curves(figs)
 '''
 
+LAW = r'''
+law = figs["law"]   # per condition and split: the law of equi-separation at the last epoch, over its seeds
+display(law, metadata=lab.export.table_metadata("law", law))
+'''
+
 TRANSFER = r'''
 transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at the last epoch
 print(study_plots.transfer_text(figs))   # or one line: the runs measured no score

@@ -257,6 +257,12 @@ def build_study_notebook(study_or_spec, *, store=None):
             "(near 0: each class collapsed to a point). Log scale."),
         v4.new_code_cell(fill(template.NC1), metadata={"tags": ["study-nc1"]}),
         v4.new_markdown_cell(
+            "## The law of equi-separation per condition (He & Su 2023)\n\nlog10 NC1 fitted against depth at the "
+            "last epoch, per split (train sample, held-out images of the seen classes, unseen classes): the ratio "
+            "by which each layer multiplies NC1 (below 1: each deeper layer separates the classes better) and "
+            "Pearson r of the fit (near −1 or +1 where the law holds), mean and std over the condition's seeds."),
+        v4.new_code_cell(fill(template.LAW), metadata={"tags": ["study-law"]}),
+        v4.new_markdown_cell(
             "## Transferability scores before fine-tuning against g (You et al. 2021; Shao et al. 2022)\n\n"
             "At epoch 0, before any training, each layer's features of held-out images of the seen classes are "
             "scored by LogME, SFDA and plain kNN accuracy; after fine-tuning, the unseen classes' NMI at that "

@@ -25,6 +25,9 @@ def figures(study, *, store=None) -> dict:
         - ``grid``: per condition, layer and quantity the mean/std over repeats of utilization,
           contribution, generalization gap and resilience (Wang & Yang) — long, pivot to heatmaps
         - ``nc1``: NC1 per layer per condition on the seen held-out images (Li, Liu et al. fig. 10)
+        - ``law``: per condition and split (train, seen, unseen), the law of equi-separation at the last epoch
+          over the condition's pooled seeds: ratio per layer and r with their spread, the layers fitted
+          (:func:`lab.analysis.group_separation_law`; no row for a condition without NC1)
         - ``transfer``: per condition and layer, the transferability scores measured before fine-tuning
           against the unseen NMI reached after it, and their Spearman correlations with intervals
           (:func:`lab.analysis.transfer_vs_g`; ``scores`` empty when the runs measured none)
@@ -62,6 +65,7 @@ def figures(study, *, store=None) -> dict:
         "ranks": analysis.accuracy_vs_g(gen),
         "grid": analysis.grid_summary(grid, axes) if len(grid) else grid,
         "nc1": analysis.group_curves(groups, layers, metric="nc1", split="seen"),
+        "law": analysis.group_separation_law(groups, layers, aliases=aliases),
         "transfer": analysis.transfer_vs_g(groups, layers, aliases=aliases),
         "agreement": analysis.study_agreement(records),
     }

@@ -22,7 +22,7 @@ from lab.study.records import tag_run
 
 BASE = {"dataset": "digits", "img_size": 16, "backbone": "mlp:depth=5,width=16", "strategy": "full", "epochs": 1,
         "projection": "none", "unseen_per_class": 20, "seen_per_class": 12, "device": "cpu",
-        "metrics": ["nmi", "knn_accuracy", "logme", "sfda"], "save_weights": False}
+        "metrics": ["nmi", "knn_accuracy", "logme", "sfda", "nc1"], "save_weights": False}
 AXES = {"lr": [0.01, 0.05], "seeds": [[0], [1]]}
 CONFIDENCE = ("_low", "_high", "_best_share")
 
@@ -89,6 +89,29 @@ def test_study_figures_carry_g_interval_and_best_share_of_the_stored_rows(study_
         summary = store.load(cell["run_id"]).summary()
         assert (cell["g_low"], cell["g_high"], cell["best_share"]) == (
             summary["g_low"], summary["g_high"], summary["best_share"])
+
+
+def test_the_law_per_condition_is_numpys_fit_over_the_conditions_runs(study_store):
+    study, store = study_store
+    law = figures(study, store=store)["law"]
+    assert set(law["split"]) == {"train", "seen", "unseen"}
+    for group, recs in _records(study, store).items():
+        for split in ("train", "seen", "unseen"):
+            ratios, rs = [], []
+            for rec in recs:                     # one seed per run: the condition's seeds are its runs
+                aliases = rec.meta.get("layer_aliases") or {}
+                layers = [layer["name"] for layer in rec.meta["layers"] if layer["name"] not in aliases]
+                m = rec.metrics[(rec.metrics["metric"] == "nc1") & (rec.metrics["split"] == split)]
+                at = m[m["epoch"] == m["epoch"].max()].groupby("layer")["value"].mean()
+                x, y = np.arange(len(layers), dtype=float), np.log10(at[layers].to_numpy())
+                ratios.append(10.0 ** np.polyfit(x, y, 1)[0])
+                rs.append(np.corrcoef(x, y)[0, 1])
+            row = law[(law["group"] == group) & (law["split"] == split)].iloc[0]
+            assert row["n_seeds"] == 2 and row["n_layers"] == len(layers) == 5
+            assert row["ratio"] == pytest.approx(np.mean(ratios), rel=1e-9)
+            assert row["ratio_std"] == pytest.approx(np.std(ratios, ddof=1), rel=1e-9)
+            assert row["r"] == pytest.approx(np.mean(rs), rel=1e-9)
+            assert row["r_std"] == pytest.approx(np.std(rs, ddof=1), rel=1e-9)
 
 
 def test_study_plots_draw_the_interval_and_the_text_says_it(study_store):
@@ -271,6 +294,7 @@ def test_the_exported_study_notebook_shows_the_transfer_table(study_store, tmp_p
     pd.testing.assert_frame_equal(shown["transfer_vs_g"], figs["transfer"]["correlations"], check_exact=True)
     pd.testing.assert_frame_equal(shown["transfer_points"], figs["transfer"]["points"], check_exact=True)
     pd.testing.assert_frame_equal(shown["generalization"], figs["generalization"], check_exact=True)
+    pd.testing.assert_frame_equal(shown["law"], figs["law"], check_exact=True)
     printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
     assert study_plots.transfer_text(figs) in printed and study_plots.generalization_text(figs) in printed
     cell = next(c for c in code if "study-transfer" in c.metadata.get("tags", []))
@@ -290,3 +314,8 @@ def test_study_show_prints_the_transfer_correlations(study_store, capsys):
     row = table[(table["score"] == "sfda") & (table["scope"] == ALL_CONDITIONS)].iloc[0]
     line = next(line for line in out.splitlines() if line.split()[:3] == ["sfda", "all", "conditions"])
     assert line.split()[3:5] == [str(row.n), f"{row.spearman:.3f}"]
+    assert "law of equi-separation per condition" in out
+    law = figures(study, store=store)["law"]
+    first = law.iloc[0]
+    line = next(line for line in out.splitlines() if line.split()[:2] == [first["group"], first["split"]])
+    assert line.split()[2:5] == [str(first["epoch"]), f"{first['ratio']:.3f}", f"{first['ratio_std']:.3f}"]
