@@ -3,7 +3,7 @@
 Shaped like the MLPs of the neural-collapse transfer paper's Figure 2 (Li, Liu
 et al., "Principled and efficient transfer learning of deep models via neural
 collapse"): ``depth`` hidden layers, each ``Linear -> BatchNorm1d -> ReLU`` of the
-same width, then a linear classifier. It speaks timm's model interface
+same width (``bn=0``: ``Linear -> ReLU``), then a linear classifier. It speaks timm's model interface
 (``forward_features``, ``forward_head(x, pre_logits=True)``, ``reset_classifier``,
 ``get_classifier``, ``num_features``, ``feature_info``, ``pretrained_cfg``) so that
 :mod:`lab.backbones`, :mod:`lab.features` and fine-tuning treat it like any timm model.
@@ -17,11 +17,13 @@ from lab.backbones._head import TimmHead
 
 __all__ = ["MLP", "parse_mlp_spec"]
 
-_DEFAULTS = {"depth": 8, "width": 256}
+_DEFAULTS = {"depth": 8, "width": 256, "bn": 1}
+_LOWEST = {"depth": 1, "width": 1, "bn": 0}
 
 
 def parse_mlp_spec(name: str) -> dict[str, int]:
-    """Parse ``"mlp"`` or ``"mlp:depth=8,width=256"`` into keyword arguments.
+    """Parse ``"mlp"``, ``"mlp:depth=8,width=256"`` or ``"mlp:depth=8,width=256,bn=0"`` (no BatchNorm) into
+    keyword arguments.
 
     Raises
     ------
@@ -35,14 +37,17 @@ def parse_mlp_spec(name: str) -> dict[str, int]:
         key = key.strip()
         if not sep or key not in _DEFAULTS:
             raise ValueError(
-                f"mlp options must be 'depth=INT' and/or 'width=INT' (e.g. 'mlp:depth=8,width=256'). "
-                f"Got {item!r} in {name!r} instead."
+                f"mlp options must be 'depth=INT' and/or 'width=INT', and 'bn=0' for no BatchNorm "
+                f"(e.g. 'mlp:depth=8,width=256,bn=0'). Got {item!r} in {name!r} instead."
             )
         try:
             number = int(value)
         except ValueError:
-            number = 0
-        if number < 1:
+            number = -1
+        if key == "bn" and number not in (0, 1):
+            raise ValueError(f"mlp option 'bn' must be 0 (no BatchNorm) or 1 (BatchNorm, the default). "
+                             f"Got {value.strip()!r} in {name!r} instead.")
+        if number < _LOWEST[key]:
             raise ValueError(f"mlp option {key!r} must be a positive integer. "
                              f"Got {value.strip()!r} in {name!r} instead.")
         out[key] = number
@@ -50,10 +55,11 @@ def parse_mlp_spec(name: str) -> dict[str, int]:
 
 
 class _Dense(nn.Sequential):
-    """One hidden layer: Linear -> BatchNorm1d -> ReLU."""
+    """One hidden layer: Linear -> BatchNorm1d -> ReLU (Linear -> ReLU without ``bn``)."""
 
-    def __init__(self, in_features: int, width: int):
-        super().__init__(nn.Linear(in_features, width), nn.BatchNorm1d(width), nn.ReLU(inplace=True))
+    def __init__(self, in_features: int, width: int, bn: bool = True):
+        norm = [nn.BatchNorm1d(width)] if bn else []
+        super().__init__(nn.Linear(in_features, width), *norm, nn.ReLU(inplace=True))
 
 
 class MLP(TimmHead, nn.Module):
@@ -65,6 +71,8 @@ class MLP(TimmHead, nn.Module):
         Number of hidden layers (``fc1`` .. ``fc{depth}``).
     width : int
         Width of every hidden layer; also ``num_features`` (the pre-logits width).
+    bn : int or bool
+        BatchNorm1d after each hidden layer's Linear (1, the default) or none (0).
     in_chans, img_size : int
         Input images are (N, in_chans, img_size, img_size); they are flattened to
         ``in_chans * img_size**2`` features.
@@ -72,17 +80,17 @@ class MLP(TimmHead, nn.Module):
         Classifier outputs; 0 makes the head an identity (the model returns pre-logits).
     """
 
-    def __init__(self, depth: int = 8, width: int = 256, *, in_chans: int = 1, img_size: int = 32,
-                 num_classes: int = 0):
+    def __init__(self, depth: int = 8, width: int = 256, bn: int | bool = True, *, in_chans: int = 1,
+                 img_size: int = 32, num_classes: int = 0):
         super().__init__()
-        self.depth, self.width = int(depth), int(width)
+        self.depth, self.width, self.bn = int(depth), int(width), bool(bn)
         self.in_chans, self.img_size = int(in_chans), int(img_size)
         self.in_features = self.in_chans * self.img_size * self.img_size
         self.num_classes = int(num_classes)
         self.num_features = self.head_hidden_size = self.width
         in_features = self.in_features
         for i in range(1, self.depth + 1):
-            self.add_module(f"fc{i}", _Dense(in_features, self.width))
+            self.add_module(f"fc{i}", _Dense(in_features, self.width, self.bn))
             in_features = self.width
         self.head = nn.Linear(self.width, self.num_classes) if self.num_classes > 0 else nn.Identity()
         # timm's contracts: one feature_info entry per hidden layer, and a pretrained_cfg naming the classifier.
@@ -116,4 +124,5 @@ class MLP(TimmHead, nn.Module):
         self.pretrained_cfg["num_classes"] = self.num_classes
 
     def extra_repr(self) -> str:
-        return f"depth={self.depth}, width={self.width}, input={self.in_chans}x{self.img_size}x{self.img_size}"
+        return (f"depth={self.depth}, width={self.width}, bn={int(self.bn)}, "
+                f"input={self.in_chans}x{self.img_size}x{self.img_size}")

@@ -194,6 +194,19 @@ def test_mlp_spec_errors_and_input_check():
         load("mlp:depth=0")
     with pytest.raises(ValueError, match=r"takes options in its name"):
         load("mlp", depth=3)
+    with pytest.raises(ValueError, match=r"mlp option 'bn' must be 0 \(no BatchNorm\) or 1 .*Got '2'"):
+        load("mlp:bn=2")
+
+
+def test_mlp_without_batchnorm_has_the_same_layers_and_no_batchnorm():
+    plain = load("mlp:depth=3,width=8,bn=0", in_chans=1, img_size=8, num_classes=2, device="cpu")
+    normed = load("mlp:depth=3,width=8", in_chans=1, img_size=8, num_classes=2, device="cpu")
+    assert plain.layers == normed.layers == ["fc1", "fc2", "fc3", "pre_logits"]
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in plain.model.modules())
+    assert sum(isinstance(m, torch.nn.BatchNorm1d) for m in normed.model.modules()) == 3
+    x = torch.randn(4, 1, 8, 8)
+    hidden = plain.model.fc1[0](x.flatten(1)).clamp(min=0)          # Linear then ReLU, nothing between
+    torch.testing.assert_close(plain.model.fc1(x.flatten(1)), hidden)
     bb = load("mlp:depth=2,width=8", in_chans=1, img_size=8, device="cpu")
     with pytest.raises(ValueError, match=r"mlp was built for inputs of 1x8x8 \(64 values per image\)"):
         bb.model(torch.randn(2, 1, 16, 16))
