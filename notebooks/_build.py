@@ -14,8 +14,8 @@ from the ``LAB_FAST`` environment variable that shrinks it to about a minute on 
 
 The notebooks' cells are written in the modules beside this script: ``_nb_cells.py`` (the
 cell constructors and the cells every notebook shares), ``_nb_intro.py`` (01, 02),
-``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06), ``_nb_collapse.py`` (07)
-and ``_nb_attach.py`` (08). This script lists the notebooks and writes or checks them.
+``_nb_papers.py`` (03, 04), ``_nb_studies.py`` (05), ``_nb_images.py`` (06), ``_nb_collapse.py`` and
+``_nb_law.py`` (07) and ``_nb_attach.py`` (08). This script lists the notebooks and writes or checks them.
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""The neural-collapse lesson notebook: 07, the terminal phase of training and the four properties, in one minute."""
+"""The neural-collapse lesson notebook: 07, the terminal phase of training and the four properties, in one minute;
+then, across layers, the law of equi-separation (its second part: ``_nb_law.py``)."""
 from __future__ import annotations
 
 from _nb_cells import FAST_SWITCH, PLOTS, RUN_HELPER, code, md
+from _nb_law import law_part
 
 __all__ = ["collapse_lesson"]
 
@@ -44,6 +46,9 @@ and the classifier-side measures (NC2 of the rows, NC3, NC4, the head's accuracy
 **FAST vs full.** The full setting is the preset: 15 epochs, about 20 s on a 2-core CPU
 (`benchmarks/nc_lesson.py`). FAST mode (`LAB_FAST=1`) stops after 4 epochs: the terminal phase starts,
 but it is shorter.
+
+Part 2 goes across layers: the law of equi-separation (He & Su 2023), NC1 falling by the same factor at
+every layer, with its own lesson run and exercises.
 '''),
         code(FAST_SWITCH),
         code(RUN_HELPER),
@@ -207,4 +212,5 @@ view
 4. **More classes.** Run `cfg.replace(n_unseen=5)` (K = 5 seen classes): the simplex ETF's cosine is
    −1/4 and the card shows the cosine matrices without the plane.
 '''),
+        *law_part(),
     ]
