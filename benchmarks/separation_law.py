@@ -13,9 +13,18 @@ promises (``lab.lessons``): the training sample's r above -0.5 at epoch 0 and at
 and the run within 60 s of CPU time (on 2 free cores the wall time is at most about that; under load the wall
 time is reported, and judged only when the load average was below the cores).
 
-Run (about 12 s of CPU time)::
+``--preset``: the app's default preset ("Which layer generalizes (glyphs, 15/5)": the zoo's glyph-pretrained
+ResNet-18, tapped at its stem, its 8 residual blocks and ``pre_logits``, fine-tuned on 15 glyph styles, 5 unseen),
+as the app's Start builds it (``benchmarks/preset.py``), cut to fit a 2-core CPU: 3 of its 4 epochs, NMI and NC1
+only (the law's measure and g's), no 2-D layouts, no saved weights. ``--vit``: timm's ``vit_tiny_patch16_224``
+from random init (``pretrained=False``) on the same glyph split at 64 px (4 x 4 patches of 16 px: the patch
+embedding, 12 transformer blocks and the class token's ``pre_logits``), the preset's recipe otherwise, 4 epochs,
+NMI and NC1 only. Each prints the same tables; with several seeds, also each split's ratio and r at the last epoch,
+mean and std over the seeds (:func:`lab.analysis.separation_law_across_seeds`).
 
-    .venv/bin/python benchmarks/separation_law.py --lesson [--seeds 0 1 2] [--runs-dir DIR] [--save]
+Run (the lesson: about 12 s of CPU time a seed; the preset about 3 minutes a seed, the ViT about 2.5, on 2 cores)::
+
+    .venv/bin/python benchmarks/separation_law.py --lesson|--preset|--vit [--seeds 0 1 2] [--runs-dir DIR] [--save]
 """
 from __future__ import annotations
 
@@ -77,7 +86,31 @@ def _print_table(law, epochs) -> None:
               f"{_fmt(row.r, '+.3f'):>7} {row.n_layers:>6}  {row.reason or ''}")
 
 
-SETUPS = {"lesson": (PRESET, lesson_config)}
+LAW_METRICS = ("nmi", "nc1")
+"""What the reduced setups measure: NC1 (the law's measure) and NMI (g's), nothing that costs more."""
+PRESET_EPOCHS = 3
+"""The default preset's epochs here (it trains 4): 3 seeds of it fit the CPU's time."""
+VIT_EPOCHS = 4
+
+
+def preset_setup(seeds: tuple[int, ...] = (0,)):
+    """The app's default preset as its Start builds it (``benchmarks/preset.py``), for ``seeds``, with
+    :data:`PRESET_EPOCHS` epochs, :data:`LAW_METRICS`, no 2-D layouts and no saved weights."""
+    from benchmarks.preset import preset_config
+
+    return preset_config(seeds[0], PRESET_EPOCHS).replace(seeds=tuple(seeds), metrics=LAW_METRICS, projection="none",
+                                                          save_weights=False)
+
+
+def vit_setup(seeds: tuple[int, ...] = (0,)):
+    """timm's ViT-Tiny from random init on the default preset's glyph split at 64 px, :data:`VIT_EPOCHS` epochs."""
+    return preset_setup(seeds).replace(backbone="vit_tiny_patch16_224", pretrained=False, img_size=64,
+                                       epochs=VIT_EPOCHS)
+
+
+SETUPS = {"lesson": (PRESET, lesson_config),
+          "preset": ("Which layer generalizes (glyphs, 15/5), the app's default preset", preset_setup),
+          "vit": ("timm vit_tiny_patch16_224 from random init on the glyphs", vit_setup)}
 """Setup flag -> (its title, the function making its RunConfig from the seeds)."""
 
 
@@ -91,7 +124,8 @@ def _measure(runs_dir: str, setup: str, seeds: tuple[int, ...]) -> int:
     title, make_config = SETUPS[setup]
     cfg = make_config(seeds)
     load_before = _load()
-    print(f"{title}: {cfg.backbone} on {cfg.dataset}, "
+    print(f"{title}: {cfg.backbone} on {cfg.dataset}" + (f" at {cfg.img_size} px" if cfg.img_size else "")
+          + (" (pretrained)" if cfg.pretrained else "") + f", "
           f"{cfg.strategy} fine-tuning, {cfg.n_epochs} epochs, lr {cfg.learning_rate:g}, seeds {list(cfg.seeds)}; "
           f"{cfg.seen_per_class} held-out seen / {cfg.unseen_per_class} unseen images per class; "
           f"{len(cfg.metrics)} metrics; projection {cfg.projection}")
@@ -137,7 +171,11 @@ def _measure(runs_dir: str, setup: str, seeds: tuple[int, ...]) -> int:
                  (f"the run within {SEPARATION_LAW_SECONDS:.0f} s of CPU time ({cpu:.1f} s)",
                   cpu <= SEPARATION_LAW_SECONDS)]
         busy = max(float(v) for v in (load_before.split(", ")[0], load_after.split(", ")[0])) >= cores
-        if busy:
+        if len(cfg.seeds) > 1:      # the lesson's minute is one seed's run: the time is reported, not judged
+            goals.pop()
+            print(f"\ntime not judged: {len(cfg.seeds)} seeds, and the lesson's {SEPARATION_LAW_SECONDS:.0f} s are "
+                  "for one")
+        elif busy:
             print(f"\nwall {now - _T0:.1f} s not judged: the load average reached {cores} or more on {cores} cores, "
                   "so other processes shared them")
         else:
@@ -145,9 +183,13 @@ def _measure(runs_dir: str, setup: str, seeds: tuple[int, ...]) -> int:
                           now - _T0 <= SEPARATION_LAW_SECONDS))
     if len(cfg.seeds) > 1:
         print(f"\nover {len(cfg.seeds)} seeds at epoch {last} (mean, std ddof=1):")
+        at_last = law[law["epoch"] == last]
         for row in across[across["epoch"] == last].itertuples():
-            print(f"{row.split:<7} ratio {row.ratio:.3f} ± {_fmt(row.ratio_std, '.3f')}, "
-                  f"r {row.r:+.3f} ± {_fmt(row.r_std, '.3f')} ({row.n_seeds} seeds)")
+            seeds = at_last[at_last["split"] == row.split]
+            print(f"{row.split:<7} ratio {row.ratio:.3f} ± {_fmt(row.ratio_std, '.3f')} "
+                  f"(seeds {seeds['ratio'].min():.3f} to {seeds['ratio'].max():.3f}; above 1 in "
+                  f"{int((seeds['ratio'] > 1).sum())} of {len(seeds)}), r {row.r:+.3f} ± {_fmt(row.r_std, '.3f')} "
+                  f"(seeds {seeds['r'].min():+.3f} to {seeds['r'].max():+.3f}; {row.n_seeds} seeds with the law)")
     if goals:
         print()
     for text, ok in goals:
