@@ -123,6 +123,9 @@ def _unpack(metrics, layers, aliases):
     reads the law."""
     if metrics is None or isinstance(metrics, pd.DataFrame):
         return metrics, layers, aliases
+    if not hasattr(metrics, "metrics"):
+        raise TypeError(f"the law is read from a run's metrics table (RunRecord.metrics) or its RunRecord. Got "
+                        f"{type(metrics).__name__} {metrics!r:.60} instead; load a run id with lab.RunStore().load(id).")
     meta = getattr(metrics, "meta", None) or {}
     return (metrics.metrics, meta.get("layers") if layers is None else layers,
             meta.get("layer_aliases") if aliases is None else aliases)

@@ -106,3 +106,8 @@ def test_a_real_run_reports_one_law_in_its_event_its_meta_and_its_record(tiny_ru
     assert events[-1].summary["separation_law"] == expected
     assert rec.summary()["separation_law"] == expected
     assert rec.meta["summary"]["separation_law"] == expected
+
+
+def test_a_run_id_instead_of_its_record_is_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"Got str '2024-01-01-abc' instead; load a run id with lab.RunStore"):
+        analysis.latest_separation_law("2024-01-01-abc")
