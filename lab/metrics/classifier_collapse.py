@@ -12,7 +12,6 @@ blocked pass over X), so these measures and ``nc2`` share one computation of the
 """
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
