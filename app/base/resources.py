@@ -302,8 +302,10 @@ def extension(*extensions: str, comms: str | None = None, **params) -> None:
     import panel as pn
 
     from ._doclock import install as install_doc_locks
+    from ._notebook_render import install as install_one_recompute
 
     install_doc_locks()             # before any view is displayed (see app.base._doclock)
+    install_one_recompute()         # LayerScope() shows in seconds, not a minute (app.base._notebook_render)
     offline_stylesheets()
     hv.extension.inline = True      # a later hv.extension (e.g. `import hvplot.pandas`) must not fetch a CDN
     params["inline"] = True

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lab import analysis
 from lab import events as ev
-from lab.catalogue import metric_label
+from lab.catalogue import g_metric, metric_label
 from lab.monitor import is_monitored
 
 __all__ = ["RunModel", "STAGE_LABELS", "verdict_html"]
@@ -369,9 +369,9 @@ class RunModel:
         out: dict = {}
         gen = analysis.latest_generalization(self.metrics, layers=self.layers or None, aliases=self.aliases)
         if gen is not None:
-            out.update(epoch=gen["epoch"], g=gen["g"], g_std=gen["g_std"], layer=gen["layer"], metric="nmi",
+            out.update(epoch=gen["epoch"], g=gen["g"], g_std=gen["g_std"], layer=gen["layer"], metric=g_metric(),
                        g_low=gen["g_low"], g_high=gen["g_high"], best_share=gen["best_share"],
-                       label=metric_label("nmi"), n_seeds=gen["n_seeds"], seeds_total=len(self.seeds) or 1,
+                       label=metric_label(g_metric()), n_seeds=gen["n_seeds"], seeds_total=len(self.seeds) or 1,
                        final_layer=gen["final_layer"], is_final=gen["is_final"])
         accuracy, epoch = analysis.heldout_accuracy(self.training)
         if accuracy is not None:

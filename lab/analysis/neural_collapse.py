@@ -9,14 +9,18 @@ from it and a plane of the means.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 import pandas as pd
 
 from lab.catalogue import HEAD_LAYER
 
-__all__ = ["terminal_phase", "simplex"]
+__all__ = ["terminal_phase", "terminal_phase_epoch", "simplex"]
 
 _ACCURACY = "head_accuracy"
+_PERFECT = 1.0 - 1e-12
 
 
 def terminal_phase(metrics: pd.DataFrame, *, layer: str = HEAD_LAYER) -> dict[int, int | None]:
@@ -40,16 +44,76 @@ def terminal_phase(metrics: pd.DataFrame, *, layer: str = HEAD_LAYER) -> dict[in
     if metrics is None or len(metrics) == 0:
         return {}
     rows = metrics[(metrics["metric"] == _ACCURACY) & (metrics["split"] == "train") & (metrics["layer"] == layer)]
-    if rows.empty:
-        return {}
-    # lab.metrics loads torch: only a run with a train-split head accuracy needs it (`runs show` stays light)
-    from lab.metrics.classifier_collapse import terminal_phase_epoch
-
     out: dict[int, int | None] = {}
     for seed, part in rows.groupby("seed", sort=True):
         series = part.groupby("epoch")["value"].mean()              # one row per epoch; repeats agree
         out[int(seed)] = terminal_phase_epoch({int(e): float(v) for e, v in series.items()})
     return out
+
+
+def _accuracy_value(epoch, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(
+            f"train accuracies must be numbers in [0, 1]; got {value!r} ({type(value).__name__}) at epoch {epoch}."
+        )
+    value = float(value)
+    if math.isnan(value):
+        return None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"train accuracies must be fractions in [0, 1]; got {value!r} at epoch {epoch}. "
+            "Divide percentages by 100."
+        )
+    return value
+
+
+def terminal_phase_epoch(train_accuracies: Mapping[int, float] | Sequence[float]) -> int | None:
+    """The first epoch of the terminal phase of training: train-sample accuracy reaches 1.
+
+    Parameters
+    ----------
+    train_accuracies : Mapping[int, float] or Sequence[float]
+        Accuracy (a fraction in [0, 1]) on the training sample per epoch: a mapping epoch → accuracy
+        (epochs in any order; a pandas Series indexed by epoch works too), or a sequence whose position i is epoch i (epoch 0 = before training,
+        as the engine numbers epochs). None or NaN marks an epoch without a measurement (epoch 0
+        has no training accuracy) and is skipped.
+
+    Returns
+    -------
+    int or None
+        The smallest epoch whose accuracy is ≥ 1 − 1e-12 (1.0 up to rounding), None if there is none.
+
+    Raises
+    ------
+    ValueError
+        On an accuracy outside [0, 1] (e.g. a percentage), a non-number, or a non-integer epoch.
+
+    References
+    ----------
+    Papyan, Han & Donoho (2020), PNAS 117(40): the terminal phase of training starts at the
+    epoch where the training error first vanishes.
+    """
+    if isinstance(train_accuracies, Mapping) or callable(getattr(train_accuracies, "items", None)):
+        items = list(train_accuracies.items())   # a dict, or a pandas Series indexed by epoch
+    elif isinstance(train_accuracies, (str, bytes)) or not isinstance(train_accuracies, (Sequence, np.ndarray)):
+        raise ValueError(
+            "train_accuracies must be a mapping epoch → accuracy or a sequence of accuracies (position = "
+            f"epoch); got {type(train_accuracies).__name__}."
+        )
+    else:
+        items = list(enumerate(train_accuracies))
+    for epoch, _ in items:
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+            raise ValueError(
+                f"train_accuracies' epochs must be integers; got {epoch!r} ({type(epoch).__name__})."
+            )
+    for epoch, value in sorted(items, key=lambda item: int(item[0])):
+        accuracy = _accuracy_value(epoch, value)
+        if accuracy is not None and accuracy >= _PERFECT:
+            return int(epoch)
+    return None
 
 
 def simplex(gram) -> dict[str, np.ndarray | float]:

@@ -8,7 +8,8 @@ from typing import Any
 
 from lab import analysis
 from lab import events as ev
-from lab.catalogue import metric_label
+from lab.catalogue import g_metric, metric_label
+from lab.errors import not_recorded
 from lab.cli._common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, law_lines, one_line,
                              store_of)
 
@@ -152,12 +153,12 @@ def _cmd_show(args) -> int:
     print("summary:")
     if s.get("g") is not None:
         spread = f" ± {s['g_std']:.3f}" if s.get("g_std") is not None else ""
-        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen {metric_label('nmi')} "
+        print(f"  best layer at epoch {s['epoch']}: {s['best_layer']} (g = unseen {metric_label(g_metric())} "
               f"{s['g']:.3f}{spread}, {s['n_seeds']} seed{'s' if s['n_seeds'] != 1 else ''})")
         where = "is" if s.get("best_is_final") else "is not"
         print(f"  the best layer {where} the final representation ({s['final_layer']})")
     else:
-        print(f"  no complete unseen {metric_label('nmi')} evaluation stored yet")
+        print(f"  no complete unseen {metric_label(g_metric())} evaluation stored yet")
     if s.get("heldout_accuracy") is not None:
         print(f"  seen held-out accuracy at epoch {s['heldout_epoch']}: {s['heldout_accuracy']:.3f}")
     for line in law_lines(s.get("separation_law")):
@@ -166,18 +167,20 @@ def _cmd_show(args) -> int:
     if table is not None:
         print(f"layers at epoch {epoch} (mean over seeds):")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
-    _print_timings(meta.get("timings"))
+    _print_timings(meta.get("timings"), ended=rec.status not in ("running", "interrupted"))
     return EXIT_OK
 
 
-def _print_timings(timings: Any) -> None:
-    """meta.json's ``"timings"`` (:mod:`lab.runs.timings`): the run's line, then one row per epoch."""
+def _print_timings(timings: Any, *, ended: bool = True) -> None:
+    """meta.json's ``"timings"`` (:mod:`lab.runs.timings`): the run's line, then one row per epoch. They are
+    written when a run ends: a running or interrupted run has none yet, which is not a run recorded without."""
     import pandas as pd
 
     from lab.runs.timings import STAGES, describe
 
     if not isinstance(timings, dict) or not isinstance(timings.get("run"), dict):
-        print("timings: not recorded (the run predates per-stage timings)")
+        print("timings: none yet (written when the run ends)" if not ended
+              else f"timings: {not_recorded(None, 'per-stage timings')}")
         return
     print(f"timings: {describe(timings['run'])}  (seconds per epoch below)")
     epochs = pd.DataFrame(timings.get("epochs") or [])

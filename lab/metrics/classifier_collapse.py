@@ -12,11 +12,12 @@ blocked pass over X), so these measures and ``nc2`` share one computation of the
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 import torch
+
+# terminal_phase_epoch is a pure function of accuracies: it lives with the run-table analysis, which
+# lab.store reads without importing torch
+from lab.analysis.neural_collapse import terminal_phase_epoch  # noqa: F401  (public here too)
 
 from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _single_thread_on_cpu
 from .collapse import _COINCIDE, _acc_dtype, _class_chunks, _ClassStats, _rows_per_block
@@ -27,7 +28,6 @@ __all__ = [
 
 # An accuracy this close to 1 counts as 1: one computed as a mean of per-batch fractions can miss
 # 1.0 by rounding alone.
-_PERFECT = 1.0 - 1e-12
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -357,66 +357,3 @@ def nc4_ncc_disagreement(X, y, predicted) -> float:
     return float((_ncc_codes(stats) != net).double().mean())
 
 
-def _accuracy_value(epoch, value) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(
-            f"train accuracies must be numbers in [0, 1]; got {value!r} ({type(value).__name__}) at epoch {epoch}."
-        )
-    value = float(value)
-    if math.isnan(value):
-        return None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(
-            f"train accuracies must be fractions in [0, 1]; got {value!r} at epoch {epoch}. "
-            "Divide percentages by 100."
-        )
-    return value
-
-
-def terminal_phase_epoch(train_accuracies: Mapping[int, float] | Sequence[float]) -> int | None:
-    """The first epoch of the terminal phase of training: train-sample accuracy reaches 1.
-
-    Parameters
-    ----------
-    train_accuracies : Mapping[int, float] or Sequence[float]
-        Accuracy (a fraction in [0, 1]) on the training sample per epoch: a mapping epoch → accuracy
-        (epochs in any order; a pandas Series indexed by epoch works too), or a sequence whose position i is epoch i (epoch 0 = before training,
-        as the engine numbers epochs). None or NaN marks an epoch without a measurement (epoch 0
-        has no training accuracy) and is skipped.
-
-    Returns
-    -------
-    int or None
-        The smallest epoch whose accuracy is ≥ 1 − 1e-12 (1.0 up to rounding), None if there is none.
-
-    Raises
-    ------
-    ValueError
-        On an accuracy outside [0, 1] (e.g. a percentage), a non-number, or a non-integer epoch.
-
-    References
-    ----------
-    Papyan, Han & Donoho (2020), PNAS 117(40): the terminal phase of training starts at the
-    epoch where the training error first vanishes.
-    """
-    if isinstance(train_accuracies, Mapping) or callable(getattr(train_accuracies, "items", None)):
-        items = list(train_accuracies.items())   # a dict, or a pandas Series indexed by epoch
-    elif isinstance(train_accuracies, (str, bytes)) or not isinstance(train_accuracies, (Sequence, np.ndarray)):
-        raise ValueError(
-            "train_accuracies must be a mapping epoch → accuracy or a sequence of accuracies (position = "
-            f"epoch); got {type(train_accuracies).__name__}."
-        )
-    else:
-        items = list(enumerate(train_accuracies))
-    for epoch, _ in items:
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
-            raise ValueError(
-                f"train_accuracies' epochs must be integers; got {epoch!r} ({type(epoch).__name__})."
-            )
-    for epoch, value in sorted(items, key=lambda item: int(item[0])):
-        accuracy = _accuracy_value(epoch, value)
-        if accuracy is not None and accuracy >= _PERFECT:
-            return int(epoch)
-    return None

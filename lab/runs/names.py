@@ -26,4 +26,5 @@ def check_names(cfg, *, store=None) -> None:
     check_dataset(cfg.dataset)
     check_backbone(cfg.backbone)
     if cfg.checkpoint is not None:
-        check_checkpoint(cfg.checkpoint, store=open_store(store))
+        # store=False (a run not recorded) still finds run: weights in the default store
+        check_checkpoint(cfg.checkpoint, store=open_store(None if store is False else store))

@@ -473,3 +473,16 @@ def test_console_lines_carry_the_best_layers_bootstrap_interval_of_a_real_run(st
         assert (f"epoch {epoch} over 2 seeds: g = {v['nmi']:.3f} ± {std:.3f} at layer {layer} (best in "
                 f"{100 * v['nmi_best_share']:.0f} % of resamples; {v['nmi_low']:.2f}-{v['nmi_high']:.2f}; "
                 "95 % bootstrap over the unseen images, mean over seeds)") in out
+
+
+def test_show_says_why_a_run_has_no_timings(store, make_run, capsys):
+    """Timings are written when a run ends: a run still going has none yet; an ended run without them was
+    recorded without them (the one not_recorded line), and neither is called old."""
+    going = make_run(status=None, name="going")
+    ended = make_run(name="ended")
+    assert main(["runs", "show", going, "--runs-dir", str(store.root)]) == 0
+    assert "timings: none yet (written when the run ends)" in capsys.readouterr().out
+    assert main(["runs", "show", ended, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert "timings: this run has no per-stage timings: it was recorded without them" in out
+    assert "predates" not in out
