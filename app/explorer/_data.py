@@ -253,7 +253,14 @@ class StoredLayouts:
     def __init__(self, record, seed: int | None = None, store=None):
         from lab import analysis
 
+        from lab.errors import not_evaluated
+
         keys = record.projection_keys()
+        if not len(keys) and record.status == "running" and not record.evaluated:
+            raise ValueError(f"run {record.run_id!r} has not finished an evaluation yet; its layouts come with the "
+                             f"first")
+        if not len(keys) and not record.evaluated:
+            raise ValueError(not_evaluated(record.run_id, "2-D layout", record.status))
         if not len(keys):
             raise ValueError(f"run {record.run_id!r} has no stored 2-D layout (its config has projection="
                              f"{record.config_dict.get('projection')!r}); run it with projection 'pca' or 'umap'.")
