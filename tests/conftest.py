@@ -179,3 +179,14 @@ def cancelled_run(tmp_path_factory):
 
     store = RunStore(tmp_path_factory.mktemp("cancelled_run") / "runs")
     return store, cancelled_before_first_evaluation(store)
+
+
+@pytest.fixture(scope="session")
+def monitored_run(tmp_path_factory):
+    """A real finished lab.Monitor run counted in optimizer steps (0, 4, 8), without the loop's loss and
+    without a seen split: (store, run_id)."""
+    from lab.store import RunStore
+    from tests.fixtures.states import monitored_steps
+
+    store = RunStore(tmp_path_factory.mktemp("monitored_run") / "runs")
+    return store, monitored_steps(store)

@@ -270,6 +270,7 @@ class StoredLayouts:
         if int(seed) not in seeds:
             raise ValueError(f"run {record.run_id!r} has no layout of seed {seed}; stored seeds: {seeds}.")
         self.record, self.seed, self._store = record, int(seed), store
+        self.axis = str(record.meta.get("axis") or "epoch")      # what its epoch numbers count ("step": steps)
         keys = keys[keys["seed"] == self.seed]
         self._methods: dict[tuple[str, int], str] = {}
         for row in keys.itertuples(index=False):
@@ -317,7 +318,7 @@ class StoredLayouts:
         if key not in self._cache:
             method = self._methods[key]
             coords, _, indices = self.record.projection(self.seed, epoch, layer, method)
-            title = f"{method.upper()} · {layer} · epoch {epoch}"
+            title = f"{method.upper()} · {layer} · {self.axis} {epoch}"
             self._cache[key] = Layout(_align(coords, indices, self.indices), method, title)
         return self._cache[key]
 
@@ -357,6 +358,11 @@ class LiveLayouts:
         self.class_names = names if len(names) >= k else names + [str(i) for i in range(len(names), k)]
         self.default_layer = None
 
+    @property
+    def axis(self) -> str:
+        """What the run's epoch numbers count: "epoch", or "step" (:attr:`app.live._model.RunModel.axis`)."""
+        return getattr(self._model(), "axis", "epoch")
+
     def _keys(self) -> list[tuple[int, str]]:
         return [(int(e), str(layer)) for s, e, layer in self._model().projection_keys() if int(s) == self.seed]
 
@@ -377,7 +383,7 @@ class LiveLayouts:
             coords = _align(proj.coords, proj.indices, self.indices)
         except ValueError:           # not the images of the first layout: nothing to link it with
             return None
-        return Layout(coords, proj.method, f"{proj.method.upper()} · {layer} · epoch {shown}")
+        return Layout(coords, proj.method, f"{proj.method.upper()} · {layer} · {self.axis} {shown}")
 
     @property
     def thumbnails(self) -> ThumbnailSource | None:

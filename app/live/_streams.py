@@ -77,5 +77,5 @@ def projection_data(model: RunModel, layer: str | None, epoch: int | None,
     frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),
                           "class": labels, "index": proj.indices.astype(int), "thumb": thumbs})
     shown_epoch = epoch if epoch is not None else max(m.projection_epochs(layer))
-    title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown_epoch}"
+    title = f"{proj.method.upper()} of unseen classes · {layer} · {m.axis} {shown_epoch}"
     return {"frame": frame, "title": title, "classes": list(names)}

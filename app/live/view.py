@@ -413,7 +413,8 @@ class LiveView(pn.viewable.Viewer):
 
     def _refresh_verdict(self) -> None:
         self._verdict_data = self.model.verdict()      # its layer is the one the layout follows
-        self._verdict.object = verdict_html(self._verdict_data, running=self.status == "running")
+        self._verdict.object = verdict_html(self._verdict_data, running=self.status == "running",
+                                            axis=self.model.axis)
 
     def _refresh_status(self) -> None:
         m = self.model

@@ -27,3 +27,49 @@ def test_the_overlay_says_a_selected_run_has_no_evaluations_instead_of_empty_axe
     assert f"run {run_id!r} was cancelled before its first evaluation" in note and "has no evaluations" in note
     panel.select([])                                 # nothing selected: the empty plot asks for a selection again
     assert not panel._compare_note.visible and panel._compare_pane.visible
+
+
+def _followed(store, run_id):
+    from app.live import LiveView
+
+    view = LiveView()
+    view.follow(run_id, store=store)
+    assert view._following.wait(120)            # a hang guard: the run is finished, the follower replays it
+    return view
+
+
+def _plot_opts(element) -> dict:
+    import holoviews as hv
+
+    return hv.Store.lookup_options("bokeh", element, "plot").kwargs
+
+
+def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_drawn(monitored_run):
+    import holoviews as hv
+
+    from app.explorer import StoredLayouts
+    from app.layerscope import LayerScope
+
+    store, run_id = monitored_run
+    assert store.load(run_id).meta["axis"] == "step"
+    view = _followed(store, run_id)
+    assert view.model.axis == "step" and view.status == "finished"
+    heat = view._heatmap_pane.object[()]
+    assert _plot_opts(heat)["xlabel"] == "step" and "layer × step" in _plot_opts(heat)["title"]
+    curves = [o.object[()] for o in view._curves_box.objects if isinstance(getattr(o, "object", None), hv.DynamicMap)]
+    assert curves
+    for overlay in curves:                      # the latest evaluation's hover names it a step
+        tips = [tip for el in overlay if isinstance(el, hv.Scatter) for tool in _plot_opts(el)["tools"]
+                if hasattr(tool, "tooltips") for tip in tool.tooltips]
+        assert ("step", "@epoch") in tips and ("epoch", "@epoch") not in tips
+    assert view.picker.epoch_select.name == "Step" and view.embedding._epoch_w.name == "Step"
+    assert "· step 8" in view.embedding._panels[0].pipe.data["title"]
+    assert ", step 8," in view._verdict.object
+    training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
+    assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
+    # a stored run's views read the axis from its meta: the Compare tab's layouts and collapse card
+    layouts = StoredLayouts(store.load(run_id), store=store)
+    assert layouts.axis == "step" and "· step 8" in layouts.layout(layouts.default_layer).title
+    scope = LayerScope(store=store)
+    scope.runs.select([run_id])
+    assert scope.runs.embedding._epoch_w.name == "Step" and scope.run_collapse.source.axis == "step"
