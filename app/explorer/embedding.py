@@ -359,7 +359,7 @@ class EmbeddingView(pn.viewable.Viewer):
         self._hold = True
         try:
             widget.param.update(options=epochs, value=epoch,
-                                name=str(getattr(self._source, "axis", "epoch")).capitalize())
+                                label=str(getattr(self._source, "axis", "epoch")).capitalize())
         finally:
             self._hold = False
         # the left plot's evaluation gives the per-image answers (read once per run, seed and epoch)

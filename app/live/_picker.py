@@ -59,10 +59,10 @@ class LayoutPicker(pn.viewable.Viewer):
         self._auto = False          # True while the picker itself sets its params or widgets
         self.player = self._make_player(["—"])
         self._player_slot = pn.Row(self.player, margin=0)
-        self.epoch_select = pn.widgets.Select(name="Epoch", options=[], width=90)
+        self.epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
         self.epoch_select.param.watch(self._on_epoch_widget, "value")
         follow = dict(margin=(4, 10), css_classes=["ls-follow"])
-        self._follow_latest_w = pn.widgets.Checkbox.from_param(self.param.follow_latest, name="follow newest epoch",
+        self._follow_latest_w = pn.widgets.Checkbox.from_param(self.param.follow_latest, label="follow newest epoch",
                                                                **follow)
         self._follow = pn.Column(
             pn.widgets.Checkbox.from_param(self.param.follow_best, label="follow best layer", **follow),
@@ -96,8 +96,8 @@ class LayoutPicker(pn.viewable.Viewer):
             self.param.layer.objects = []
             self.param.update(layer=None, epoch=None, follow_best=True, follow_latest=True)
         axis = getattr(self._model(), "axis", "epoch")         # "step" for a loop counted in optimizer steps
-        self.epoch_select.name = axis.capitalize()
-        self._follow_latest_w.name = f"follow newest {axis}"
+        self.epoch_select.label = axis.capitalize()
+        self._follow_latest_w.label = f"follow newest {axis}"
 
     def build_player(self) -> None:
         """The player of the run's layers with a layout (the live view builds it in a redraw turn, like the plots)."""

@@ -22,12 +22,22 @@ HEATMAP_METRICS = catalogue.METRIC_NAMES
 
 def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
     """(metric, splits) of the metric-vs-layer plots of the metrics the run measures (all when its config names
-    none): the catalogue's entries with a ``curve`` (:func:`lab.catalogue.curve_specs`), in display order."""
+    none): the catalogue's entries with a ``curve`` (:func:`lab.catalogue.curve_specs`), in display order, each
+    with only the splits the run measures (a monitored loop given no seen images has no "seen" split), so that
+    a title names no split that was not measured."""
     wanted = model.config.get("metrics")
     specs = catalogue.curve_specs()
     if wanted:
         specs = [s for s in specs if s[0] in wanted]
-    return specs
+    absent = set() if _has_seen_split(model) else {"seen"}
+    specs = [(metric, tuple(s for s in splits if s not in absent)) for metric, splits in specs]
+    return [(metric, splits) for metric, splits in specs if splits]
+
+
+def _has_seen_split(model: RunModel) -> bool:
+    """Whether the run measures held-out images of its seen classes (a run the engine trains always does)."""
+    heldout = (model.n_images or {}).get("heldout")
+    return bool(model.seen) and (heldout is None or int(heldout) > 0)
 
 
 def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:

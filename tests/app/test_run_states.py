@@ -40,6 +40,7 @@ def _followed(store, run_id):
 
 def _plot_opts(element) -> dict:
     import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (the options are the bokeh backend's)
 
     return hv.Store.lookup_options("bokeh", element, "plot").kwargs
 
@@ -62,7 +63,7 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
         tips = [tip for el in overlay if isinstance(el, hv.Scatter) for tool in _plot_opts(el)["tools"]
                 if hasattr(tool, "tooltips") for tip in tool.tooltips]
         assert ("step", "@epoch") in tips and ("epoch", "@epoch") not in tips
-    assert view.picker.epoch_select.name == "Step" and view.embedding._epoch_w.name == "Step"
+    assert view.picker.epoch_select.label == "Step" and view.embedding._epoch_w.label == "Step"
     assert "· step 8" in view.embedding._panels[0].pipe.data["title"]
     assert ", step 8," in view._verdict.object
     training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
@@ -72,4 +73,24 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert layouts.axis == "step" and "· step 8" in layouts.layout(layouts.default_layer).title
     scope = LayerScope(store=store)
     scope.runs.select([run_id])
-    assert scope.runs.embedding._epoch_w.name == "Step" and scope.run_collapse.source.axis == "step"
+    assert scope.runs.embedding._epoch_w.label == "Step" and scope.run_collapse.source.axis == "step"
+
+
+def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_run):
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (the curves' options are the bokeh backend's)
+
+    from app.live._streams import curve_specs
+
+    def titles(view):
+        return {_plot_opts(o.object[()])["title"].split("\n")[0] for o in view._curves_box.objects
+                if isinstance(getattr(o, "object", None), hv.DynamicMap)}
+
+    store, run_id = monitored_run
+    monitored = titles(_followed(store, run_id))           # no seen images were given to the Monitor
+    assert "log10 NC1 (unseen)" in monitored and "log10 CDNV (unseen)" in monitored
+    assert not any("seen)" in t.replace("(unseen)", "") for t in monitored), monitored
+    store, run_id, _ = tiny_run
+    trained = _followed(store, run_id)                      # the engine measures its held-out seen images
+    assert dict(curve_specs(trained.model))["nc1"] == ("unseen", "seen")
+    assert "log10 NC1 (unseen & seen)" in titles(trained)
