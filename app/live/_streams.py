@@ -14,7 +14,9 @@ from app.base import ThumbnailSource, plots
 from ._model import RunModel
 
 __all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
-           "cka_initial_data"]
+           "cka_initial_data", "training_gaps"]
+
+_ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
 
 HEATMAP_METRICS = catalogue.METRIC_NAMES
 """Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""
@@ -59,6 +61,35 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
                             .to_numpy(dtype=float) if len(rows) and len(f) else float("nan"))
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def training_gaps(model: RunModel) -> dict[str, str]:
+    """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
+    it; only plots that will stay empty are named: a monitored loop's evaluations that came without its
+    numbers, or a run that ended without any (a run still training fills them at its next epoch)."""
+    t = model.training
+    if not (model.open_ended or model.status in _ENDED):
+        return {}
+    loss = len(t) and t["train_loss"].notna().any()
+    accuracy = len(t) and (t["train_accuracy"].notna().any() or t["heldout_accuracy"].notna().any())
+    out = {}
+    if model.open_ended:
+        if len(t) and not loss:
+            out["loss"] = ("No training loss: the loop passed no train_loss to evaluate; "
+                           "mon.evaluate(..., train_loss=loss) draws it here.")
+        if len(t) and not accuracy:
+            out["accuracy"] = ("No seen accuracy: the loop passed no train_accuracy to evaluate; "
+                               "mon.evaluate(..., train_accuracy=accuracy) draws it here.")
+        return out
+    trains = model.config.get("strategy", "full") != "none"
+    why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
+           f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run that "
+           f"trains an epoch draws it here")
+    if not loss:
+        out["loss"] = f"No training loss: {why}."
+    if not accuracy:
+        out["accuracy"] = f"No seen accuracy: {why}."
+    return out
 
 
 def cka_initial_data(model: RunModel) -> pd.DataFrame:

@@ -19,6 +19,7 @@ document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
+import html
 from functools import partial
 
 import holoviews as hv
@@ -32,7 +33,8 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
+from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data,
+                       training_gaps)
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
@@ -100,6 +102,10 @@ class LiveView(pn.viewable.Viewer):
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
+        self._training_slots: dict[str, pn.pane.HoloViews] = {}      # "loss", "accuracy": their plots
+        self._training_gap = pn.pane.HTML("", visible=False, css_classes=["ls-training-gap"], min_width=280,
+                                          sizing_mode="stretch_width", margin=(0, 10),
+                                          styles={"flex": "1 1 280px", "color": "#555"})
         self._utilization_pane = plot_pane(None, 360)
         self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
         self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
@@ -162,6 +168,8 @@ class LiveView(pn.viewable.Viewer):
         self.embedding.clear()
         self.collapse.clear()
         self._training_panes.objects = []
+        self._training_slots = {}
+        self._training_gap.visible = False
         self._alert.visible = False
         self._verdict.object = ""
         self.agreement.clear()
@@ -296,7 +304,19 @@ class LiveView(pn.viewable.Viewer):
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
-        self._training_panes.objects = [plot_pane(loss, 280), plot_pane(acc, 280)]
+        # a plot that will stay empty gives way to the sentence saying why (training_gaps)
+        self._training_slots = {"loss": plot_pane(loss, 280), "accuracy": plot_pane(acc, 280)}
+        self._training_panes.objects = list(self._training_slots.values())
+        self._show_training_gaps()
+
+    def _show_training_gaps(self) -> None:
+        """Hide a training plot that will stay empty; the note says why, one sentence each."""
+        gaps = training_gaps(self.model) if self.streams and self._training_slots else {}
+        for which, pane in self._training_slots.items():
+            pane.visible = which not in gaps
+        self._training_gap.param.update(
+            object="".join(f"<div style='padding:6px 0'><i>{html.escape(why)}</i></div>" for why in gaps.values()),
+            visible=bool(gaps))
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -337,6 +357,8 @@ class LiveView(pn.viewable.Viewer):
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
+            if changed & {"training", "status"}:
+                self._show_training_gaps()
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
@@ -461,7 +483,7 @@ class LiveView(pn.viewable.Viewer):
         proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                              pn.FlexBox(self._training_panes, self._utilization_pane, cka_col,
+                              pn.FlexBox(self._training_gap, self._training_panes, self._utilization_pane, cka_col,
                                          sizing_mode="stretch_width"),
                               sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

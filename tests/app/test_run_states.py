@@ -94,3 +94,25 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
     trained = _followed(store, run_id)                      # the engine measures its held-out seen images
     assert dict(curve_specs(trained.model))["nc1"] == ("unseen", "seen")
     assert "log10 NC1 (unseen & seen)" in titles(trained)
+
+
+def _gaps(view) -> dict:
+    """The training plots hidden, each with the sentence the note shows for it."""
+    text = html.unescape(view._training_gap.object) if view._training_gap.visible else ""
+    sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
+    return {which: text[text.index(sentences[which]):].split("</i>")[0]
+            for which, pane in view._training_slots.items() if not pane.visible}
+
+
+def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
+    store, run_id = monitored_run                   # the loop passed neither train_loss nor train_accuracy
+    gaps = _gaps(_followed(store, run_id))
+    assert "the loop passed no train_loss to evaluate" in gaps["loss"] and "train_loss=loss" in gaps["loss"]
+    assert "the loop passed no train_accuracy to evaluate" in gaps["accuracy"]
+    store, run_id = cancelled_run
+    gaps = _gaps(_followed(store, run_id))
+    assert "the run was cancelled before its first training epoch ended" in gaps["loss"]
+    store, run_id, _ = tiny_run                     # trained: both plots, no sentence
+    view = _followed(store, run_id)
+    assert _gaps(view) == {} and not view._training_gap.visible
+    assert all(pane.visible for pane in view._training_slots.values())
