@@ -147,6 +147,12 @@ class LiveView(pn.viewable.Viewer):
         self._following = None
 
     @property
+    def followed(self) -> str | None:
+        """Id of the stored run this view shows by following it (still written or ended), or None for a run
+        started here (or none)."""
+        return self._following.run_id if self._following is not None else None
+
+    @property
     def following(self) -> str | None:
         """Id of the stored run this view follows while it is written, or None."""
         return self._following.run_id if self._following is not None and self._following.active else None

@@ -116,3 +116,24 @@ def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monito
     view = _followed(store, run_id)
     assert _gaps(view) == {} and not view._training_gap.visible
     assert all(pane.visible for pane in view._training_slots.values())
+
+
+def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
+    from app.layerscope import LayerScope
+
+    store, run_id = monitored_run
+    scope = LayerScope(store=store)
+    assert not scope.watched_settings.visible
+    scope.watch(run_id)
+    assert scope.live._following.wait(120)
+    text = html.unescape(scope.watched_settings.object)
+    assert scope.watched_settings.visible and f"Watching run {run_id}" in text.replace("<code>", "").replace(
+        "</code>", "")
+    config = store.load(run_id).config_dict
+    assert f"dataset: <code>{config['dataset']}</code>" in text and f"backbone: <code>{config['backbone']}</code>" in text
+    assert "seen classes: <code>none measured</code>" in text
+    assert "they are for the next run you start here" in text
+    assert scope.config.to_config().dataset not in text             # the form's preset is not claimed for it
+    scope.live.stop_following()                                       # a run started here replaces it
+    scope.live.reset("Starting…")
+    assert not scope.watched_settings.visible
