@@ -330,6 +330,12 @@ class StoredLayouts:
                 try:
                     import lab.runs
 
+                    kept = self.record.thumbnails()      # a monitored run's own pictures of its images
+                    if kept is not None:
+                        from app.base import array_thumbnails
+
+                        self._thumbs = array_thumbnails(kept, size=64)
+                        return self._thumbs
                     data = lab.runs.prepare_data(self.record.config)
                     self._thumbs = ThumbnailSource(data.unseen.thumbnail, size=64)
                 except Exception:   # thumbnails are a nicety: a dataset that is not here leaves the points

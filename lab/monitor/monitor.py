@@ -20,7 +20,9 @@ the block raises; "cancelled" on KeyboardInterrupt).
 What the run's config says: strategy ``"none"`` (lab trained nothing: the researcher's loop did), dataset
 ``"monitor:<the unseen images>"``, backbone ``"monitor:<model class>"``, the layers and metrics measured; the
 run's meta adds ``"monitor"`` (model class, how it was read, data sizes, whether it was wrapped) and
-``"epochs"`` (the last evaluated epoch).
+``"epochs"`` (the last evaluated epoch) and ``"axis"`` (``unit``: what the epoch numbers count). When the unseen
+images are images (1 or 3 channels), the run keeps 32 px thumbnails of them (``RunRecord.thumbnails``) for the
+app's hover, since nothing can load the loop's own tensors again.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lab.monitor._eval_set import EvalSet, eval_set
+from lab.monitor._eval_set import EvalSet, eval_set, thumbnail_images
 from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
 
 __all__ = ["Monitor", "MonitorClosedError", "is_main_process", "UNITS"]
@@ -289,6 +291,10 @@ class Monitor:
                      "seen_images": len(self.seen) if self.seen is not None else 0,
                      "normalize": self._normalize},
             axis=self.unit)
+        # the app's hover pictures: it cannot load the loop's own tensors again (none when they are no images)
+        thumbs = thumbnail_images(self.unseen)
+        if thumbs is not None:
+            ctx.recorder.thumbnails(thumbs)
 
     def _use_unit(self, unit: str) -> None:
         """Count the run's evaluations in ``unit`` from now on (a trainer callback's own), written to its meta

@@ -263,6 +263,19 @@ class RunRecord:
         with np.load(path, allow_pickle=False) as z:
             return [str(c) for c in z["class_names"]] if "class_names" in z else None
 
+    def thumbnails(self) -> np.ndarray | None:
+        """Small pictures of the unseen images the run kept, uint8 (n, h, w, C) in the layouts' ``indices``
+        order (a monitored run, whose images lab cannot load again), or None when it kept none or the file is
+        unreadable."""
+        path = self.path / "arrays" / "thumbnails.npz"
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return np.asarray(z["images"], dtype=np.uint8)
+        except (OSError, ValueError, KeyError):
+            return None
+
     def weights_path(self, seed: int | None = None) -> Path:
         """Path of ``weights/seed{seed}.safetensors`` (default: the config's first seed)."""
         if seed is None:

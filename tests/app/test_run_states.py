@@ -137,3 +137,24 @@ def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_s
     scope.live.stop_following()                                       # a run started here replaces it
     scope.live.reset("Starting…")
     assert not scope.watched_settings.visible
+
+
+def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(monitored_run):
+    import numpy as np
+    import torch
+
+    from app.layerscope import LayerScope
+    from tests.fixtures.small_loop import digits_split
+
+    store, run_id = monitored_run
+    kept = store.load(run_id).thumbnails()                  # the Monitor's unseen digits, 16 px: kept as they are
+    unseen, _, _ = digits_split()
+    assert kept.shape == (40, 16, 16, 1) and kept.dtype == np.uint8
+    assert np.array_equal(kept[..., 0], unseen._gather(torch.arange(40))[:, 0].numpy())
+    view = _followed(store, run_id)
+    view.embedding.hovered = 3                              # the Run & watch explorer
+    assert "data:image/png;base64," in view.embedding._hover_card.object
+    scope = LayerScope(store=store)                         # the Compare tab's explorer of the stored run
+    scope.runs.select([run_id])
+    scope.runs.embedding.hovered = 3
+    assert "data:image/png;base64," in scope.runs.embedding._hover_card.object
