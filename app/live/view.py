@@ -19,7 +19,6 @@ document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
-import html
 from functools import partial
 
 import holoviews as hv
@@ -33,8 +32,8 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data,
-                       training_gaps)
+from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
+from ._training import TrainingPanes
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
@@ -101,11 +100,7 @@ class LiveView(pn.viewable.Viewer):
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
-        self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
-        self._training_slots: dict[str, pn.pane.HoloViews] = {}      # "loss", "accuracy": their plots
-        self._training_gap = pn.pane.HTML("", visible=False, css_classes=["ls-training-gap"], min_width=280,
-                                          sizing_mode="stretch_width", margin=(0, 10),
-                                          styles={"flex": "1 1 280px", "color": "#555"})
+        self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._utilization_pane = plot_pane(None, 360)
         self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
         self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
@@ -173,9 +168,7 @@ class LiveView(pn.viewable.Viewer):
             pane.object = None
         self.embedding.clear()
         self.collapse.clear()
-        self._training_panes.objects = []
-        self._training_slots = {}
-        self._training_gap.visible = False
+        self.training.clear()
         self._alert.visible = False
         self._verdict.object = ""
         self.agreement.clear()
@@ -310,19 +303,7 @@ class LiveView(pn.viewable.Viewer):
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
-        # a plot that will stay empty gives way to the sentence saying why (training_gaps)
-        self._training_slots = {"loss": plot_pane(loss, 280), "accuracy": plot_pane(acc, 280)}
-        self._training_panes.objects = list(self._training_slots.values())
-        self._show_training_gaps()
-
-    def _show_training_gaps(self) -> None:
-        """Hide a training plot that will stay empty; the note says why, one sentence each."""
-        gaps = training_gaps(self.model) if self.streams and self._training_slots else {}
-        for which, pane in self._training_slots.items():
-            pane.visible = which not in gaps
-        self._training_gap.param.update(
-            object="".join(f"<div style='padding:6px 0'><i>{html.escape(why)}</i></div>" for why in gaps.values()),
-            visible=bool(gaps))
+        self.training.build(loss, acc, self.model)
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -364,7 +345,7 @@ class LiveView(pn.viewable.Viewer):
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
             if changed & {"training", "status"}:
-                self._show_training_gaps()
+                self.training.show_gaps(self.model)
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
@@ -489,7 +470,7 @@ class LiveView(pn.viewable.Viewer):
         proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                              pn.FlexBox(self._training_gap, self._training_panes, self._utilization_pane, cka_col,
+                              pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,
                                          sizing_mode="stretch_width"),
                               sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

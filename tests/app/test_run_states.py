@@ -98,10 +98,10 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
 
 def _gaps(view) -> dict:
     """The training plots hidden, each with the sentence the note shows for it."""
-    text = html.unescape(view._training_gap.object) if view._training_gap.visible else ""
+    text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
     sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
     return {which: text[text.index(sentences[which]):].split("</i>")[0]
-            for which, pane in view._training_slots.items() if not pane.visible}
+            for which, pane in view.training.slots.items() if not pane.visible}
 
 
 def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
@@ -114,8 +114,8 @@ def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monito
     assert "the run was cancelled before its first training epoch ended" in gaps["loss"]
     store, run_id, _ = tiny_run                     # trained: both plots, no sentence
     view = _followed(store, run_id)
-    assert _gaps(view) == {} and not view._training_gap.visible
-    assert all(pane.visible for pane in view._training_slots.values())
+    assert _gaps(view) == {} and not view.training.gap.visible
+    assert all(pane.visible for pane in view.training.slots.values())
 
 
 def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
