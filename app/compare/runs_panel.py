@@ -108,6 +108,8 @@ class RunsPanel(pn.viewable.Viewer):
                                                    "split": self.compare_split})
         self._compare_pane = pn.pane.HoloViews(
             hv.DynamicMap(self._render_compare, streams=[self._compare_pipe]), sizing_mode="fixed")
+        # hidden as a whole: Panel fails to sync a HoloViews pane's own visible to its plot (Bokeh stylesheets)
+        self._compare_box = pn.Column(self._compare_pane, margin=0)
         self.compare_missing: dict[str, str] = {}   # selected runs without a curve of the metric: why, one line each
         self._compare_note = pn.pane.HTML("", sizing_mode="stretch_width", visible=False,
                                           css_classes=["ls-compare-note"])
@@ -134,7 +136,7 @@ class RunsPanel(pn.viewable.Viewer):
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
                    pn.widgets.RadioButtonGroup.from_param(self.param.compare_split, margin=(28, 10, 10, 10))),
             self._compare_note,
-            self._compare_pane,
+            self._compare_box,
             self._cka_note,
             self._cka_pane,
             pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
@@ -223,7 +225,7 @@ class RunsPanel(pn.viewable.Viewer):
         frame = self.compare_frame()
         self._compare_pipe.send({"frame": frame, "metric": self.compare_metric, "split": self.compare_split})
         # a plot with nothing to draw gives way to the sentence saying why
-        self._compare_pane.visible = bool(len(frame)) or not self.selected
+        self._compare_box.visible = bool(len(frame)) or not self.selected
         self._compare_note.param.update(
             object="<br>".join(f"<i>{html.escape(why)}</i>" for why in self.compare_missing.values()),
             visible=bool(self.compare_missing))

@@ -33,10 +33,12 @@ class TrainingPanes:
         self.show_gaps(model)
 
     def show_gaps(self, model) -> None:
-        """Hide a plot that will stay empty; the note says why, one sentence each."""
+        """Take out a plot that will stay empty (not by its visible: Panel fails to sync a HoloViews pane's own
+        visible to its plot); the note says why, one sentence each."""
         gaps = training_gaps(model) if self.slots else {}
-        for which, pane in self.slots.items():
-            pane.visible = which not in gaps
+        shown = [pane for which, pane in self.slots.items() if which not in gaps]
+        if shown != self.panes.objects:
+            self.panes.objects = shown
         self.gap.param.update(
             object="".join(f"<div style='padding:6px 0'><i>{html.escape(why)}</i></div>" for why in gaps.values()),
             visible=bool(gaps))

@@ -23,10 +23,10 @@ def test_the_overlay_says_a_selected_run_has_no_evaluations_instead_of_empty_axe
     panel.select([run_id])
     assert panel.selected == [run_id] and panel.compare_frame().empty
     note = html.unescape(panel._compare_note.object)
-    assert panel._compare_note.visible and not panel._compare_pane.visible
+    assert panel._compare_note.visible and not panel._compare_box.visible
     assert f"run {run_id!r} was cancelled before its first evaluation" in note and "has no evaluations" in note
     panel.select([])                                 # nothing selected: the empty plot asks for a selection again
-    assert not panel._compare_note.visible and panel._compare_pane.visible
+    assert not panel._compare_note.visible and panel._compare_box.visible
 
 
 def _followed(store, run_id):
@@ -101,7 +101,7 @@ def _gaps(view) -> dict:
     text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
     sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
     return {which: text[text.index(sentences[which]):].split("</i>")[0]
-            for which, pane in view.training.slots.items() if not pane.visible}
+            for which, pane in view.training.slots.items() if pane not in view.training.panes.objects}
 
 
 def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
@@ -115,7 +115,7 @@ def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monito
     store, run_id, _ = tiny_run                     # trained: both plots, no sentence
     view = _followed(store, run_id)
     assert _gaps(view) == {} and not view.training.gap.visible
-    assert all(pane.visible for pane in view.training.slots.values())
+    assert view.training.panes.objects == list(view.training.slots.values())
 
 
 def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
