@@ -12,6 +12,7 @@ from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
+from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 
 __all__ = ["LayerScope"]
@@ -62,6 +63,10 @@ class LayerScope(pn.viewable.Viewer):
         self.runs.param.watch(self._show_collapse, "selected")
         self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)
         self.watcher = WatchControl(self.live, store)      # runs another process is writing
+        # while a watched run is shown, the form's settings are not its own: the sidebar says whose they are
+        self.watched_settings = pn.pane.HTML("", visible=False, sizing_mode="stretch_width",
+                                             css_classes=["ls-watched-settings-pane"])
+        self.live.param.watch(self._show_watched_settings, "status")
         self.runs.on_open = self.watch
         self.config.param.watch(self._apply_view, "view")
         self._apply_view()
@@ -98,13 +103,17 @@ class LayerScope(pn.viewable.Viewer):
         self.active_tab = 0
         self.watcher.refresh()
 
+    def _show_watched_settings(self, *_events) -> None:
+        text = watched_settings_html(self.live)
+        self.watched_settings.param.update(object=text, visible=bool(text))
+
     def _run_ended(self) -> None:
         self.runs.refresh()
         self.config.refresh_runs()
 
     @property
     def sidebar(self) -> pn.Column:
-        return pn.Column(self.control, self.watcher, self.config, sizing_mode="stretch_width")
+        return pn.Column(self.control, self.watcher, self.watched_settings, self.config, sizing_mode="stretch_width")
 
     def template(self, title: str = "layerscope — which layer generalizes?"):
         """The served page: settings in the sidebar, the tabs in the main area."""

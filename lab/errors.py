@@ -22,7 +22,8 @@ import traceback as _traceback
 from pathlib import Path
 
 __all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
-           "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError", "not_recorded"]
+           "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError", "not_recorded",
+           "not_evaluated"]
 
 _BUG = "This looks like a bug in layerscope rather than a problem with the input"
 
@@ -106,6 +107,23 @@ def not_recorded(run_id: str | None, what: str, config_file: str | os.PathLike |
     again = (f"run it again (`python -m lab run --config {config_file}`, or Run in the app)" if config_file
              else "run it again")
     return f"{run} has no {what}: it was recorded without {them}; {again} to get {them}"
+
+
+_ENDED_BEFORE = {"cancelled": "was cancelled", "failed": "failed", "interrupted": "was interrupted",
+                 "finished": "finished"}
+
+
+def not_evaluated(run_id: str | None, what: str, status: str) -> str:
+    """The one line for something a stored run does not hold because it ended (``status``) before its first
+    evaluation: nothing was measured, so there is nothing to hold (unlike :func:`not_recorded`, the version
+    and settings that wrote it are not to blame).
+
+    >>> not_evaluated("r1", "per-image record", "cancelled")
+    "run 'r1' was cancelled before its first evaluation: it measured nothing, so it has no per-image record"
+    """
+    run = "this run" if run_id is None else f"run {run_id!r}"
+    ended = _ENDED_BEFORE.get(status, f"ended ({status})")
+    return f"{run} {ended} before its first evaluation: it measured nothing, so it has no {what}"
 
 
 class NoImageRecordError(KeyError):

@@ -70,6 +70,7 @@ class RunStarted(Event):
     n_images: dict[str, int]    # {"train": n, "heldout": n, "unseen": n}
     seeds: list[int]
     trainable_fraction: float | None = None
+    axis: str = "epoch"         # what the run's epoch numbers count: "epoch", or "step" (a monitored loop's steps)
 
 
 @dataclass

@@ -169,3 +169,24 @@ def cli(repo_root):
                               cwd=cwd or repo_root, env=env, timeout=600)
 
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def cancelled_run(tmp_path_factory):
+    """A real TINY run cancelled before its first evaluation: (store, run_id)."""
+    from lab.store import RunStore
+    from tests.fixtures.states import cancelled_before_first_evaluation
+
+    store = RunStore(tmp_path_factory.mktemp("cancelled_run") / "runs")
+    return store, cancelled_before_first_evaluation(store)
+
+
+@pytest.fixture(scope="session")
+def monitored_run(tmp_path_factory):
+    """A real finished lab.Monitor run counted in optimizer steps (0, 4, 8), without the loop's loss and
+    without a seen split: (store, run_id)."""
+    from lab.store import RunStore
+    from tests.fixtures.states import monitored_steps
+
+    store = RunStore(tmp_path_factory.mktemp("monitored_run") / "runs")
+    return store, monitored_steps(store)

@@ -14,8 +14,10 @@ from lab.lazy import lazy_exports
 
 from .resources import extension, shared
 
-__all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "notify"]
+__all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "array_thumbnails",
+           "notify"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
-    "ThumbnailSource": "._thumbs:ThumbnailSource", "notify": "._notify:notify",
+    "ThumbnailSource": "._thumbs:ThumbnailSource", "array_thumbnails": "._thumbs:array_thumbnails",
+    "notify": "._notify:notify",
 })

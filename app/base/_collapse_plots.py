@@ -49,8 +49,9 @@ def _line_values(frame: pd.DataFrame, metric: str, layer: str, split: str, epoch
 def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: list[str], head: str | None,
                     classifier: frozenset | set = frozenset(), splits=("train", "seen", "unseen"),
                     terminal: list | tuple = (), title: str = "", log: bool = False, height: int = 250,
-                    width: int = 360, responsive: bool = False) -> hv.Overlay:
-    """One collapse measure (or a class-means measure and its classifier twin) against epoch.
+                    width: int = 360, responsive: bool = False, axis: str = "epoch") -> hv.Overlay:
+    """One collapse measure (or a class-means measure and its classifier twin) against epoch (``axis``: what
+    the epoch numbers count, "step" for a loop counted in optimizer steps).
 
     Parameters
     ----------
@@ -93,13 +94,13 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
                 elements.append(hv.Scatter(data, "epoch", vdims).opts(
                     color=color, size=4, framewise=True,
                     tools=[HoverTool(tooltips=[("", "@measure"), ("layer", "@layer"), ("split", "@split"),
-                                               ("epoch", "@epoch"), ("value", "@value{0.0000}")])]))
+                                               (axis, "@epoch"), ("value", "@value{0.0000}")])]))
     finite = np.concatenate(drawn) if drawn else np.zeros(0)
     finite = finite[np.isfinite(finite)]
     top = float(finite.max()) if finite.size else np.nan
     elements.extend(_terminal_marks(terminal, top))
     return hv.Overlay(elements).opts(
-        title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel="epoch",
+        title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel=axis,
         ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
         xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], padding=0.06,
         default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)

@@ -116,14 +116,14 @@ def _layer_values(rows: pd.DataFrame, column: str, layer_pos: dict[str, int], n:
     return values
 
 
-def curves_title(label: str, splits, interval: bool) -> str:
+def curves_title(label: str, splits, interval: bool, axis: str = "epoch") -> str:
     """The title of a metric-vs-layer plot: what is measured on the first line, the key of its lines on the
     second, so that each fits beside the toolbar at the least width (on one line the key was cut off).
 
     The key names the seen split's dashes and the bootstrap band where the plot has them, else the bold line;
     the title keeps two lines either way, so the plot does not shrink when the band arrives."""
     key = (["seen dashed"] if len(splits) > 1 else []) + ([f"dotted: {_LEVEL} bootstrap"] if interval else [])
-    return f"{label} ({' & '.join(splits)})\n{' · '.join(key) or 'bold: latest epoch'}"
+    return f"{label} ({' & '.join(splits)})\n{' · '.join(key) or f'bold: latest {axis}'}"
 
 
 def value_range(*values, padding: float = 0.06) -> tuple[float | None, float | None]:

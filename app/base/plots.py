@@ -44,7 +44,7 @@ __all__ = [
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
                   n_epochs: int, band: bool = False, interval: bool = False, height: int = 290,
-                  width: int = 380, responsive: bool = False, epochs=None) -> hv.Overlay:
+                  width: int = 380, responsive: bool = False, epochs=None, axis: str = "epoch") -> hv.Overlay:
     """Metric vs layer: one line per epoch and split, the latest epoch bold (with hover).
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
@@ -67,6 +67,8 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         Grow with the page (``width`` is then the least width); else ``width`` pixels wide.
     epochs : list of int, optional
         The run's evaluation epochs when they are not 0..n_epochs (:func:`epoch_keys`).
+    axis : {"epoch", "step"}
+        What the run's epoch numbers count (its meta ``axis``: a monitored loop may count optimizer steps).
 
     The title is two lines, what is measured and the key of the lines (:func:`curves_title`); the y axis spans
     every value drawn, bands included, with a little padding (:func:`value_range`).
@@ -123,11 +125,11 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         elements.append(hv.Scatter(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
             color=ramp[-1], size=7, framewise=True,
             tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
-                                       ("± std", "@std{0.000}"), ("split", "@split"), ("epoch", "@epoch")])]))
+                                       ("± std", "@std{0.000}"), ("split", "@split"), (axis, "@epoch")])]))
     # the y axis spans the values drawn, bands included, whatever HoloViews' defaults (a range shared with another
     # plot once spanned 0-1: the live view's panes keep their own axes, see app.live.view)
     return hv.Overlay(elements).redim.range(**{metric: value_range(*drawn_y)}).opts(
-        title=curves_title(label, splits, shown_interval), height=height, **_width(width, responsive),
+        title=curves_title(label, splits, shown_interval, axis), height=height, **_width(width, responsive),
         show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
@@ -137,12 +139,13 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
 
 def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
             height: int = 320, width: int = HEATMAP_WIDTH, title: str | None = None, cmap: str = "viridis",
-            responsive: bool = False) -> hv.HeatMap:
+            responsive: bool = False, axis: str = "epoch") -> hv.HeatMap:
     """Layer × epoch heatmap of one metric; cells not yet measured (NaN) stay transparent.
 
     Collapse metrics that span orders of magnitude are shown as log10. ``frame`` has columns
     epoch, layer, value (the mean over seeds); ``title`` must already be safe (:func:`plot_title`).
-    ``responsive``: grow with the page, ``width`` the least width.
+    ``responsive``: grow with the page, ``width`` the least width; ``axis``: what the epochs count ("step" for
+    a monitored loop counted in optimizer steps), the x axis' label.
     """
     label = metric_label(metric)
     data = frame[["epoch", "layer", "value"]].copy()
@@ -150,12 +153,12 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         data["value"] = _log10(data["value"].to_numpy(dtype=float), True)
         label = f"log10 {label}"
     return hv.HeatMap(
-        data, kdims=["epoch", hv.Dimension("layer", values=list(layers))],
+        data, kdims=[hv.Dimension("epoch", label=axis), hv.Dimension("layer", values=list(layers))],
         vdims=[hv.Dimension("value", label=label)],
     ).opts(
         cmap=cmap, colorbar=True, tools=["hover"], clipping_colors={"NaN": (0, 0, 0, 0)}, framewise=True,
-        title=title or f"{label} ({split}) · layer × epoch", height=height, **_width(width, responsive),
-        xlabel="epoch", ylabel="layer",
+        title=title or f"{label} ({split}) · layer × {axis}", height=height, **_width(width, responsive),
+        xlabel=axis, ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
         default_tools=["reset", "save"], **WHEEL_ZOOM_OFF,
@@ -198,9 +201,11 @@ def projection_points(frame: pd.DataFrame, *, classes: list[str], title: str,
 
 
 def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss",
-                    height: int = 240, width: int = 300, responsive: bool = False) -> hv.NdOverlay:
+                    height: int = 240, width: int = 300, responsive: bool = False,
+                    axis: str = "epoch") -> hv.NdOverlay:
     """Training loss (``which="loss"``) or seen accuracy (``"accuracy"``: held-out bold, train dashed)
-    per epoch, one line per seed (``responsive``: growing with the page from ``width``)."""
+    per epoch (``axis``: or per step), one line per seed (``responsive``: growing with the page from ``width``)."""
+    xdim = hv.Dimension("epoch", label=axis)
     seeds = list(seeds) or [0]
     curves = {}
     for seed in seeds:
@@ -211,12 +216,12 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
             return rows[name].to_numpy(dtype=float) if len(rows) else x
 
         if which == "loss":
-            curves[(seed, "train")] = hv.Curve((x, col("train_loss")), "epoch", "train loss").opts(
+            curves[(seed, "train")] = hv.Curve((x, col("train_loss")), xdim, "train loss").opts(
                 color="#444444", line_width=2, framewise=True)
         else:
-            curves[(seed, "held-out")] = hv.Curve((x, col("heldout_accuracy")), "epoch", "seen accuracy").opts(
+            curves[(seed, "held-out")] = hv.Curve((x, col("heldout_accuracy")), xdim, "seen accuracy").opts(
                 color="#d94801", line_width=2.5, framewise=True)
-            curves[(seed, "train")] = hv.Curve((x, col("train_accuracy")), "epoch", "seen accuracy").opts(
+            curves[(seed, "train")] = hv.Curve((x, col("train_accuracy")), xdim, "seen accuracy").opts(
                 color="#fdae6b", line_width=1.5, line_dash="dashed", framewise=True)
     title = "training loss" if which == "loss" else "seen accuracy (held-out bold)"
     opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
@@ -227,13 +232,13 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
 
 
 def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 240, width: int = 420,
-                     responsive: bool = False) -> hv.Bars:
+                     responsive: bool = False, axis: str = "epoch") -> hv.Bars:
     """Relative utilization ‖W−W⁰‖/‖W⁰‖ per layer at the latest epoch (Wang & Yang); ``responsive``: growing
     with the page from ``width``."""
     values = dict(zip(frame["layer"], frame["relative"])) if len(frame) else {}
     epoch = int(frame["epoch"].iloc[0]) if len(frame) else None
     data = pd.DataFrame({"layer": list(layers), "relative": [values.get(name, np.nan) for name in layers]})
-    title = "layer utilization" + (f" · epoch {epoch}" if epoch is not None else " (after training starts)")
+    title = "layer utilization" + (f" · {axis} {epoch}" if epoch is not None else " (after training starts)")
     return hv.Bars(data, "layer", ("relative", "‖W−W⁰‖ / ‖W⁰‖")).opts(
         title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
         framewise=True,

@@ -73,6 +73,7 @@ class Source:
     seeds: list = field(default_factory=list)
     run_id: str | None = None
     aliases: dict = field(default_factory=dict)     # {tap: deeper tap with identical features}: counted once
+    axis: str = "epoch"                             # what its epoch numbers count ("step": a loop's steps)
 
 
 def collapse_frame(metrics: pd.DataFrame) -> pd.DataFrame:

@@ -168,7 +168,8 @@ class CollapseView(pn.viewable.Viewer):
                                                                                     record.metrics)),
                              config=config, summary=summary,
                              seeds=sorted({int(s) for s in record.metrics["seed"]}) if len(record.metrics) else [],
-                             run_id=record.run_id, aliases=dict(meta.get("layer_aliases") or {}))
+                             run_id=record.run_id, aliases=dict(meta.get("layer_aliases") or {}),
+                             axis=str(meta.get("axis") or "epoch"))
         self.class_means, self._class_means_problem = ClassMeansTable.from_record(record)
         self._finished = True
         self._structure = None
@@ -189,7 +190,8 @@ class CollapseView(pn.viewable.Viewer):
     def _read_live(self) -> None:
         m = self._live()
         self.source = Source(metrics=m.metrics, layers=list(m.layers), config=dict(m.config), summary=dict(m.summary),
-                             seeds=list(m.seeds), run_id=m.run_id, aliases=dict(getattr(m, "aliases", None) or {}))
+                             seeds=list(m.seeds), run_id=m.run_id, aliases=dict(getattr(m, "aliases", None) or {}),
+                             axis=getattr(m, "axis", "epoch"))
 
     # ------------------------------------------------------------------ refresh
     def refresh(self) -> None:
@@ -254,7 +256,7 @@ class CollapseView(pn.viewable.Viewer):
     def _render_panel(self, data, panel, metrics, layers, head):
         return plots.collapse_curves(data["frame"], metrics=metrics, layers=layers, head=head,
                                      classifier=CLASSIFIER_METRICS, splits=SPLITS, terminal=data["terminal"],
-                                     title=panel.title, log=panel.log, width=_PANEL_WIDTH)
+                                     title=panel.title, log=panel.log, width=_PANEL_WIDTH, axis=self.source.axis)
 
     def _on_layers(self, *_events) -> None:
         if not self.collapsed and self._structure is not None and not self._choosing:
@@ -326,7 +328,7 @@ class CollapseView(pn.viewable.Viewer):
         result = self.simplex_result()
         epoch = None if result is None else result["epoch"]
         shown = self.shown_epoch()
-        self._epoch_label.object = "" if shown is None else f"epoch <b>{shown}</b>"
+        self._epoch_label.object = "" if shown is None else f"{self.source.axis} <b>{shown}</b>"
         self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split)
         if not len(self.class_means):
             waiting = not self._finished and not len(self.source.metrics)

@@ -35,6 +35,18 @@ _TABLE_COLUMNS = ["name", "status", "dataset", "backbone", "strategy", "epochs",
                   "heldout_accuracy", "seeds", "started", "run_id"]
 
 
+def _no_curve(record, metric: str, split: str) -> str:
+    """Why a selected run draws no curve of ``metric`` on ``split`` in the overlay, in one line."""
+    from lab.errors import not_evaluated
+
+    run = f"run {record.run_id!r}"
+    if not record.evaluated:
+        if record.status == "running":
+            return f"{run} has no evaluations yet; its curve comes with the first"
+        return not_evaluated(record.run_id, "evaluations to overlay", record.status)
+    return f"{run} did not measure {metric} on its {split} images; pick another metric or split to overlay it"
+
+
 class RunsPanel(pn.viewable.Viewer):
     """The run store as a table: search, sort, select to compare, delete, export to a notebook.
 
@@ -96,6 +108,11 @@ class RunsPanel(pn.viewable.Viewer):
                                                    "split": self.compare_split})
         self._compare_pane = pn.pane.HoloViews(
             hv.DynamicMap(self._render_compare, streams=[self._compare_pipe]), sizing_mode="fixed")
+        # hidden as a whole: Panel fails to sync a HoloViews pane's own visible to its plot (Bokeh stylesheets)
+        self._compare_box = pn.Column(self._compare_pane, margin=0)
+        self.compare_missing: dict[str, str] = {}   # selected runs without a curve of the metric: why, one line each
+        self._compare_note = pn.pane.HTML("", sizing_mode="stretch_width", visible=False,
+                                          css_classes=["ls-compare-note"])
         self.param.watch(lambda _e: self._update_compare(), ["compare_metric", "compare_split", "selected"])
         # two selected runs layer by layer: linear CKA of their last-epoch stored embeddings of the same images
         self._cka_pane = pn.pane.HoloViews(None, sizing_mode="fixed", css_classes=["ls-cka"])
@@ -118,7 +135,8 @@ class RunsPanel(pn.viewable.Viewer):
             self._status,
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
                    pn.widgets.RadioButtonGroup.from_param(self.param.compare_split, margin=(28, 10, 10, 10))),
-            self._compare_pane,
+            self._compare_note,
+            self._compare_box,
             self._cka_note,
             self._cka_pane,
             pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
@@ -181,6 +199,7 @@ class RunsPanel(pn.viewable.Viewer):
     def compare_frame(self) -> pd.DataFrame:
         """Per selected run: the metric's mean over seeds per layer at the run's last complete epoch."""
         ids = list(self.selected)
+        self.compare_missing = {}
         if not ids:
             return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
         frames = []
@@ -196,13 +215,20 @@ class RunsPanel(pn.viewable.Viewer):
                                        labels={run_id: label})
             if not curve.empty:
                 frames.append(curve.rename(columns={"mean": "value"})[["run", "layer", "layer_index", "value"]])
+            else:
+                self.compare_missing[run_id] = _no_curve(rec, self.compare_metric, self.compare_split)
         if not frames:
             return pd.DataFrame(columns=["run", "layer", "layer_index", "value"])
         return pd.concat(frames, ignore_index=True)
 
     def _update_compare(self) -> None:
-        self._compare_pipe.send({"frame": self.compare_frame(), "metric": self.compare_metric,
-                                 "split": self.compare_split})
+        frame = self.compare_frame()
+        self._compare_pipe.send({"frame": frame, "metric": self.compare_metric, "split": self.compare_split})
+        # a plot with nothing to draw gives way to the sentence saying why
+        self._compare_box.visible = bool(len(frame)) or not self.selected
+        self._compare_note.param.update(
+            object="<br>".join(f"<i>{html.escape(why)}</i>" for why in self.compare_missing.values()),
+            visible=bool(self.compare_missing))
 
     def _render_compare(self, data):
         return plots.compare_curves(data["frame"], metric=data["metric"], split=data["split"])

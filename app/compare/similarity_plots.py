@@ -24,7 +24,7 @@ CKA_INITIAL_CAPTION = ("Linear CKA of each layer's unseen-image features to its 
 
 
 def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, height: int = 240,
-                   width: int = 420, responsive: bool = False, epochs=None) -> hv.Overlay:
+                   width: int = 420, responsive: bool = False, epochs=None, axis: str = "epoch") -> hv.Overlay:
     """CKA to epoch 0 vs layer, one line per epoch (the latest bold), from ``frame`` (epoch, layer, mean,
     std, n: :func:`lab.export.tables.epoch_table` or the live run model's summary of ``cka_initial``).
 
@@ -36,7 +36,7 @@ def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, hei
     band = bool(len(rows)) and int(rows["n"].max()) > 1
     return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
                                layers=layers, n_epochs=n_epochs, band=band, height=height, width=width,
-                               responsive=responsive, epochs=epochs)
+                               responsive=responsive, epochs=epochs, axis=axis)
 
 
 def initial_caption(frame: pd.DataFrame) -> str:

@@ -253,7 +253,14 @@ class StoredLayouts:
     def __init__(self, record, seed: int | None = None, store=None):
         from lab import analysis
 
+        from lab.errors import not_evaluated
+
         keys = record.projection_keys()
+        if not len(keys) and record.status == "running" and not record.evaluated:
+            raise ValueError(f"run {record.run_id!r} has not finished an evaluation yet; its layouts come with the "
+                             f"first")
+        if not len(keys) and not record.evaluated:
+            raise ValueError(not_evaluated(record.run_id, "2-D layout", record.status))
         if not len(keys):
             raise ValueError(f"run {record.run_id!r} has no stored 2-D layout (its config has projection="
                              f"{record.config_dict.get('projection')!r}); run it with projection 'pca' or 'umap'.")
@@ -263,6 +270,7 @@ class StoredLayouts:
         if int(seed) not in seeds:
             raise ValueError(f"run {record.run_id!r} has no layout of seed {seed}; stored seeds: {seeds}.")
         self.record, self.seed, self._store = record, int(seed), store
+        self.axis = str(record.meta.get("axis") or "epoch")      # what its epoch numbers count ("step": steps)
         keys = keys[keys["seed"] == self.seed]
         self._methods: dict[tuple[str, int], str] = {}
         for row in keys.itertuples(index=False):
@@ -310,7 +318,7 @@ class StoredLayouts:
         if key not in self._cache:
             method = self._methods[key]
             coords, _, indices = self.record.projection(self.seed, epoch, layer, method)
-            title = f"{method.upper()} · {layer} · epoch {epoch}"
+            title = f"{method.upper()} · {layer} · {self.axis} {epoch}"
             self._cache[key] = Layout(_align(coords, indices, self.indices), method, title)
         return self._cache[key]
 
@@ -322,6 +330,12 @@ class StoredLayouts:
                 try:
                     import lab.runs
 
+                    kept = self.record.thumbnails()      # a monitored run's own pictures of its images
+                    if kept is not None:
+                        from app.base import array_thumbnails
+
+                        self._thumbs = array_thumbnails(kept, size=64)
+                        return self._thumbs
                     data = lab.runs.prepare_data(self.record.config)
                     self._thumbs = ThumbnailSource(data.unseen.thumbnail, size=64)
                 except Exception:   # thumbnails are a nicety: a dataset that is not here leaves the points
@@ -350,6 +364,11 @@ class LiveLayouts:
         self.class_names = names if len(names) >= k else names + [str(i) for i in range(len(names), k)]
         self.default_layer = None
 
+    @property
+    def axis(self) -> str:
+        """What the run's epoch numbers count: "epoch", or "step" (:attr:`app.live._model.RunModel.axis`)."""
+        return getattr(self._model(), "axis", "epoch")
+
     def _keys(self) -> list[tuple[int, str]]:
         return [(int(e), str(layer)) for s, e, layer in self._model().projection_keys() if int(s) == self.seed]
 
@@ -370,7 +389,7 @@ class LiveLayouts:
             coords = _align(proj.coords, proj.indices, self.indices)
         except ValueError:           # not the images of the first layout: nothing to link it with
             return None
-        return Layout(coords, proj.method, f"{proj.method.upper()} · {layer} · epoch {shown}")
+        return Layout(coords, proj.method, f"{proj.method.upper()} · {layer} · {self.axis} {shown}")
 
     @property
     def thumbnails(self) -> ThumbnailSource | None:

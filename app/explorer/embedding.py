@@ -358,7 +358,8 @@ class EmbeddingView(pn.viewable.Viewer):
         epoch = wanted if wanted in epochs else epochs[-1]
         self._hold = True
         try:
-            widget.param.update(options=epochs, value=epoch)
+            widget.param.update(options=epochs, value=epoch,
+                                label=str(getattr(self._source, "axis", "epoch")).capitalize())
         finally:
             self._hold = False
         # the left plot's evaluation gives the per-image answers (read once per run, seed and epoch)

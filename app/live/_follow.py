@@ -91,7 +91,7 @@ def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following
     import lab.store
 
     store = store if store is not None else (view.store or lab.store.RunStore())
-    following = Following(run_id, store, view.push, every=every, on_started=partial(_thumbnails_for, view),
+    following = Following(run_id, store, view.push, every=every, on_started=partial(_thumbnails_for, view, store),
                           on_message=partial(view.set_message, status="running"))
     view.store = store
     view.reset(f"Reading run {run_id} from the store…", status="starting")
@@ -102,12 +102,19 @@ def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following
     return following.start()
 
 
-def _thumbnails_for(view, event: ev.RunStarted) -> None:
-    """Hover thumbnails of a followed run's images, where its dataset is one lab loads (the follow thread)."""
+def _thumbnails_for(view, store, event: ev.RunStarted) -> None:
+    """Hover thumbnails of a followed run's images (the follow thread): those the run kept (a monitored loop's
+    own tensors, which lab cannot load again), else from its dataset where it is one lab loads."""
     from lab.config import RunConfig
     from lab.monitor import is_monitored
 
+    from app.base import array_thumbnails
+
     from ._thumbnails import load_thumbnails
 
-    if not is_monitored(event.config):      # a monitored loop's own tensors are not stored: no thumbnails
-        load_thumbnails(view, RunConfig.from_dict(event.config))
+    if is_monitored(event.config):
+        images = store.load(event.run_id).thumbnails()      # None: the loop's inputs were not images
+        if images is not None:
+            view.push(partial(view.set_thumbnails, array_thumbnails(images)))
+        return
+    load_thumbnails(view, RunConfig.from_dict(event.config))

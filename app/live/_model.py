@@ -57,6 +57,9 @@ class RunModel:
     open_ended : bool
         The run was recorded by :class:`lab.Monitor`: the researcher's loop numbers its evaluations (epochs
         or steps) and has no planned end, so :attr:`n_epochs` is the latest evaluated epoch.
+    axis : str
+        What the run's epoch numbers count: "epoch", or "step" for a loop that counts optimizer steps
+        (:attr:`lab.events.RunStarted.axis`); every plot's x axis says it.
     """
 
     run_id: str | None = None
@@ -72,6 +75,7 @@ class RunModel:
     n_images: dict = field(default_factory=dict)
     n_epochs: int = 0
     open_ended: bool = False
+    axis: str = "epoch"
     started_at: float | None = None
     ended_at: float | None = None
     progress: ev.Progress | None = None
@@ -184,6 +188,7 @@ class RunModel:
         self.device = event.device
         self.n_images = dict(event.n_images or {})
         self.open_ended = is_monitored(self.config)
+        self.axis = str(getattr(event, "axis", None) or "epoch")
         epochs = 0 if self.open_ended else self.config.get("epochs")       # an open-ended run grows (_grow)
         if epochs is None:
             epochs = 0 if self.config.get("strategy") == "none" else 3
@@ -379,12 +384,12 @@ class RunModel:
         return out
 
 
-def verdict_html(v: dict, *, running: bool = False) -> str:
+def verdict_html(v: dict, *, running: bool = False, axis: str = "epoch") -> str:
     """The verdict line of :meth:`RunModel.verdict`: only what was measured.
 
     The best layer and its g with the seed spread, the seen-class held-out accuracy, and
     whether the best layer is the final representation. One run cannot say whether seen
-    accuracy predicts g, so the line draws no such conclusion.
+    accuracy predicts g, so the line draws no such conclusion. ``axis``: what the run's epochs count.
     """
     if "g" not in v:
         return ("<span style='color:#666'>Verdict: waiting for the first unseen-class NMI of every layer…</span>"
@@ -395,11 +400,11 @@ def verdict_html(v: dict, *, running: bool = False) -> str:
     n, total = v.get("n_seeds", 1), v.get("seeds_total", 1)
     seeds = f"{n} seed{'s' if n != 1 else ''}" if n >= total else f"{n} of {total} seeds so far"
     text = (f"<b>Best layer for unseen classes: <span class='ls-best-layer'>{html.escape(str(v['layer']))}"
-            f"</span></b> (g = {html.escape(v.get('label', 'NMI'))} {g}, epoch {v['epoch']}, "
+            f"</span></b> (g = {html.escape(v.get('label', 'NMI'))} {g}, {axis} {v['epoch']}, "
             f"{seeds}{_confidence_text(v)})")
     if v.get("heldout_accuracy") is not None and math.isfinite(v["heldout_accuracy"]):
         text += (f" &nbsp;·&nbsp; seen-class held-out accuracy <b>{100 * v['heldout_accuracy']:.1f} %</b>"
-                 f" (epoch {v['accuracy_epoch']})")
+                 f" ({axis} {v['accuracy_epoch']})")
     if v.get("final_layer"):
         where = "is" if v.get("is_final") else "is not"
         text += f" &nbsp;·&nbsp; the best layer {where} the final representation ({html.escape(str(v['final_layer']))})"

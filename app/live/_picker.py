@@ -62,10 +62,11 @@ class LayoutPicker(pn.viewable.Viewer):
         self.epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
         self.epoch_select.param.watch(self._on_epoch_widget, "value")
         follow = dict(margin=(4, 10), css_classes=["ls-follow"])
+        self._follow_latest_w = pn.widgets.Checkbox.from_param(self.param.follow_latest, label="follow newest epoch",
+                                                               **follow)
         self._follow = pn.Column(
             pn.widgets.Checkbox.from_param(self.param.follow_best, label="follow best layer", **follow),
-            pn.widgets.Checkbox.from_param(self.param.follow_latest, label="follow newest epoch", **follow),
-            margin=(20, 0, 0, 0))
+            self._follow_latest_w, margin=(20, 0, 0, 0))
         self.param.watch(self._on_layer, "layer")
         self.param.watch(self._on_epoch, "epoch")
         self.param.watch(self._on_follow, ["follow_best", "follow_latest"])
@@ -94,6 +95,9 @@ class LayoutPicker(pn.viewable.Viewer):
         with self._picking():
             self.param.layer.objects = []
             self.param.update(layer=None, epoch=None, follow_best=True, follow_latest=True)
+        axis = getattr(self._model(), "axis", "epoch")         # "step" for a loop counted in optimizer steps
+        self.epoch_select.label = axis.capitalize()
+        self._follow_latest_w.label = f"follow newest {axis}"
 
     def build_player(self) -> None:
         """The player of the run's layers with a layout (the live view builds it in a redraw turn, like the plots)."""

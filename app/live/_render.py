@@ -28,19 +28,21 @@ class LiveRenderers:
         return plots.metric_curves(data, metric=metric, splits=splits, layers=list(m.layers),
                                    n_epochs=m.n_epochs, band=len(m.seeds) > 1,
                                    interval="low" in data, width=CURVE_WIDTH, responsive=True,
-                                   epochs=m.curve_epochs())
+                                   epochs=m.curve_epochs(), axis=m.axis)
 
     def heatmap(self, data):
+        m = self._model()
         return plots.heatmap(data["frame"], metric=data["metric"], split=data["split"],
-                             layers=list(self._model().layers), width=plots.HEATMAP_WIDTH, responsive=True)
+                             layers=list(m.layers), width=plots.HEATMAP_WIDTH, responsive=True, axis=m.axis)
 
     def training(self, data, which, seeds):
-        return plots.training_curves(data, seeds=seeds, which=which, width=280, responsive=True)
+        return plots.training_curves(data, seeds=seeds, which=which, width=280, responsive=True,
+                                     axis=self._model().axis)
 
     def utilization(self, data, layers):
-        return plots.utilization_bars(data, layers=layers, width=360, responsive=True)
+        return plots.utilization_bars(data, layers=layers, width=360, responsive=True, axis=self._model().axis)
 
     def cka(self, data, layers):
         m = self._model()
         return similarity_plots.initial_curves(data, layers=layers, n_epochs=m.n_epochs, width=360,
-                                               responsive=True, epochs=m.curve_epochs())
+                                               responsive=True, epochs=m.curve_epochs(), axis=m.axis)

@@ -53,7 +53,7 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
     if status == "running" and p is not None and p.stage == "evaluate":      # a run followed from the store
         done = f"{m.epochs_done} evaluation{'s' if m.epochs_done != 1 else ''}"
         if m.open_ended:
-            parts.append(f"{done} so far, the latest at epoch {p.epoch} (as the training loop numbers them)")
+            parts.append(f"{done} so far, the latest at {m.axis} {p.epoch} (as the training loop numbers them)")
         else:
             parts.append(f"{done} of {m.epochs_total}, the latest at epoch {p.epoch}/{m.n_epochs}"
                          + (f" (seed {p.seed})" if len(m.seeds) > 1 else ""))

@@ -14,7 +14,9 @@ from app.base import ThumbnailSource, plots
 from ._model import RunModel
 
 __all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
-           "cka_initial_data"]
+           "cka_initial_data", "training_gaps"]
+
+_ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
 
 HEATMAP_METRICS = catalogue.METRIC_NAMES
 """Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""
@@ -22,12 +24,22 @@ HEATMAP_METRICS = catalogue.METRIC_NAMES
 
 def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
     """(metric, splits) of the metric-vs-layer plots of the metrics the run measures (all when its config names
-    none): the catalogue's entries with a ``curve`` (:func:`lab.catalogue.curve_specs`), in display order."""
+    none): the catalogue's entries with a ``curve`` (:func:`lab.catalogue.curve_specs`), in display order, each
+    with only the splits the run measures (a monitored loop given no seen images has no "seen" split), so that
+    a title names no split that was not measured."""
     wanted = model.config.get("metrics")
     specs = catalogue.curve_specs()
     if wanted:
         specs = [s for s in specs if s[0] in wanted]
-    return specs
+    absent = set() if _has_seen_split(model) else {"seen"}
+    specs = [(metric, tuple(s for s in splits if s not in absent)) for metric, splits in specs]
+    return [(metric, splits) for metric, splits in specs if splits]
+
+
+def _has_seen_split(model: RunModel) -> bool:
+    """Whether the run measures held-out images of its seen classes (a run the engine trains always does)."""
+    heldout = (model.n_images or {}).get("heldout")
+    return bool(model.seen) and (heldout is None or int(heldout) > 0)
 
 
 def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
@@ -49,6 +61,35 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
                             .to_numpy(dtype=float) if len(rows) and len(f) else float("nan"))
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def training_gaps(model: RunModel) -> dict[str, str]:
+    """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
+    it; only plots that will stay empty are named: a monitored loop's evaluations that came without its
+    numbers, or a run that ended without any (a run still training fills them at its next epoch)."""
+    t = model.training
+    if not (model.open_ended or model.status in _ENDED):
+        return {}
+    loss = len(t) and t["train_loss"].notna().any()
+    accuracy = len(t) and (t["train_accuracy"].notna().any() or t["heldout_accuracy"].notna().any())
+    out = {}
+    if model.open_ended:
+        if len(t) and not loss:
+            out["loss"] = ("No training loss: the loop passed no train_loss to evaluate; "
+                           "mon.evaluate(..., train_loss=loss) draws it here.")
+        if len(t) and not accuracy:
+            out["accuracy"] = ("No seen accuracy: the loop passed no train_accuracy to evaluate; "
+                               "mon.evaluate(..., train_accuracy=accuracy) draws it here.")
+        return out
+    trains = model.config.get("strategy", "full") != "none"
+    why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
+           f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run that "
+           f"trains an epoch draws it here")
+    if not loss:
+        out["loss"] = f"No training loss: {why}."
+    if not accuracy:
+        out["accuracy"] = f"No seen accuracy: {why}."
+    return out
 
 
 def cka_initial_data(model: RunModel) -> pd.DataFrame:
@@ -77,5 +118,5 @@ def projection_data(model: RunModel, layer: str | None, epoch: int | None,
     frame = pd.DataFrame({"x": proj.coords[:, 0].astype(float), "y": proj.coords[:, 1].astype(float),
                           "class": labels, "index": proj.indices.astype(int), "thumb": thumbs})
     shown_epoch = epoch if epoch is not None else max(m.projection_epochs(layer))
-    title = f"{proj.method.upper()} of unseen classes · {layer} · epoch {shown_epoch}"
+    title = f"{proj.method.upper()} of unseen classes · {layer} · {m.axis} {shown_epoch}"
     return {"frame": frame, "title": title, "classes": list(names)}

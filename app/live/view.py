@@ -33,6 +33,7 @@ from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
 from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
+from ._training import TrainingPanes
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
@@ -99,7 +100,7 @@ class LiveView(pn.viewable.Viewer):
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
-        self._training_panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
+        self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._utilization_pane = plot_pane(None, 360)
         self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
         self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
@@ -141,6 +142,12 @@ class LiveView(pn.viewable.Viewer):
         self._following = None
 
     @property
+    def followed(self) -> str | None:
+        """Id of the stored run this view shows by following it (still written or ended), or None for a run
+        started here (or none)."""
+        return self._following.run_id if self._following is not None else None
+
+    @property
     def following(self) -> str | None:
         """Id of the stored run this view follows while it is written, or None."""
         return self._following.run_id if self._following is not None and self._following.active else None
@@ -161,7 +168,7 @@ class LiveView(pn.viewable.Viewer):
             pane.object = None
         self.embedding.clear()
         self.collapse.clear()
-        self._training_panes.objects = []
+        self.training.clear()
         self._alert.visible = False
         self._verdict.object = ""
         self.agreement.clear()
@@ -296,7 +303,7 @@ class LiveView(pn.viewable.Viewer):
         seeds, buffer = list(self.model.seeds), self.streams["training"]
         loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
-        self._training_panes.objects = [plot_pane(loss, 280), plot_pane(acc, 280)]
+        self.training.build(loss, acc, self.model)
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -337,6 +344,8 @@ class LiveView(pn.viewable.Viewer):
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
+            if changed & {"training", "status"}:
+                self.training.show_gaps(self.model)
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
@@ -413,7 +422,8 @@ class LiveView(pn.viewable.Viewer):
 
     def _refresh_verdict(self) -> None:
         self._verdict_data = self.model.verdict()      # its layer is the one the layout follows
-        self._verdict.object = verdict_html(self._verdict_data, running=self.status == "running")
+        self._verdict.object = verdict_html(self._verdict_data, running=self.status == "running",
+                                            axis=self.model.axis)
 
     def _refresh_status(self) -> None:
         m = self.model
@@ -460,7 +470,7 @@ class LiveView(pn.viewable.Viewer):
         proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                              pn.FlexBox(self._training_panes, self._utilization_pane, cka_col,
+                              pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,
                                          sizing_mode="stretch_width"),
                               sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

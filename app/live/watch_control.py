@@ -16,10 +16,45 @@ from app.base import notify as _notify
 
 from .view import LiveView
 
-__all__ = ["WatchControl"]
+__all__ = ["WatchControl", "watched_settings_html"]
+
+_SETTINGS = (("dataset", "dataset"), ("backbone", "backbone"), ("strategy", "strategy"), ("epochs", "epochs"),
+             ("pooling", "pooling"), ("metrics", "metrics"))
 
 _EMPTY = ("No run is being written now. A run appears here while it runs: <code>lab.Monitor</code> in a "
           "training loop, <code>python -m lab run</code>, a study's worker.")
+
+
+def watched_settings_html(live: LiveView) -> str:
+    """What the sidebar says while the live view shows a run it follows from the store: that run's own settings
+    (read-only, from its config as the run recorded it), and that the form's settings are for the next run
+    started here. "" while the view shows a run started here, or none."""
+    run_id = live.followed
+    if run_id is None:
+        return ""
+    m = live.model
+    config = m.config if m.run_id == run_id else {}
+    if config:
+        from lab.monitor import is_monitored
+
+        shown = [(label, config.get(key)) for key, label in _SETTINGS if config.get(key) not in (None, "", [], ())]
+        if is_monitored(config):            # a loop's own data and model: lab trained nothing, epochs are its own
+            shown = [(label, value) for label, value in shown if label not in ("strategy", "epochs")]
+        if m.unseen:
+            shown.append(("unseen classes", ", ".join(map(str, m.unseen))))
+        shown.append(("seen classes", ", ".join(map(str, m.seen)) if m.seen else "none measured"))
+        items = "".join(f"<li>{html.escape(label)}: <code>{html.escape(_setting(value))}</code></li>"
+                        for label, value in shown)
+        what = f"It was configured with (read-only):<ul style='margin:4px 0 4px 16px;padding:0'>{items}</ul>"
+    else:
+        what = "Reading its settings from the store… "
+    return (f"<div class='ls-watched-settings' style='font-size:12px;background:#f4f7fb;padding:6px 8px;"
+            f"border-radius:4px'><b>Watching run <code>{html.escape(run_id)}</code>.</b> {what}"
+            f"The settings below are not this run's: they are for the next run you start here.</div>")
+
+
+def _setting(value) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _label(row) -> str:

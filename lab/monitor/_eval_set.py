@@ -19,7 +19,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, SequentialSampler, TensorDataset
 
-__all__ = ["EvalSet", "eval_set"]
+__all__ = ["EvalSet", "eval_set", "thumbnail_images", "THUMBNAIL_SIZE", "MAX_THUMBNAILS"]
+
+THUMBNAIL_SIZE = 32
+"""Longest side in pixels of the thumbnails a monitored run keeps of its unseen images (the app's hover)."""
+MAX_THUMBNAILS = 20_000
+"""A set of more images keeps no thumbnails (about 3 kB each at 32 px in colour)."""
 
 _FORMS = ("a lab dataset, a tuple (images (N, C, H, W), labels (N,)), a torch Dataset of (image, label), or a "
           "DataLoader of (images, labels) batches")
@@ -149,3 +154,57 @@ def eval_set(data, role: str, *, min_classes: int) -> EvalSet:
     classes = [str(names[int(k)]) if names is not None else str(int(k)) for k in present]
     return EvalSet(data, torch.as_tensor(labels.astype(np.int64)), classes, tuple(int(v) for v in shape),
                    description)
+
+
+def _batches(data):
+    """(images (B, C, H, W)) of ``data`` in evaluation order, whatever its form."""
+    if callable(getattr(data, "eval_loader", None)):                 # a lab dataset: raw uint8 pixels
+        gather = getattr(data, "_gather", None)
+        if gather is not None:
+            for start in range(0, len(data), 256):
+                yield gather(torch.arange(start, min(start + 256, len(data))))
+            return
+        loader = data.eval_loader(256)
+    elif isinstance(data, DataLoader):
+        loader = data
+    else:
+        loader = DataLoader(data, batch_size=256, shuffle=False)
+    for batch in loader:
+        yield _first_image(batch)
+
+
+def _as_uint8(x: torch.Tensor) -> torch.Tensor:
+    """Images (B, C, H, W) as uint8 pixels: kept when uint8, x 255 when within [0, 1], else each image
+    stretched to its own range (normalised inputs)."""
+    if x.dtype == torch.uint8:
+        return x
+    x = x.float()
+    if float(x.min()) >= 0.0 and float(x.max()) <= 1.0:
+        return (x * 255).round().to(torch.uint8)
+    flat = x.flatten(1)
+    low, high = flat.min(1).values.view(-1, 1, 1, 1), flat.max(1).values.view(-1, 1, 1, 1)
+    return ((x - low) / (high - low).clamp_min(1e-12) * 255).round().to(torch.uint8)
+
+
+def thumbnail_images(data: EvalSet, size: int = THUMBNAIL_SIZE) -> np.ndarray | None:
+    """Thumbnails of the set's images, uint8 (N, h, w, C) with the longest side at most ``size`` pixels, in
+    evaluation order; None when they are not images (not 1 or 3 channels, smaller than 8 px) or more than
+    :data:`MAX_THUMBNAILS`. One pass over the images."""
+    c, h, w = data.image_shape
+    if c not in (1, 3) or min(h, w) < 8 or len(data) > MAX_THUMBNAILS:
+        return None
+    scale = min(1.0, size / max(h, w))
+    out_size = (max(1, round(h * scale)), max(1, round(w * scale)))
+    parts = []
+    with torch.no_grad():
+        for x in _batches(data.data):
+            x = x.detach().cpu()
+            if x.dim() != 4 or tuple(x.shape[1:]) != (c, h, w):
+                return None                     # images of other shapes: no grid of thumbnails
+            x = _as_uint8(x)
+            if out_size != (h, w):
+                x = torch.nn.functional.interpolate(x.float(), size=out_size, mode="bilinear", antialias=True,
+                                                    align_corners=False).round().clamp(0, 255).to(torch.uint8)
+            parts.append(x.permute(0, 2, 3, 1).numpy())                    # (B, h, w, C)
+    images = np.concatenate(parts) if parts else np.zeros((0, *out_size, c), np.uint8)
+    return images if len(images) == len(data) else None

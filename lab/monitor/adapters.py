@@ -21,11 +21,9 @@ from __future__ import annotations
 import math
 import os
 
-from lab.monitor.monitor import Monitor, MonitorClosedError
+from lab.monitor.monitor import UNITS, Monitor, MonitorClosedError
 
 __all__ = ["HFTrainerCallback", "LightningCallback"]
-
-UNITS = ("epoch", "step")
 
 
 def _check_monitor(monitor, who: str) -> Monitor:
@@ -53,6 +51,7 @@ class _Schedule:
 
     def __init__(self, monitor: Monitor, every: int, unit: str, who: str):
         self.monitor, self.every, self.unit, self.who = monitor, every, unit, who
+        monitor._use_unit(unit)             # the run's axis, in its meta before the first evaluation
         self.last: int | None = None        # the last number evaluated
         self.position = 0                   # the trainer's epoch or step now
         self.pid = os.getpid()

@@ -20,7 +20,9 @@ the block raises; "cancelled" on KeyboardInterrupt).
 What the run's config says: strategy ``"none"`` (lab trained nothing: the researcher's loop did), dataset
 ``"monitor:<the unseen images>"``, backbone ``"monitor:<model class>"``, the layers and metrics measured; the
 run's meta adds ``"monitor"`` (model class, how it was read, data sizes, whether it was wrapped) and
-``"epochs"`` (the last evaluated epoch).
+``"epochs"`` (the last evaluated epoch) and ``"axis"`` (``unit``: what the epoch numbers count). When the unseen
+images are images (1 or 3 channels), the run keeps 32 px thumbnails of them (``RunRecord.thumbnails``) for the
+app's hover, since nothing can load the loop's own tensors again.
 """
 from __future__ import annotations
 
@@ -38,10 +40,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from lab.monitor._eval_set import EvalSet, eval_set
+from lab.monitor._eval_set import EvalSet, eval_set, thumbnail_images
 from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
 
-__all__ = ["Monitor", "MonitorClosedError", "is_main_process"]
+__all__ = ["Monitor", "MonitorClosedError", "is_main_process", "UNITS"]
+
+UNITS = ("epoch", "step")
+"""What a monitored run's evaluation numbers count: the loop's epochs, or its optimizer steps (the run's meta
+``axis``; every view labels its x axis with it)."""
 
 
 HEARTBEAT_SECONDS = 60.0
@@ -78,6 +84,13 @@ class _NoTraining:
 
     def close(self) -> None:
         pass
+
+
+def _check_unit(unit, who: str) -> str:
+    if unit not in UNITS:
+        raise ValueError(f"{who}: unit must be 'epoch' or 'step' (optimizer steps), what the numbers given to "
+                         f"evaluate count. Got {unit!r} instead.")
+    return unit
 
 
 def _check_counts(data: EvalSet, metrics, role: str) -> None:
@@ -147,6 +160,10 @@ class Monitor:
         Images per extraction batch.
     on_event : callable, optional
         Called with every :mod:`lab.events` event the evaluation streams (layer metrics, layouts, ...).
+    unit : {"epoch", "step"}
+        What the numbers given to ``evaluate`` count: the loop's epochs (default) or its optimizer steps. Stored
+        as the run's meta ``axis``; the app and the exported notebooks label their axes with it. The trainer
+        callbacks (:class:`lab.monitor.HFTrainerCallback`, :class:`lab.monitor.LightningCallback`) set it from their own ``unit``.
     all_ranks : bool
         False (default): in a distributed run (torchrun, ``accelerate launch``, Lightning's DDP) only the main
         process (global rank 0) measures and writes the run; on every other rank the monitor checks its input
@@ -163,9 +180,11 @@ class Monitor:
     def __init__(self, model: nn.Module, unseen, seen=None, layers=None, metrics=None, store=None, name=None, *,
                  normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
                  precision: str = "auto", protocol: str = "default",
-                 on_event: Callable[[Any], None] | None = None, all_ranks: bool = False):
+                 on_event: Callable[[Any], None] | None = None, all_ranks: bool = False, unit: str = "epoch"):
         from lab.config import DEFAULT_METRICS, RunConfig
         from lab.monitor import MONITORED
+
+        self.unit = _check_unit(unit, "lab.Monitor")
 
         self.model = model
         self.module = unwrap(model)
@@ -270,7 +289,19 @@ class Monitor:
                      "unseen": self.unseen.description, "unseen_images": len(self.unseen),
                      "seen": self.seen.description if self.seen is not None else None,
                      "seen_images": len(self.seen) if self.seen is not None else 0,
-                     "normalize": self._normalize})
+                     "normalize": self._normalize},
+            axis=self.unit)
+        # the app's hover pictures: it cannot load the loop's own tensors again (none when they are no images)
+        thumbs = thumbnail_images(self.unseen)
+        if thumbs is not None:
+            ctx.recorder.thumbnails(thumbs)
+
+    def _use_unit(self, unit: str) -> None:
+        """Count the run's evaluations in ``unit`` from now on (a trainer callback's own), written to its meta
+        at once so that a reader in another process labels its axes with it from the start."""
+        self.unit = _check_unit(unit, "lab.Monitor")
+        if self._state == "open" and self.active and self.ctx is not None:
+            self.ctx.recorder.update_meta(axis=self.unit)
 
     # -- one evaluation -------------------------------------------------------------------------------------
     def evaluate(self, epoch: int | None = None, *, train_loss: float | None = None,

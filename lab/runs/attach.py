@@ -64,7 +64,7 @@ def start_run(ctx: RunContext, state: SeedState, *, classes: list, n_images: dic
     classes : every class name of the run's data
     n_images : images per part of the data (``{"unseen": ..., "heldout": ...}``)
     describe : the run's one-line description
-    **extra : more meta fields (the monitor's ``monitor``)
+    **extra : more meta fields (the monitor's ``monitor``, and ``axis``: what its epoch numbers count)
     """
     cfg, bb, ft = ctx.cfg, state.bb, state.ft
     layers = [{"name": name, "kind": bb.tap(name).kind, "dim": int(bb.tap(name).dim)} for name in ctx.layers]
@@ -78,7 +78,7 @@ def start_run(ctx: RunContext, state: SeedState, *, classes: list, n_images: dic
         **extra)
     return RunStarted(ctx.run_id, config=cfg.to_dict(), layers=layers, classes=classes, seen=split["seen"],
                       unseen=split["unseen"], device=str(ctx.device), n_images=n_images, seeds=list(cfg.seeds),
-                      trainable_fraction=ft.trainable_fraction)
+                      trainable_fraction=ft.trainable_fraction, axis=extra.get("axis", "epoch"))
 
 
 def evaluate_epoch(ctx: RunContext, evaluator: Evaluator, projections: Projections, state: SeedState, epoch: int, *,

@@ -121,7 +121,8 @@ class RunFollower:
                              classes=list(meta.get("classes") or []), seen=list(split.get("seen") or []),
                              unseen=list(split.get("unseen") or []), device=str(meta.get("device") or ""),
                              n_images=dict(meta.get("n_images") or {}), seeds=list(self._seeds),
-                             trainable_fraction=_finite(meta.get("trainable_fraction")))
+                             trainable_fraction=_finite(meta.get("trainable_fraction")),
+                             axis=str(meta.get("axis") or "epoch"))
 
     def _epoch(self, record, metrics, training, seed: int, epoch: int) -> list[ev.Event]:
         self._done.add((seed, epoch))

@@ -132,6 +132,10 @@ class Recorder:
         """Store one evaluation's per-image record (votes, margins, clusters per layer) on the I/O thread."""
         self._submit(self.writer.save_image_record, seed, epoch, list(layers), labels, samples)
 
+    def thumbnails(self, images) -> None:
+        """Store the unseen images' thumbnails, uint8 (n, h, w, C), on the I/O thread."""
+        self._submit(self.writer.save_thumbnails, images)
+
     def weights(self, seed: int, state_dict: Mapping[str, Any]) -> None:
         """Store a seed's fine-tuned weights (safetensors) now."""
         with self.timed("store"):
@@ -225,6 +229,9 @@ class NullRecorder(Recorder):
         pass
 
     def images(self, seed, epoch, layers, labels, samples) -> None:
+        pass
+
+    def thumbnails(self, images) -> None:
         pass
 
     def weights(self, seed, state_dict) -> None:

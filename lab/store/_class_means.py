@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from lab.errors import not_recorded
+from lab.errors import not_evaluated, not_recorded
 from lab.store._files import _atomic_file
 
 __all__ = ["CLASS_MEANS_DIR", "CLASS_MEANS_COLUMNS", "write_class_means", "read_class_means", "class_means_file",
@@ -91,8 +91,10 @@ def read_class_means(run_path: Path, damaged: list[str]) -> pd.DataFrame:
     return frame.sort_values(["seed", "epoch"], kind="stable").reset_index(drop=True)
 
 
-def class_means_problem(run_id: str, run_path: Path, status: str, frame: pd.DataFrame) -> str | None:
-    """Why a run has no class means, in one line, or None when it has some."""
+def class_means_problem(run_id: str, run_path: Path, status: str, frame: pd.DataFrame, *,
+                        evaluated: bool = True) -> str | None:
+    """Why a run has no class means, in one line, or None when it has some (``evaluated``: whether the run
+    measured anything at all)."""
     if len(frame):
         return None
     folder = run_path.joinpath(*CLASS_MEANS_DIR)
@@ -100,4 +102,6 @@ def class_means_problem(run_id: str, run_path: Path, status: str, frame: pd.Data
         return f"run {run_id!r}: its class-means files are damaged; run it again to get new ones"
     if status == "running":
         return f"run {run_id!r} has not finished an evaluation yet; its class means come with the first"
+    if not evaluated:
+        return not_evaluated(run_id, "class means", status)
     return not_recorded(run_id, "class means")

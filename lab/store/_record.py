@@ -15,11 +15,11 @@ import pandas as pd
 
 from lab.analysis.summary import summarize_run   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.catalogue import per_image_metric
-from lab.errors import not_recorded
+from lab.errors import not_evaluated, not_recorded
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
-from lab.store._tables import _read_table
+from lab.store._tables import _group_files, _read_table
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
 TERMINAL_STATUSES = ("finished", "failed", "cancelled")
@@ -156,6 +156,12 @@ class RunRecord:
     def name(self) -> str | None:
         return self.meta.get("name")
 
+    @property
+    def evaluated(self) -> bool:
+        """Whether the run measured anything: a metrics row of at least one evaluation is stored (cheap: lists
+        files). False for a run that ended, or has not yet come, before its first evaluation."""
+        return bool(_group_files(self.path / "tables" / "metrics"))
+
     metrics = _stored_table("metrics")
     """Long table: seed, epoch, layer, split, metric, value."""
     training = _stored_table("training")
@@ -176,7 +182,7 @@ class RunRecord:
     @property
     def class_means_problem(self) -> str | None:
         """Why :attr:`class_means` is empty, in one line, or None when it holds rows."""
-        return class_means_problem(self.run_id, self.path, self.status, self.class_means)
+        return class_means_problem(self.run_id, self.path, self.status, self.class_means, evaluated=self.evaluated)
 
     # -- arrays ------------------------------------------------------------------------------
     def _array_keys(self, kind: str) -> pd.DataFrame:
@@ -257,6 +263,19 @@ class RunRecord:
         with np.load(path, allow_pickle=False) as z:
             return [str(c) for c in z["class_names"]] if "class_names" in z else None
 
+    def thumbnails(self) -> np.ndarray | None:
+        """Small pictures of the unseen images the run kept, uint8 (n, h, w, C) in the layouts' ``indices``
+        order (a monitored run, whose images lab cannot load again), or None when it kept none or the file is
+        unreadable."""
+        path = self.path / "arrays" / "thumbnails.npz"
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return np.asarray(z["images"], dtype=np.uint8)
+        except (OSError, ValueError, KeyError):
+            return None
+
     def weights_path(self, seed: int | None = None) -> Path:
         """Path of ``weights/seed{seed}.safetensors`` (default: the config's first seed)."""
         if seed is None:
@@ -292,11 +311,13 @@ class RunRecord:
         run = f"run {self.run_id!r}"
         if not parts:
             metrics, votes = self.config_dict.get("metrics"), per_image_metric("right")
+            if self.status == "running":
+                return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
+            if not self.evaluated:
+                return not_evaluated(self.run_id, "per-image record", self.status)
             if isinstance(metrics, (list, tuple)) and votes not in metrics:
                 return (f"{run} did not measure {votes}, whose leave-one-out votes the per-image record holds; "
                         f"run it again with {votes} among its metrics to get one")
-            if self.status == "running":
-                return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
             return not_recorded(self.run_id, "per-image record", self.path / "config.json")
         if not epochs:
             seeds = sorted({s for s, _ in parts})

@@ -221,6 +221,17 @@ class RunWriter:
         self._save_npz(path, coords=coords, labels=labels, indices=indices, layer=np.array(layer), **extra)
         return path
 
+    def save_thumbnails(self, images: Any) -> Path:
+        """Store small pictures of the run's unseen images, uint8 (n, h, w, C) with C 1 or 3, in the order of
+        the layouts' ``indices`` (``arrays/thumbnails.npz``): the app's hover shows them for a run whose data it
+        cannot load (a monitored loop's own tensors)."""
+        images = _as_numpy(images, np.uint8)                          # (n, h, w, C)
+        if images.ndim != 4 or images.shape[-1] not in (1, 3):
+            raise ValueError(f"thumbnails must be uint8 images (n, h, w, C) with C 1 or 3; got shape {images.shape}")
+        path = self.path / "arrays" / "thumbnails.npz"
+        self._save_npz(path, images=images)
+        return path
+
     @staticmethod
     def _save_npz(path: Path, **arrays: np.ndarray) -> None:
         with _atomic_file(path) as f:

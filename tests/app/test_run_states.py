@@ -1,0 +1,160 @@
+"""The views of runs that are not happy paths (cancelled early, monitored loops): no false word, no empty axes."""
+from __future__ import annotations
+
+import html
+
+
+def test_compare_layouts_of_a_run_cancelled_before_its_first_evaluation_say_why(cancelled_run):
+    from app.compare import RunsPanel
+
+    store, run_id = cancelled_run
+    panel = RunsPanel(store)
+    panel.select([run_id])
+    note = html.unescape(panel._layout_note.object)
+    assert f"run {run_id!r} was cancelled before its first evaluation" in note, note
+    assert "run it with projection" not in note and "recorded without" not in note
+
+
+def test_the_overlay_says_a_selected_run_has_no_evaluations_instead_of_empty_axes(cancelled_run):
+    from app.compare import RunsPanel
+
+    store, run_id = cancelled_run
+    panel = RunsPanel(store)
+    panel.select([run_id])
+    assert panel.selected == [run_id] and panel.compare_frame().empty
+    note = html.unescape(panel._compare_note.object)
+    assert panel._compare_note.visible and not panel._compare_box.visible
+    assert f"run {run_id!r} was cancelled before its first evaluation" in note and "has no evaluations" in note
+    panel.select([])                                 # nothing selected: the empty plot asks for a selection again
+    assert not panel._compare_note.visible and panel._compare_box.visible
+
+
+def _followed(store, run_id):
+    from app.live import LiveView
+
+    view = LiveView()
+    view.follow(run_id, store=store)
+    assert view._following.wait(120)            # a hang guard: the run is finished, the follower replays it
+    return view
+
+
+def _plot_opts(element) -> dict:
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (the options are the bokeh backend's)
+
+    return hv.Store.lookup_options("bokeh", element, "plot").kwargs
+
+
+def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_drawn(monitored_run):
+    import holoviews as hv
+
+    from app.explorer import StoredLayouts
+    from app.layerscope import LayerScope
+
+    store, run_id = monitored_run
+    assert store.load(run_id).meta["axis"] == "step"
+    view = _followed(store, run_id)
+    assert view.model.axis == "step" and view.status == "finished"
+    heat = view._heatmap_pane.object[()]
+    assert _plot_opts(heat)["xlabel"] == "step" and "layer × step" in _plot_opts(heat)["title"]
+    curves = [o.object[()] for o in view._curves_box.objects if isinstance(getattr(o, "object", None), hv.DynamicMap)]
+    assert curves
+    for overlay in curves:                      # the latest evaluation's hover names it a step
+        tips = [tip for el in overlay if isinstance(el, hv.Scatter) for tool in _plot_opts(el)["tools"]
+                if hasattr(tool, "tooltips") for tip in tool.tooltips]
+        assert ("step", "@epoch") in tips and ("epoch", "@epoch") not in tips
+    assert view.picker.epoch_select.label == "Step" and view.embedding._epoch_w.label == "Step"
+    assert "· step 8" in view.embedding._panels[0].pipe.data["title"]
+    assert ", step 8," in view._verdict.object
+    training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
+    assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
+    # a stored run's views read the axis from its meta: the Compare tab's layouts and collapse card
+    layouts = StoredLayouts(store.load(run_id), store=store)
+    assert layouts.axis == "step" and "· step 8" in layouts.layout(layouts.default_layer).title
+    scope = LayerScope(store=store)
+    scope.runs.select([run_id])
+    assert scope.runs.embedding._epoch_w.label == "Step" and scope.run_collapse.source.axis == "step"
+
+
+def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_run):
+    import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401  (the curves' options are the bokeh backend's)
+
+    from app.live._streams import curve_specs
+
+    def titles(view):
+        return {_plot_opts(o.object[()])["title"].split("\n")[0] for o in view._curves_box.objects
+                if isinstance(getattr(o, "object", None), hv.DynamicMap)}
+
+    store, run_id = monitored_run
+    monitored = titles(_followed(store, run_id))           # no seen images were given to the Monitor
+    assert "log10 NC1 (unseen)" in monitored and "log10 CDNV (unseen)" in monitored
+    assert not any("seen)" in t.replace("(unseen)", "") for t in monitored), monitored
+    store, run_id, _ = tiny_run
+    trained = _followed(store, run_id)                      # the engine measures its held-out seen images
+    assert dict(curve_specs(trained.model))["nc1"] == ("unseen", "seen")
+    assert "log10 NC1 (unseen & seen)" in titles(trained)
+
+
+def _gaps(view) -> dict:
+    """The training plots hidden, each with the sentence the note shows for it."""
+    text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
+    sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
+    return {which: text[text.index(sentences[which]):].split("</i>")[0]
+            for which, pane in view.training.slots.items() if pane not in view.training.panes.objects}
+
+
+def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
+    store, run_id = monitored_run                   # the loop passed neither train_loss nor train_accuracy
+    gaps = _gaps(_followed(store, run_id))
+    assert "the loop passed no train_loss to evaluate" in gaps["loss"] and "train_loss=loss" in gaps["loss"]
+    assert "the loop passed no train_accuracy to evaluate" in gaps["accuracy"]
+    store, run_id = cancelled_run
+    gaps = _gaps(_followed(store, run_id))
+    assert "the run was cancelled before its first training epoch ended" in gaps["loss"]
+    store, run_id, _ = tiny_run                     # trained: both plots, no sentence
+    view = _followed(store, run_id)
+    assert _gaps(view) == {} and not view.training.gap.visible
+    assert view.training.panes.objects == list(view.training.slots.values())
+
+
+def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
+    from app.layerscope import LayerScope
+
+    store, run_id = monitored_run
+    scope = LayerScope(store=store)
+    assert not scope.watched_settings.visible
+    scope.watch(run_id)
+    assert scope.live._following.wait(120)
+    text = html.unescape(scope.watched_settings.object)
+    assert scope.watched_settings.visible and f"Watching run {run_id}" in text.replace("<code>", "").replace(
+        "</code>", "")
+    config = store.load(run_id).config_dict
+    assert f"dataset: <code>{config['dataset']}</code>" in text and f"backbone: <code>{config['backbone']}</code>" in text
+    assert "seen classes: <code>none measured</code>" in text
+    assert "they are for the next run you start here" in text
+    assert scope.config.to_config().dataset not in text             # the form's preset is not claimed for it
+    scope.live.stop_following()                                       # a run started here replaces it
+    scope.live.reset("Starting…")
+    assert not scope.watched_settings.visible
+
+
+def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(monitored_run):
+    import numpy as np
+    import torch
+
+    from app.layerscope import LayerScope
+    from tests.fixtures.small_loop import digits_split
+
+    store, run_id = monitored_run
+    kept = store.load(run_id).thumbnails()                  # the Monitor's unseen digits, 16 px: kept as they are
+    unseen, _, _ = digits_split()
+    assert kept.shape == (40, 16, 16, 1) and kept.dtype == np.uint8
+    assert np.array_equal(kept[..., 0], unseen._gather(torch.arange(40))[:, 0].numpy())
+    view = _followed(store, run_id)
+    view.embedding.hovered = 3                              # the Run & watch explorer
+    assert "data:image/png;base64," in view.embedding._hover_card.object
+    scope = LayerScope(store=store)                         # the Compare tab's explorer of the stored run
+    scope.runs.select([run_id])
+    scope.runs.embedding.hovered = 3
+    assert "data:image/png;base64," in scope.runs.embedding._hover_card.object
