@@ -96,12 +96,12 @@ class Settings:
     def fast_preset(cls) -> "Settings":
         return cls(
             fast=True,
-            fig2_backbone="mlp:depth=6,width=128", fig2_epochs=10, fig2_optimizer="sgd", fig2_lr=0.02,
+            fig2_backbone="mlp:depth=6,width=128", fig2_epochs=3, fig2_optimizer="sgd", fig2_lr=0.02,
             t3_backbone="test_resnet", t3_img_size=32, t3_block="layer2.0", t3_pre_epochs=1, t3_ft_epochs=1,
             t3_pre_lr=2e-3, t3_ft_lr=1e-3, t3_seeds=(0,),
             dy_backbones=(("test_resnet", 32, 2, 2e-3), ("mlp:depth=6,width=256", 32, 2, 2e-3)),
             dy_seeds=(0,), dy_unseen_per_class=60,
-            wy_backbone="mlp:depth=6,width=256", wy_noise=(0.0, 0.2, 0.5), wy_epochs=3, wy_lr=1e-3,
+            wy_backbone="mlp:depth=6,width=256", wy_noise=(0.0, 0.2, 0.5), wy_epochs=2, wy_lr=1e-3,
         )
 
 
