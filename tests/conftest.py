@@ -44,6 +44,25 @@ def pytest_configure(config):
 from tests.fixtures.configs import TINY  # noqa: E402  (re-exported for fixtures below)
 
 
+def _weight(item) -> int:
+    """0 for a test that drives a browser or a notebook kernel, 1 for another slow one, 2 for the rest."""
+    if item.get_closest_marker("browser") or item.get_closest_marker("notebook"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """The heaviest files first, each file's tests kept together and in order. xdist hands tests out in this
+    order (worksteal: in chunks, then steals from the back), so the minutes-long tests start at once instead
+    of last, when the other workers would idle waiting for them; a file stays whole, so its module fixtures
+    are made once."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(files.values(), key=lambda group: min(_weight(item) for item in group))
+    items[:] = [item for group in order for item in group]
+
+
 @pytest.fixture(scope="session")
 def installed_face():
     """``installed_face(faces, package, what)``: the first of ``faces`` whose font file is on this
