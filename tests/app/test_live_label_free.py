@@ -13,11 +13,13 @@ from lab import analysis
 def test_a_run_that_measures_the_family_gets_its_panels():
     from app.live._streams import curve_specs
 
-    model = SimpleNamespace(config={"metrics": ["nmi", "rankme", "alpha_req", "twonn_id", "lidar"]})
+    # a run with a seen split (its held-out images): the seen curves apply
+    model = SimpleNamespace(config={"metrics": ["nmi", "rankme", "alpha_req", "twonn_id", "lidar"]},
+                            seen=("a", "b"), n_images=None)
     assert curve_specs(model) == [("nmi", ("unseen",)), ("rankme", ("unseen", "seen")),
                                   ("alpha_req", ("unseen", "seen")), ("twonn_id", ("unseen", "seen")),
                                   ("lidar", ("unseen",))]
-    older = SimpleNamespace(config={"metrics": ["nmi", "knn_accuracy", "nc1", "cdnv"]})
+    older = SimpleNamespace(config={"metrics": ["nmi", "knn_accuracy", "nc1", "cdnv"]}, seen=("a", "b"), n_images=None)
     assert [m for m, _ in curve_specs(older)] == ["nmi", "knn_accuracy", "nc1", "cdnv"]
 
 

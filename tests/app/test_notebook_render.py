@@ -8,13 +8,18 @@ import panel as pn
 import pytest
 from bokeh.document.models import DocumentModelManager
 
-import app
-from app.base._notebook_render import one_recompute
+from app.base._notebook_render import install, one_recompute
 
 
 @pytest.fixture(scope="module", autouse=True)
 def inline_extension():
-    app.extension()             # inline resources: Panel swaps every model's stylesheets after rendering
+    """Inline resources, as app.extension() sets them (Panel then swaps every model's stylesheets after
+    rendering), and the deferred recomputation it installs; Panel's setting restored after."""
+    previous = pn.config.inline
+    pn.extension(inline=True)
+    install()
+    yield
+    pn.config.inline = previous
 
 
 def _count_recomputes(monkeypatch) -> list:

@@ -103,3 +103,66 @@ def test_the_lesson_draws_the_neural_collapse_card(page):
     card.locator(".ls-simplex-player button.previous").click()                  # one epoch back
     expect(deviation).to_contain_text("epoch 14", timeout=30_000)
     assert not page.errors, page.errors
+
+
+# The law panels' data: legend labels (the fitted lines say "×ratio per layer, r ...") and, per r-against-epoch
+# source, how many epochs it holds.
+_LAW_MODELS = """
+() => {
+  const out = {labels: [], r_points: []};
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    for (const m of doc._all_models.values()) {
+      try {
+        if (m.renderers !== undefined && m.index !== undefined && m.label) {
+          const l = m.label;
+          out.labels.push(String(typeof l === "object" && "value" in l ? l.value : l));
+        }
+        const d = m.data;
+        if (d && (d instanceof Map || typeof d === "object")) {
+          const keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
+          if (keys.includes("r") && keys.includes("epoch")) {
+            out.r_points.push((d instanceof Map ? d.get("epoch") : d["epoch"]).length);
+          }
+        }
+      } catch (e) { continue; }
+    }
+  }
+  return out;
+}
+"""
+
+
+def test_the_law_lesson_draws_the_law_against_depth_and_r_against_epoch(page):
+    """The lesson of issue 49 run in the app: the card's law panels draw the fitted line (its legend gives the
+    ratio per layer and r) and r against every evaluated epoch (0 to 8)."""
+    from playwright.sync_api import expect
+
+    from app.choose.presets import LAW_LESSON_PRESET
+
+    page.locator(".ls-preset select").select_option(LAW_LESSON_PRESET)
+    page.locator(".ls-apply-preset button").click()
+    page.wait_for_timeout(500)
+    run = page.locator(".ls-run button")
+    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=60_000)
+    before = probe(page).get("run_id")
+    run.click()
+    state = wait_probe(page, lambda s: s.get("run_id") not in (None, before)
+                       and s.get("status") in ("finished", "failed", "cancelled"), 300, "the law lesson run's end")
+    assert state["status"] == "finished", state
+
+    card = page.locator(".ls-collapse").first
+    if not card.locator(".ls-law").count() or not card.locator(".ls-law").first.is_visible():
+        card.locator(".card-header").first.click()                  # unfold (the first test may have left it open)
+    expect(card.locator(".ls-law-depth canvas").first).to_be_visible(timeout=60_000)
+    expect(card.locator(".ls-law-r canvas").first).to_be_visible(timeout=60_000)
+    deadline = time.monotonic() + 60
+    while True:
+        models = page.evaluate(_LAW_MODELS)
+        fitted = [label for label in models["labels"] if label.startswith("train sample: ×") and "per layer, r" in label]
+        if fitted and 9 in models["r_points"]:
+            break
+        assert time.monotonic() < deadline, f"the law panels did not draw: {models}"
+        page.wait_for_timeout(500)
+    card.locator(".ls-law").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "collapse-law-lesson.png"), full_page=True)
+    assert not page.errors, page.errors

@@ -20,7 +20,7 @@ def _public(cls):
 def test_the_null_recorder_spells_out_every_write_and_has_no_catch_all():
     writes = _public(Recorder) - {"timed", "since"}
     assert writes == {"update_meta", "metrics", "utilization", "contribution", "end_epoch", "embeddings",
-                      "projection", "images", "weights", "close", "class_means", "heartbeat"}
+                      "projection", "images", "thumbnails", "weights", "close", "class_means", "heartbeat"}
     for name in writes:                                   # each one overridden by a no-op of its own
         assert name in NullRecorder.__dict__, name
     assert "__getattr__" not in NullRecorder.__dict__ and "__getattr__" not in Recorder.__dict__
