@@ -175,7 +175,7 @@ class LawSection:
 
     @staticmethod
     def _reasons(law: pd.DataFrame) -> str:
-        reasons = list(dict.fromkeys(str(r) for r in law["reason"] if r)) if len(law) else []
+        reasons = list(dict.fromkeys(r for r in law["reason"] if isinstance(r, str) and r)) if len(law) else []
         return "; ".join(reasons) if reasons else "no NC1 at this epoch"
 
     def absent_sentence(self, law: pd.DataFrame, epoch) -> str:
@@ -202,7 +202,7 @@ class LawSection:
             begin = start[start["split"] == row.split] if start is not None and first != epoch else None
             if begin is not None and len(begin) and np.isfinite(begin["r"].iloc[0]):
                 text += f" (epoch {first}: r = {float(begin['r'].iloc[0]):+.3f})"
-            if row.reason:
+            if isinstance(row.reason, str) and row.reason:       # a missing reason reads back as NaN
                 text += f"; {row.reason}"
             lines.append(text + ".")
         return "".join(f"<div class='ls-law-note' style='color:#555'>{html.escape(line)}</div>" for line in lines)

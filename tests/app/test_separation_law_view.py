@@ -225,3 +225,12 @@ def test_on_a_page_the_player_moves_the_drawn_law(deep_run):
         view.epoch_index = index
         row = law[(law["epoch"] == index) & (law["split"] == "unseen")].iloc[0]
         assert f"unseen classes: ×{row['ratio']:.2f} per layer, r {row['r']:+.3f}" in legend_labels()
+
+
+def test_the_notes_of_a_law_without_reasons_read_plainly(deep_run):
+    """A law with nothing left out has no reason: its note ends with the numbers (pandas reads the missing
+    reason back as NaN, which once printed '; nan')."""
+    view = _view(deep_run)
+    notes = view.law._notes.object
+    assert "per layer over" in notes and "r = " in notes
+    assert "nan" not in notes.lower()
