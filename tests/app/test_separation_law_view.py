@@ -228,9 +228,10 @@ def test_on_a_page_the_player_moves_the_drawn_law(deep_run):
 
 
 def test_the_notes_of_a_law_without_reasons_read_plainly(deep_run):
-    """A law with nothing left out has no reason: its note ends with the numbers (pandas reads the missing
+    """A law with nothing left out has no reason: its note ends with the numbers (pandas reads a missing
     reason back as NaN, which once printed '; nan')."""
     view = _view(deep_run)
-    notes = view.law._notes.object
+    law = analysis.separation_law(deep_run).assign(reason=np.nan)
+    notes = view.law.notes_html(law, view.shown_epoch())
     assert "per layer over" in notes and "r = " in notes
     assert "nan" not in notes.lower()
