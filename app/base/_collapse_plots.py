@@ -242,10 +242,11 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
         r = np.array([values.get(int(e), np.nan) for e in epochs], dtype=float)
         label = SPLIT_NAMES.get(split, split)
         data = {"epoch": epochs, "r": r, "split": np.full(len(epochs), label, dtype=object)}
+        # framewise: a live run adds epochs, and the x range must grow with them (it stayed at the first ones)
         elements.append(hv.Curve(data, "epoch", ["r", "split"], label=label).opts(
-            color=_LAW_COLOR, line_width=1.8, line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid")))
+            color=_LAW_COLOR, line_width=1.8, line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid"), framewise=True))
         elements.append(hv.Scatter(data, "epoch", ["r", "split"], label=label).opts(
-            color=_LAW_COLOR, marker=SPLIT_MARKERS.get(split, "circle"), size=6,
+            color=_LAW_COLOR, marker=SPLIT_MARKERS.get(split, "circle"), size=6, framewise=True,
             tools=[HoverTool(tooltips=[("split", "@split"), ("epoch", "@epoch"), ("r", "@r{+0.000}")])]))
     elements.append(hv.VLine(float(epoch) if epoch is not None else np.nan).opts(color=_CURSOR_COLOR, line_width=2,
                                                                                  alpha=0.6))

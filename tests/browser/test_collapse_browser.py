@@ -3,7 +3,9 @@
 One run of ``lab.lessons.NC_LESSON`` (about 20 s on a 2-core CPU) through ``panel serve app`` in Debian's Chromium:
 the card's panels draw, its key names the three splits and their dashes, the terminal-phase mark is on the plots,
 the simplex view draws the two cosine matrices and, for K = 3, the triangle, and the epoch player steps. A screenshot
-of the card goes to ``test-artifacts/collapse-lesson.png``.
+of the card goes to ``test-artifacts/collapse-lesson.png``. Then the law-of-equi-separation lesson
+(``lab.lessons.SEPARATION_LAW_LESSON``) on the same page: the law against depth with its fitted line and r against
+every epoch (``test-artifacts/collapse-law-lesson.png``).
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def test_the_lesson_draws_the_neural_collapse_card(page):
 # source, how many epochs it holds.
 _LAW_MODELS = """
 () => {
-  const out = {labels: [], r_points: []};
+  const out = {labels: [], r_points: [], r_x_end: []};
   for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
     for (const m of doc._all_models.values()) {
       try {
@@ -117,6 +119,7 @@ _LAW_MODELS = """
           const l = m.label;
           out.labels.push(String(typeof l === "object" && "value" in l ? l.value : l));
         }
+        if (m.title && m.x_range && String(m.title.text).startsWith("r against epoch")) out.r_x_end.push(m.x_range.end);
         const d = m.data;
         if (d && (d instanceof Map || typeof d === "object")) {
           const keys = d instanceof Map ? [...d.keys()] : Object.keys(d);
@@ -159,7 +162,8 @@ def test_the_law_lesson_draws_the_law_against_depth_and_r_against_epoch(page):
     while True:
         models = page.evaluate(_LAW_MODELS)
         fitted = [label for label in models["labels"] if label.startswith("train sample: ×") and "per layer, r" in label]
-        if fitted and 9 in models["r_points"]:
+        # every epoch drawn: the x range reaches the last one (it once stayed at the epochs first streamed)
+        if fitted and 9 in models["r_points"] and models["r_x_end"] and max(models["r_x_end"]) >= 8:
             break
         assert time.monotonic() < deadline, f"the law panels did not draw: {models}"
         page.wait_for_timeout(500)
