@@ -53,3 +53,23 @@ def test_the_report_gives_wall_time_outcomes_and_the_20_slowest_tests(tmp_path):
     seconds = [t["seconds"] for t in slowest]
     assert seconds == sorted(seconds, reverse=True)
     assert all(t["test"].startswith("test_tiny.py::") and "setup" in t for t in slowest)
+
+
+def test_make_tests_report_option_works_when_the_report_is_already_there(tmp_path):
+    """The Makefile's --suite-report, as written there, run twice in a project laid out like ours (testpaths, the
+    plugin named in tests/conftest.py): the second run finds suite.json from the first and must not read it as a
+    test path (it did: pytest then skipped tests/conftest.py and refused the option)."""
+    recipe = next(line for line in (REPO / "Makefile").read_text().splitlines() if "-m pytest" in line)
+    report = next(word for word in recipe.split() if word.startswith("--suite-report"))
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text('pytest_plugins = ("tests.suite_time",)\n')
+    (tmp_path / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "test-artifacts").mkdir()
+    words = [report] if "=" in report else [report, recipe.split()[recipe.split().index(report) + 1]]
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for attempt in (1, 2):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *words], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (attempt, done.stdout + done.stderr)
+        assert json.loads((tmp_path / "test-artifacts" / "suite.json").read_text())["tests"] == 1
