@@ -67,6 +67,13 @@ def probe(page, selector: str = ".ls-probe") -> dict:
     return json.loads(raw) if raw else {}
 
 
+def choose_preset(page, name: str) -> None:
+    """Pick the sidebar's preset ``name`` and apply it."""
+    page.locator(".ls-preset select").select_option(name)
+    page.locator(".ls-apply-preset button").click()
+    page.wait_for_timeout(500)
+
+
 def wait_probe(page, check, timeout: float, what: str, selector: str = ".ls-probe", poll_ms: int = 250) -> dict:
     """The probe's state once ``check(state)`` holds; an AssertionError naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

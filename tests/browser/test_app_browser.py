@@ -11,7 +11,7 @@ import json
 import time
 
 import pytest
-from served import ARTIFACTS, probe, wait_probe
+from served import ARTIFACTS, choose_preset, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -100,12 +100,6 @@ _BOKEH_TITLES = """
 def bokeh_titles(page) -> list[str]:
     """The text of every plot title in the page (drawn on a canvas: not in the page's text)."""
     return page.evaluate(_BOKEH_TITLES)
-
-
-def choose_preset(page, name: str) -> None:
-    page.locator(".ls-preset select").select_option(name)
-    page.locator(".ls-apply-preset button").click()
-    page.wait_for_timeout(500)
 
 
 def click_run(page) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from served import ARTIFACTS, probe, wait_probe
+from served import ARTIFACTS, choose_preset, probe, wait_probe
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -58,20 +58,23 @@ def page(chromium, app_server):
         browser.close()
 
 
+def run_preset(page, preset: str, what: str) -> dict:
+    """Apply ``preset`` in the sidebar, press Run and wait (up to 300 s) for that run to end: its probe state."""
+    choose_preset(page, preset)
+    run = page.locator(".ls-run button")
+    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=60_000)
+    before = probe(page).get("run_id")
+    run.click()
+    return wait_probe(page, lambda s: s.get("run_id") not in (None, before)
+                      and s.get("status") in ("finished", "failed", "cancelled"), 300, what)
+
+
 def test_the_lesson_draws_the_neural_collapse_card(page):
     from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    page.locator(".ls-preset select").select_option(LESSON)
-    page.locator(".ls-apply-preset button").click()
-    page.wait_for_timeout(500)
-    run = page.locator(".ls-run button")
-    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=60_000)
-    before = probe(page).get("run_id")
     t0 = time.monotonic()
-    run.click()
-    state = wait_probe(page, lambda s: s.get("run_id") not in (None, before)
-                       and s.get("status") in ("finished", "failed", "cancelled"), 300, "the lesson run's end")
+    state = run_preset(page, LESSON, "the lesson run's end")
     assert state["status"] == "finished", state
     print(f"lesson run in the app: {time.monotonic() - t0:.1f} s")
 
@@ -142,15 +145,7 @@ def test_the_law_lesson_draws_the_law_against_depth_and_r_against_epoch(page):
 
     from app.choose.presets import LAW_LESSON_PRESET
 
-    page.locator(".ls-preset select").select_option(LAW_LESSON_PRESET)
-    page.locator(".ls-apply-preset button").click()
-    page.wait_for_timeout(500)
-    run = page.locator(".ls-run button")
-    page.wait_for_function("b => !b.disabled", arg=run.element_handle(), timeout=60_000)
-    before = probe(page).get("run_id")
-    run.click()
-    state = wait_probe(page, lambda s: s.get("run_id") not in (None, before)
-                       and s.get("status") in ("finished", "failed", "cancelled"), 300, "the law lesson run's end")
+    state = run_preset(page, LAW_LESSON_PRESET, "the law lesson run's end")
     assert state["status"] == "finished", state
 
     card = page.locator(".ls-collapse").first
