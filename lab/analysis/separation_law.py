@@ -244,8 +244,12 @@ def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = 
         ``n_seeds`` (the seeds with a fitted law), one row per (epoch, split), sorted as
         :func:`separation_law`'s. ``ratio`` is the mean of the seeds' ratios.
     """
+    return _across(separation_law(metrics, split=split, layers=layers, aliases=aliases))
+
+
+def _across(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """:func:`separation_law_across_seeds` of the per-seed rows :func:`separation_law` gave (fitted once)."""
     columns = ["epoch", "split", *[f"{q}{s}" for q in _QUANTITIES for s in ("", "_std")], "n_seeds"]
-    per_seed = separation_law(metrics, split=split, layers=layers, aliases=aliases)
     if per_seed.empty:
         return pd.DataFrame(columns=columns)
     long = per_seed.melt(id_vars=["seed", "epoch", "split"], value_vars=list(_QUANTITIES), var_name="metric")
@@ -295,7 +299,7 @@ def latest_separation_law(metrics, *, layers: Iterable | None = None,
     # the full table fixes the depth order (a layer missing at the last epoch keeps its place)
     order = layer_order(layers, metrics)
     per_seed = separation_law(rows, layers=order, aliases=aliases)
-    across = separation_law_across_seeds(rows, layers=order, aliases=aliases).set_index("split")
+    across = _across(per_seed).set_index("split")
     out = {}
     for split, part in per_seed.groupby("split", sort=False):
         mean = across.loc[split]
