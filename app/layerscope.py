@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import panel as pn
 import param
+from panel.theme import fast
 
 from .choose import ConfigPanel
 from .collapse import CollapseView
@@ -35,6 +36,16 @@ A run written by another process (`lab.Monitor` in your own training loop, `pyth
 listed under *Watch a running run* while it runs; *Watch* follows it here as each evaluation lands.
 Runs started from this page stop when you press **Stop** or close the tab.
 """
+
+
+class _OfflineFast(fast.Fast):
+    """Panel's Fast design without its Google Fonts stylesheet: the page asks no other host for anything
+    (offline, it waited on that request). Panel finds a design's own files by its class name, hence ``Fast``."""
+
+    _resources = {kind: files for kind, files in fast.Fast._resources.items() if kind != "font"}
+
+
+_OfflineFast.__name__ = "Fast"
 
 
 class LayerScope(pn.viewable.Viewer):
@@ -118,7 +129,7 @@ class LayerScope(pn.viewable.Viewer):
     def template(self, title: str = "layerscope — which layer generalizes?"):
         """The served page: settings in the sidebar, the tabs in the main area."""
         template = pn.template.FastListTemplate(
-            title=title, sidebar=[self.sidebar], main=[self._tabs], sidebar_width=380,
+            title=title, sidebar=[self.sidebar], main=[self._tabs], sidebar_width=380, design=_OfflineFast,
             accent="#08519c", header_background="#08306b", main_layout=None,
         )
         return template

@@ -44,9 +44,13 @@ def page(browser, server):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    elsewhere: list[str] = []               # requests to any host but the server's: the app works offline
+    page.on("request", lambda req: None if req.url.startswith(("data:", "blob:", "http://127.0.0.1:", "ws://127.0.0.1:"))
+            else elsewhere.append(req.url))
     page.goto(server["url"], timeout=180_000)
     page.wait_for_selector(".ls-run button", timeout=180_000)
     page.errors = errors
+    page.elsewhere = elsewhere
     yield page
     context.close()
 
@@ -127,6 +131,7 @@ def test_page_loads(page):
     page.screenshot(path=str(ARTIFACTS / "01-initial.png"), full_page=True)
     assert probe(page)["status"] == "idle"
     assert not page.errors, page.errors
+    assert not page.elsewhere, f"the page asked another host: {page.elsewhere}"   # e.g. Fast's Google font
 
 
 def test_tiny_run_streams_every_view(page):
