@@ -90,6 +90,7 @@ class LawSection:
         """Read the law of ``source`` (every epoch); ``terminal``: {seed: terminal-phase epoch or None};
         ``waiting``: a live run that has not measured yet (told so rather than that it lacks NC1)."""
         metrics = source.metrics
+        self.axis = getattr(source, "axis", None) or "epoch"       # "step" for a loop counted in steps
         kwargs = dict(layers=source.layers or None, aliases=source.aliases or None)
         self.law = analysis.separation_law(metrics, **kwargs)
         self.across = analysis.separation_law_across_seeds(self.law)        # the same fits, not fitted again
@@ -127,13 +128,14 @@ class LawSection:
     def _depth_data(self, epoch) -> dict:
         law, points = self._rows_at(epoch)
         seed = f" · seed {self.seed} of {self.n_seeds}" if self.n_seeds > 1 else ""
-        title = (f"log10 NC1 against depth · epoch {'–' if epoch is None else epoch}{seed}\n"
+        title = (f"log10 NC1 against depth · {self.axis} {'–' if epoch is None else epoch}{seed}\n"
                  f"{_title_splits(self.splits)}" if self.splits else "log10 NC1 against depth")
         return {"law": law, "points": points, "title": title}
 
     def _r_data(self, epoch) -> dict:
         mean = f" · mean over {self.n_seeds} seeds" if self.n_seeds > 1 else ""
-        title = f"r against epoch{mean}\n{_title_splits(self.splits)}" if self.splits else "r against epoch"
+        title = (f"r against {self.axis}{mean}\n{_title_splits(self.splits)}" if self.splits
+                 else f"r against {self.axis}")
         return {"across": self.across, "terminal": self.terminal, "epoch": epoch, "title": title}
 
     def _render_depth(self, data):
@@ -142,7 +144,7 @@ class LawSection:
 
     def _render_r(self, data):
         return plots.law_r_curve(data["across"], splits=self.splits, terminal=data["terminal"], epoch=data["epoch"],
-                                 title=data["title"], width=_WIDTH)
+                                 title=data["title"], width=_WIDTH, axis=self.axis)
 
     def show(self, epoch: int | None) -> None:
         """Draw the law at ``epoch`` (None: the last epoch measured) and mark it on r against epoch."""
