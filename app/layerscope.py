@@ -12,6 +12,7 @@ from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
+from .base._share import page_loading
 from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 
@@ -50,6 +51,7 @@ class LayerScope(pn.viewable.Viewer):
 
     def __init__(self, store=None, **params):
         super().__init__(**params)
+        page_loading(pn.state.curdoc)       # the other sessions' redraws make way until this page has rendered
         if store is None:
             import lab.store
 
