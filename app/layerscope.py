@@ -77,8 +77,8 @@ class LayerScope(pn.viewable.Viewer):
             ("Compare & export", pn.Column(self.runs, self.run_collapse, sizing_mode="stretch_width")),
             ("Studies", self.studies),
             ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
-            dynamic=False, sizing_mode="stretch_width",
-        )
+            dynamic=True, sizing_mode="stretch_width",     # a tab's plots are made when it is first shown:
+        )                                                   # half the page's models, its build and its JSON
         self._tabs.link(self, active="active_tab", bidirectional=True)
 
     def _apply_view(self, *_events) -> None:
