@@ -14,7 +14,10 @@ Where the time goes: with py-spy (``--py-spy PATH``, or on ``PATH``) the server 
 thread holding the GIL (``--gil``) and of the threads on a CPU, grouped by what they were doing. The load
 average is printed with each figure (the machine may be shared).
 
-    .venv/bin/python benchmarks/late_page.py [--busy 4] [--preset "Tiny demo (fast)"] [--save]
+``--against REV`` measures the app of git revision REV too (its tree exported with ``git archive``), in rounds
+that alternate with this checkout's (``--rounds`` each), so that both meet the same load on a shared machine.
+
+    .venv/bin/python benchmarks/late_page.py [--busy 4] [--preset "Tiny demo (fast)"] [--against REV] [--save]
 """
 from __future__ import annotations
 
@@ -77,6 +80,8 @@ def main(argv=None) -> int:
     parser.add_argument("--busy", type=int, default=4, help="sessions running a preset when the late page opens")
     parser.add_argument("--preset", default=TINY, help="the preset the busy sessions run")
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for any one page")
+    parser.add_argument("--against", default=None, help="a git revision whose app is measured too, alternately")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of each app (quiet page, busy pages, late page)")
     parser.add_argument("--py-spy", dest="py_spy", default=None,
                         help="py-spy executable to sample the server with (default: py-spy on PATH, if any; "
                              "'none': no sampling)")
@@ -87,9 +92,9 @@ def main(argv=None) -> int:
 
 
 class _Server:
-    """``panel serve app`` on 127.0.0.1 with its log in a file (read for the access log's timings)."""
+    """``panel serve app`` of the tree ``root`` on 127.0.0.1, with a temporary store and its log in a file."""
 
-    def __init__(self):
+    def __init__(self, root: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/app"
         tmp = Path(tempfile.mkdtemp(prefix="layerscope-late-"))
@@ -97,13 +102,13 @@ class _Server:
         (tmp / "studies").mkdir()
         self.log_path = tmp / "server.log"
         env = dict(os.environ, LAB_RUNS_DIR=str(tmp / "runs"), LAB_STUDIES_DIR=str(tmp / "studies"),
-                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                   PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("DASK_SCHEDULER_ADDRESS", None)
         self._log = open(self.log_path, "w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app", "--address", "127.0.0.1", "--port", str(self.port),
              "--allow-websocket-origin", f"127.0.0.1:{self.port}"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float) -> float:
         t0 = time.monotonic()
@@ -210,10 +215,30 @@ def _bench(args: argparse.Namespace) -> int:
         print("chromium is not installed (apt-get install chromium)")
         return 1
     py_spy = None if args.py_spy == "none" else (args.py_spy or shutil.which("py-spy"))
+    trees = {"this checkout": ROOT}
+    if args.against:
+        rev = subprocess.run(["git", "rev-parse", "--short", args.against], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        other = Path(tempfile.mkdtemp(prefix=f"layerscope-{rev}-"))
+        subprocess.run(f"git archive {rev} | tar -x -C {other}", shell=True, cwd=ROOT, check=True)
+        trees = {rev: other, **trees}
+    print(f"cores: {len(os.sched_getaffinity(0))}; load average (1/5/15 min) at the start: {_load()}; "
+          f"{args.busy} busy sessions x {args.preset!r}")
+    results = []
+    for i in range(args.rounds):
+        for label, root in trees.items():
+            print(f"\n--- round {i + 1}: the app of {label}", flush=True)
+            results.append((label, _round(root, chromium, py_spy, args)))
+    _summary(results)
+    return 0
+
+
+def _round(root: Path, chromium: str, py_spy: str | None, args: argparse.Namespace) -> dict:
+    """One round on a fresh server: a quiet page, then the busy pages and the late page; prints and returns it."""
     from playwright.sync_api import sync_playwright
 
-    print(f"cores: {len(os.sched_getaffinity(0))}; load average (1/5/15 min) at the start: {_load()}")
-    server = _Server()
+    server = _Server(root)
+    profiles: list = []
     try:
         print(f"server ready (first page) after {server.wait_ready(args.timeout):.1f} s")
         time.sleep(15)      # the server's preload and umap warm-up, as on a server that has been up a while
@@ -261,31 +286,33 @@ def _bench(args: argparse.Namespace) -> int:
             browser.close()
     finally:
         server.stop()
-    _report(rows, before, after, profiles, args)
-    return 0
+    print(f"the busy sessions' status when the late page opened: {before}; when it was usable: {after}")
+    print(f"{'page':<7}{'html':>7}{'first paint':>13}{'Run shown':>11}{'Run usable':>12}   load avg at open")
+    for name, r in rows.items():
+        print(f"{name:<7}{_fmt(r['html']):>7}{_fmt(r['paint']):>13}{_fmt(r['shown']):>11}{_fmt(r.get('usable')):>12}"
+              f"   {r['load']}")
+    for title, counts in zip(("the thread holding the GIL", "threads on a CPU (all, summed)"), profiles):
+        total = sum(counts.values())
+        if not total:
+            continue
+        print(f"server samples while the late page loaded (py-spy, 50 Hz): {title}, {total / 50:.1f} s")
+        for name, n in counts.most_common():
+            if n / total >= 0.005:
+                print(f"  {name:<48}{n / 50:7.1f} s {100 * n / total:5.1f} %")
+    return {name: {k: r.get(k) for k in ("html", "paint", "shown", "usable", "load")} for name, r in rows.items()}
 
 
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def _report(rows: dict, before: list, after: list, profiles: list, args: argparse.Namespace) -> None:
-    print(f"\nbusy sessions: {args.busy} x {args.preset!r}; their status when the late page opened: {before}, "
-          f"when it was usable: {after}")
-    print(f"\n{'page':<7}{'html':>7}{'first paint':>13}{'Run shown':>11}{'Run usable':>12}   load avg at open")
-    for name, r in rows.items():
-        print(f"{name:<7}{_fmt(r['html']):>7}{_fmt(r['paint']):>13}{_fmt(r['shown']):>11}{_fmt(r.get('usable')):>12}"
-              f"   {r['load']}")
-    print(f"(seconds from the start of navigation; late / quiet for Run usable: "
-          f"{rows['late']['usable'] / rows['quiet']['usable']:.1f}x)")
-    for title, counts in zip(("the thread holding the GIL", "threads on a CPU (all, summed)"), profiles):
-        total = sum(counts.values())
-        if not total:
-            continue
-        print(f"\nserver samples while the late page loaded (py-spy, 50 Hz): {title}, {total} samples "
-              f"({total / 50:.1f} s)")
-        for name, n in counts.most_common():
-            print(f"  {name:<42}{n / 50:7.1f} s {100 * n / total:5.1f} %")
+def _summary(results: list) -> None:
+    print(f"\nsummary: seconds from the start of navigation to a usable Run button (a click answered)")
+    print(f"{'app':<16}{'quiet':>8}{'late':>8}{'late / quiet':>14}   load avg at the late page's start")
+    for label, rows in results:
+        quiet, late = rows["quiet"]["usable"], rows["late"]["usable"]
+        ratio = f"{late / quiet:.1f}x" if quiet and late else "-"
+        print(f"{label:<16}{_fmt(quiet):>8}{_fmt(late):>8}{ratio:>14}   {rows['late']['load']}")
 
 
 if __name__ == "__main__":
