@@ -24,12 +24,14 @@ SHARE = 0.5
 """The redraws' share of the event loop (all views together) while no page is loading."""
 LOADING_SHARE = 0.1
 """Their share while a new page is loading: the running views still move, a little."""
-LOADING_MAX_S = 60.0
-"""A page that has not said it is rendered after this many seconds (a tab closed early) no longer counts."""
+LOADING_MAX_S = 30.0
+"""A page that has not said it is rendered after this many seconds no longer counts: a tab closed early, or a GET
+that opens no websocket (a health check), whose session Bokeh discards only after 15-30 s of disuse."""
 
 
 class LoopShare:
-    """The pace of the redraw turns of every view of one process (thread-safe).
+    """The pace of the redraw turns of every view of one process (thread-safe); ``clock``: seconds (tests pass
+    their own).
 
     A turn calls :meth:`delay` first (and waits that long if it is not 0), :meth:`begin` as it starts, and
     :meth:`end` once its document changes have been sent (the dispatcher's flush ends).
