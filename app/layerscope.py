@@ -12,7 +12,7 @@ from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
-from .base._share import page_loading
+from .base import page_loading
 from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 

@@ -16,9 +16,9 @@ from lab.lazy import lazy_exports
 from .resources import extension, shared
 
 __all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "array_thumbnails",
-           "notify"]
+           "notify", "page_loading"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
     "ThumbnailSource": "._thumbs:ThumbnailSource", "array_thumbnails": "._thumbs:array_thumbnails",
-    "notify": "._notify:notify",
+    "notify": "._notify:notify", "page_loading": "._share:page_loading",
 })

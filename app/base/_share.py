@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["LoopShare", "LOOP_SHARE", "SHARE", "LOADING_SHARE", "LOADING_MAX_S"]
+__all__ = ["LoopShare", "LOOP_SHARE", "SHARE", "LOADING_SHARE", "LOADING_MAX_S", "page_loading"]
 
 SHARE = 0.5
 """The redraws' share of the event loop (all views together) while no page is loading."""

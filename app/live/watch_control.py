@@ -20,7 +20,7 @@ from app.base import notify as _notify
 
 from .view import LiveView
 
-__all__ = ["WatchControl", "watched_settings_html"]
+__all__ = ["WatchControl", "running_runs", "watched_settings_html"]
 
 _SETTINGS = (("dataset", "dataset"), ("backbone", "backbone"), ("strategy", "strategy"), ("epochs", "epochs"),
              ("pooling", "pooling"), ("metrics", "metrics"))
