@@ -13,6 +13,7 @@ from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
+from .base import page_loading
 from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 
@@ -61,6 +62,7 @@ class LayerScope(pn.viewable.Viewer):
 
     def __init__(self, store=None, **params):
         super().__init__(**params)
+        page_loading(pn.state.curdoc)       # the other sessions' redraws make way until this page has rendered
         if store is None:
             import lab.store
 
@@ -86,8 +88,8 @@ class LayerScope(pn.viewable.Viewer):
             ("Compare & export", pn.Column(self.runs, self.run_collapse, sizing_mode="stretch_width")),
             ("Studies", self.studies),
             ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
-            dynamic=False, sizing_mode="stretch_width",
-        )
+            dynamic=True, sizing_mode="stretch_width",     # a tab's plots are made when it is first shown:
+        )                                                   # half the page's models, its build and its JSON
         self._tabs.link(self, active="active_tab", bidirectional=True)
 
     def _apply_view(self, *_events) -> None:
