@@ -22,10 +22,11 @@ def _line(color: str, dash: str, width: int = 2) -> str:
             f'stroke="{color}" stroke-width="{width}"{dasharray}/></svg>')
 
 
-def key_html(layers: list[str], *, classifier: bool) -> str:
-    """The legend of the panels: the dash of each split, the colour of each layer, the classifier and the mark."""
+def key_html(layers: list[str], *, classifier: bool, splits=("train", "seen", "unseen")) -> str:
+    """The legend of the panels: the dash of each split measured (``splits``), the colour of each layer, the
+    classifier and the mark."""
     splits = " &nbsp; ".join(f"{_line('#444', plots.SPLIT_DASH_COLLAPSE[s])} {html.escape(plots.SPLIT_NAMES[s])}"
-                             for s in ("train", "seen", "unseen"))
+                             for s in splits)
     colors = plots.layer_colors(layers)
     layer_keys = " &nbsp; ".join(f"{_line(colors[name], 'solid', 3)} {html.escape(str(name))}" for name in layers)
     head = f" &nbsp; {_line(plots.CLASSIFIER_COLOR, 'solid', 3)} classifier rows (head input)" if classifier else ""

@@ -24,12 +24,13 @@ import param
 
 from lab import analysis
 from lab import events as ev
+from lab.errors import not_evaluated
 
 from app.base import plots
 
 from ._law import LawSection
 from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
-                    head_layer, problems, terminal_epochs)
+                    head_layer, measured_or_asked, problems, terminal_epochs)
 from ._text import INTRO, SIMPLEX_INTRO, deviation_html, key_html, notes_html
 
 __all__ = ["CollapseView"]
@@ -122,15 +123,18 @@ class CollapseView(pn.viewable.Viewer):
         self.param.watch(lambda _e: self._on_simplex_choice(follow=True), ["simplex_layer", "simplex_split"])
         self.param.watch(lambda _e: self._send_epoch(), "epoch_index")
         self.param.watch(self._on_fold, "collapsed")
-        body = pn.Column(
-            self._intro, self._key, self._notes, self._layers_w, self._panels,
+        # a run that ended before measuring anything: one sentence in place of the rest
+        self._nothing = pn.pane.HTML("", visible=False, sizing_mode="stretch_width", css_classes=["ls-collapse-nothing"])
+        self._measured = pn.Column(
+            self._key, self._notes, self._layers_w, self._panels,
             self._simplex_intro,
             pn.Row(self._layer_w, self._split_w, self.player, self._epoch_label),
             self._deviation,
             pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_box, sizing_mode="stretch_width"),
             self.law.panel,
-            sizing_mode="stretch_width",
+            sizing_mode="stretch_width", margin=0,
         )
+        body = pn.Column(self._intro, self._nothing, self._measured, sizing_mode="stretch_width")
         self._card = pn.Card(body, title=_TITLE,
                              collapsed=self.collapsed, sizing_mode="stretch_width", css_classes=["ls-collapse"])
         self._card.link(self, collapsed="collapsed", bidirectional=True)
@@ -169,7 +173,7 @@ class CollapseView(pn.viewable.Viewer):
                              config=config, summary=summary,
                              seeds=sorted({int(s) for s in record.metrics["seed"]}) if len(record.metrics) else [],
                              run_id=record.run_id, aliases=dict(meta.get("layer_aliases") or {}),
-                             axis=str(meta.get("axis") or "epoch"))
+                             axis=str(meta.get("axis") or "epoch"), status=getattr(record, "status", None))
         self.class_means, self._class_means_problem = ClassMeansTable.from_record(record)
         self._finished = True
         self._structure = None
@@ -191,7 +195,7 @@ class CollapseView(pn.viewable.Viewer):
         m = self._live()
         self.source = Source(metrics=m.metrics, layers=list(m.layers), config=dict(m.config), summary=dict(m.summary),
                              seeds=list(m.seeds), run_id=m.run_id, aliases=dict(getattr(m, "aliases", None) or {}),
-                             axis=getattr(m, "axis", "epoch"))
+                             axis=getattr(m, "axis", "epoch"), status=getattr(m, "status", None))
 
     # ------------------------------------------------------------------ refresh
     def refresh(self) -> None:
@@ -203,6 +207,15 @@ class CollapseView(pn.viewable.Viewer):
             return
         self._dirty = False
         src = self.source
+        nothing = self._finished and not len(src.metrics)
+        self._nothing.param.update(visible=nothing, object="" if not nothing else (
+            "<i>" + html.escape(not_evaluated(src.run_id, "neural-collapse measures", src.status or "finished"))
+            + ".</i>"))
+        self._measured.visible = not nothing
+        self.player.name = src.axis.capitalize()
+        if nothing:             # no panel, simplex or law: they would be empty axes
+            self._panels.objects, self._structure, self.streams = [], None, {}
+            return
         self.notes = problems(src, finished=self._finished)
         self._card.title = _card_title(src.metrics)
         self.terminal = terminal_epochs(src)
@@ -218,9 +231,11 @@ class CollapseView(pn.viewable.Viewer):
             finally:
                 self._choosing = False
         classifier = self.notes.get("classifier") is None
-        self._key.object = key_html(list(self.layers), classifier=classifier)
+        measured_splits = [s for s in SPLITS if len(src.metrics) and (src.metrics["split"] == s).any()]
+        self._key.object = key_html(list(self.layers), classifier=classifier, splits=measured_splits or SPLITS)
         self._notes.object = notes_html(self.notes, self.terminal)
-        structure = (tuple(self.layers), head, classifier, len(src.seeds) or 1)
+        structure = (tuple(self.layers), head, classifier, len(src.seeds) or 1,
+                     frozenset(measured_or_asked(src)))
         if structure != self._structure:
             self._build_panels(structure)
         else:
@@ -236,15 +251,21 @@ class CollapseView(pn.viewable.Viewer):
                 "terminal": [self.terminal.get(int(seed)) for seed in seeds]}
 
     def _build_panels(self, structure) -> None:
-        layers, head, classifier, _n_seeds = structure
+        layers, head, classifier, _n_seeds, measured = structure
         self._structure = structure
         data = self._panel_data()
         objects = []
         for panel in PANELS:
             metrics = tuple(m for m in panel.metrics if classifier or m not in CLASSIFIER_METRICS)
-            if not metrics:     # a classifier-only panel of a run without a trained head: the reason, not a plot
+            # a classifier-only panel of a run without classifier-side measures, or a panel none of whose metrics
+            # the run measures: the reason, not empty axes
+            reason = (self.notes.get("classifier") if not metrics else
+                      None if set(metrics) & measured else
+                      f"not measured: {' and '.join(metrics)} {'is' if len(metrics) == 1 else 'are'} not among this "
+                      f"run's metrics")
+            if reason:
                 objects.append(pn.pane.HTML(f"<div style='width:{_PANEL_WIDTH}px;padding:40px 10px;color:#555'>"
-                                            f"<b>{panel.title}</b><br>{self.notes.get('classifier')}</div>",
+                                            f"<b>{html.escape(panel.title)}</b><br>{html.escape(reason)}</div>",
                                             css_classes=["ls-collapse-reason"]))
                 continue
             self.streams[f"panel:{panel.key}"] = pipe = hv.streams.Pipe(data=data)

@@ -68,6 +68,10 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert ", step 8," in view._verdict.object
     training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
     assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
+    # CKA to its first evaluation (a loop's first step need not be 0), not "to epoch 0"
+    cka = view._render.cka(view.streams["cka_initial"].data, layers=list(view.model.layers))
+    assert "CKA to the first evaluation" in _plot_opts(cka)["title"] and "epoch" not in _plot_opts(cka)["title"]
+    assert all("epoch" not in el.vdims[0].pprint_label for el in cka)
     # a stored run's views read the axis from its meta: the Compare tab's layouts and collapse card
     layouts = StoredLayouts(store.load(run_id), store=store)
     assert layouts.axis == "step" and "· step 8" in layouts.layout(layouts.default_layer).title
@@ -158,3 +162,24 @@ def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(m
     scope.runs.select([run_id])
     scope.runs.embedding.hovered = 3
     assert "data:image/png;base64," in scope.runs.embedding._hover_card.object
+
+
+def test_a_run_that_ended_before_measuring_anything_shows_one_sentence_not_empty_plots(cancelled_run):
+    import panel as pn
+
+    from app.layerscope import LayerScope
+
+    store, run_id = cancelled_run
+    view = _followed(store, run_id)
+    assert view.status == "cancelled" and view.model.layers          # its layers are known, nothing was measured
+    assert not [o for o in view._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
+    assert "ended before any layer was measured" in " ".join(str(o.object) for o in view._curves_box.objects)
+    assert not view._details.visible                                  # no heatmap, layout, training: no dead player
+    said = f"run {run_id!r} was cancelled before its first evaluation: it measured nothing, so it has no neural-collapse"
+    for card in (view.collapse, LayerScope(store=store).run_collapse):  # Run & watch's card, and Compare's
+        if card is not view.collapse:
+            card.show_record(store.load(run_id))
+        card.collapsed = False
+        assert card._nothing.visible and not card._measured.visible
+        assert said in html.unescape(card._nothing.object)
+        assert not card.figures().get("nc1")
