@@ -74,7 +74,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     every value drawn, bands included, with a little padding (:func:`value_range`).
     """
     log = metric in LOG_METRICS
-    label = ("log10 " if log else "") + metric_label(metric)
+    label = ("log10 " if log else "") + metric_label(metric, axis=axis)
     n = len(layers)
     x = np.arange(n, dtype=float)
     layer_pos = {name: i for i, name in enumerate(layers)}
@@ -248,7 +248,8 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
 
 def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int = 420,
                    width: int = 760) -> hv.NdOverlay:
-    """Overlay of several runs' metric-vs-layer curves at their last epoch (mean over seeds).
+    """Overlay of several runs' metric-vs-layer curves at their last evaluation (mean over seeds; a run may count
+    epochs or steps).
 
     Parameters
     ----------
@@ -270,7 +271,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
              "layer": g["layer"].to_numpy(dtype=object)},
             xdim, [ydim, "layer"],
         ).opts(color=_CATEGORY_COLORS[i % len(_CATEGORY_COLORS)], line_width=2.5, tools=["hover"])
-    title = f"{label} ({split}) · last epoch of each run"
+    title = f"{label} ({split}) · last evaluation of each run"
     if not curves:
         curves["(select runs in the table)"] = hv.Curve({"depth": np.array([0.0, 1.0]), metric: np.full(2, np.nan),
                                                          "layer": np.array(["", ""], dtype=object)},

@@ -251,3 +251,12 @@ def test_tables_and_progress_import_no_plotting_library():
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_overlay_title_holds_for_runs_counted_in_epochs_or_in_steps():
+    """A run counted in optimizer steps is overlaid with others: its curve is at its last evaluation, not epoch."""
+    frame = pd.DataFrame({"run": ["a", "a", "b", "b"], "layer": ["fc1", "fc2"] * 2, "layer_index": [0, 1] * 2,
+                          "value": [0.2, 0.4, 0.3, 0.5]})
+    title = hv.Store.lookup_options("bokeh", plots.compare_curves(frame, metric="nmi", split="unseen"),
+                                    "plot").kwargs["title"]
+    assert title.endswith("· last evaluation of each run") and "epoch" not in title
