@@ -40,6 +40,7 @@ WAITING = "waiting for the first class means…"
 _DEFAULT_LAYERS = 4
 _TITLE = "Neural collapse: training sample, held-out and unseen"
 _TITLE_SPLITS = {"train": "training sample", "seen": "held-out", "unseen": "unseen"}
+_SIMPLEX_SPLITS = ("train", "unseen")        # the splits the engine records class means of
 
 
 def _card_title(metrics) -> str:
@@ -75,7 +76,7 @@ class CollapseView(pn.viewable.Viewer):
     layers = param.ListSelector(default=[], objects=[], doc="Layers whose class-means measures are drawn.")
     simplex_layer = param.Selector(default=None, objects=[], allow_None=True,
                                    doc="Layer whose class means the simplex plots show.")
-    simplex_split = param.Selector(default="train", objects=["train", "unseen"],
+    simplex_split = param.Selector(default="train", objects=list(_SIMPLEX_SPLITS),
                                    doc="Images whose class means the simplex plots show.")
     epoch_index = param.Integer(default=0, bounds=(0, None),
                                 doc="Position of the simplex plots' and the law's epoch among the epochs recorded "
@@ -301,6 +302,18 @@ class CollapseView(pn.viewable.Viewer):
                 return          # the watcher redraws
         self._on_simplex_choice(follow=True)
 
+    def _fit_splits(self) -> bool:
+        """Offer only the splits with class means at the chosen layer (a button for another would show nothing);
+        True when the split chosen had to change (its watcher then redraws)."""
+        present = self.class_means.splits(self.simplex_layer)
+        splits = [s for s in _SIMPLEX_SPLITS if s in present] or list(_SIMPLEX_SPLITS)
+        if list(self.param.simplex_split.objects) != splits:
+            self.param.simplex_split.objects = splits
+            if self.simplex_split not in splits:
+                self.simplex_split = splits[0]
+                return True
+        return False
+
     def simplex_epochs(self) -> list[int]:
         """The epochs with class means at the chosen layer and split (what the player steps through)."""
         return self.class_means.epochs(self.simplex_layer, self.simplex_split)
@@ -317,6 +330,8 @@ class CollapseView(pn.viewable.Viewer):
 
     def _on_simplex_choice(self, follow: bool = False) -> None:
         """Fit the player to the epochs recorded; ``follow``: a player at the last epoch moves to the new last."""
+        if self._fit_splits():
+            return
         epochs = self.player_epochs()
         at_end = self.epoch_index >= self.player.end
         end = max(len(epochs) - 1, 0)

@@ -103,7 +103,7 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
 def _gaps(view) -> dict:
     """The training plots hidden, each with the sentence the note shows for it."""
     text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
-    sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
+    sentences = {"loss": "No training loss", "accuracy": "No seen"}
     return {which: text[text.index(sentences[which]):].split("</i>")[0]
             for which, pane in view.training.slots.items() if pane not in view.training.panes.objects}
 
@@ -183,3 +183,44 @@ def test_a_run_that_ended_before_measuring_anything_shows_one_sentence_not_empty
         assert card._nothing.visible and not card._measured.visible
         assert said in html.unescape(card._nothing.object)
         assert not card.figures().get("nc1")
+
+
+def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_training_plots_are_empty(tmp_path):
+    """Held mid-epoch 1 (epoch 0 measured): no loss yet, one accuracy point; failed in epoch 1: the same, ended."""
+    import time
+
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_diverged(store)
+        with states.running_mid_epoch(store) as running:
+            from app.live import LiveView
+
+            view = LiveView()
+            view.follow(running, store=store, every=0.2)
+            deadline = time.monotonic() + 120                   # a hang guard, not a timing
+            while view.model.epochs_done < 1:
+                assert time.monotonic() < deadline, view.probe()
+                time.sleep(0.1)
+            view.stop_following()
+            assert view.status == "running"
+            gaps = _gaps(view)
+            assert gaps["loss"].startswith("No training loss yet: it comes when the first training epoch ends")
+            assert gaps["accuracy"].startswith("No seen-accuracy curve yet")
+    gaps = _gaps(_followed(store, failed))
+    assert "the run failed before its first training epoch ended" in gaps["loss"]
+    assert gaps["accuracy"].startswith("No seen-accuracy curve: the held-out images were measured at one evaluation")
+
+
+def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
+    """A loop given unseen images only: its class means are of the unseen classes; no "train" button showing
+    nothing."""
+    import holoviews.plotting.bokeh  # noqa: F401  (the card's plots are the bokeh backend's)
+
+    view = _followed(*monitored_run)
+    view.collapse.collapsed = False
+    assert view.collapse.param.simplex_split.objects == ["unseen"] and view.collapse.simplex_split == "unseen"
+    assert view.collapse.simplex_result() is not None
+    assert list(view.collapse._split_w.options) == ["unseen"]
