@@ -103,8 +103,12 @@ class CollapseView(pn.viewable.Viewer):
         self._simplex_intro = pn.pane.HTML(f"<b>The simplex, seen.</b> <span style='color:#555'>{SIMPLEX_INTRO}"
                                            f"</span>", sizing_mode="stretch_width")
         self._layer_w = pn.widgets.Select.from_param(self.param.simplex_layer, name="Layer", width=180)
-        self._split_w = pn.widgets.RadioButtonGroup.from_param(self.param.simplex_split, width=150,
-                                                               margin=(28, 10, 10, 10))
+        # not from_param: its options and value change together (options changed first reach a page as no value,
+        # which the parameter refuses)
+        self._split_w = pn.widgets.RadioButtonGroup(options=list(_SIMPLEX_SPLITS), value=self.simplex_split,
+                                                    width=150, margin=(28, 10, 10, 10))
+        self._split_w.param.watch(self._on_split_widget, "value")
+        self.param.watch(lambda e: setattr(self._split_w, "value", e.new), "simplex_split")
         self.player = pn.widgets.Player(label="Epoch", start=0, end=0, value=0, interval=800, loop_policy="once",
                                         show_loop_controls=False, width=330, css_classes=["ls-simplex-player"])
         self.player.link(self, value="epoch_index", bidirectional=True)
@@ -302,17 +306,22 @@ class CollapseView(pn.viewable.Viewer):
                 return          # the watcher redraws
         self._on_simplex_choice(follow=True)
 
+    def _on_split_widget(self, event) -> None:
+        if event.new in _SIMPLEX_SPLITS:
+            self.simplex_split = event.new
+
     def _fit_splits(self) -> bool:
         """Offer only the splits with class means at the chosen layer (a button for another would show nothing);
         True when the split chosen had to change (its watcher then redraws)."""
         present = self.class_means.splits(self.simplex_layer)
         splits = [s for s in _SIMPLEX_SPLITS if s in present] or list(_SIMPLEX_SPLITS)
-        if list(self.param.simplex_split.objects) != splits:
-            self.param.simplex_split.objects = splits
-            if self.simplex_split not in splits:
-                self.simplex_split = splits[0]
-                return True
-        return False
+        if list(self._split_w.options) == splits:
+            return False
+        moved = self.simplex_split not in splits
+        self._split_w.param.update(options=splits, value=splits[0] if moved else self.simplex_split)
+        if moved:
+            self.simplex_split = splits[0]
+        return moved
 
     def simplex_epochs(self) -> list[int]:
         """The epochs with class means at the chosen layer and split (what the player steps through)."""

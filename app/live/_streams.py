@@ -66,41 +66,45 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 def training_gaps(model: RunModel) -> dict[str, str]:
     """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
     it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
-    training whose first training epoch has not ended (its plot comes back when it does); also a seen accuracy
-    measured at one evaluation only (a line of one point draws nothing)."""
+    training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
+    one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
     t = model.training
     if not len(t) and model.status not in _ENDED:
         return {}                               # nothing evaluated yet: the plots wait for the first evaluation
-    loss = len(t) and t["train_loss"].notna().any()
-    points = int(max(t["train_accuracy"].notna().sum(), t["heldout_accuracy"].notna().sum())) if len(t) else 0
+    loss = t[t["train_loss"].notna()] if len(t) else t
+    accuracy = t[t["heldout_accuracy"].notna()] if len(t) else t
+    points = int(max(t["train_accuracy"].notna().sum(), len(accuracy))) if len(t) else 0
     out = {}
     if model.open_ended:
-        if len(t) and not loss:
+        if len(t) and not len(loss):
             out["loss"] = ("No training loss: the loop passed no train_loss to evaluate; "
                            "mon.evaluate(..., train_loss=loss) draws it here.")
         if len(t) and not points:
             out["accuracy"] = ("No seen accuracy: the loop passed no train_accuracy to evaluate; "
                                "mon.evaluate(..., train_accuracy=accuracy) draws it here.")
-        return out
-    one = ("No seen-accuracy curve: the held-out images were measured at one evaluation only (before training), "
-           "a single point")
-    if model.status not in _ENDED:              # still training: what comes next fills them
-        if not loss:
+    elif model.status not in _ENDED:            # still training: what comes next fills them
+        if not len(loss):
             out["loss"] = "No training loss yet: it comes when the first training epoch ends."
         if points < 2:
-            out["accuracy"] = "No seen-accuracy curve yet: it is drawn from the second evaluation, after the first " \
-                              "training epoch."
-        return out
-    trains = model.config.get("strategy", "full") != "none"
-    why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
-           f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run that "
-           f"trains an epoch draws it here")
-    if not loss:
-        out["loss"] = f"No training loss: {why}."
-    if not points:
-        out["accuracy"] = f"No seen accuracy: {why}."
-    elif points < 2:
-        out["accuracy"] = f"{one}: {why}."
+            out["accuracy"] = ("No seen-accuracy curve yet: it is drawn from the second evaluation, after the first "
+                               "training epoch.")
+    else:
+        trains = model.config.get("strategy", "full") != "none"
+        why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
+               f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run "
+               f"that trains an epoch draws it here")
+        if not len(loss):
+            out["loss"] = f"No training loss: {why}."
+        if not points:
+            out["accuracy"] = f"No seen accuracy: {why}."
+        elif points < 2:
+            out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
+                               f"(before training), a single point: {why}.")
+    if "loss" not in out and len(loss) == 1:       # one training epoch (or one loss the loop passed)
+        row = loss.iloc[0]
+        out["loss"] = (f"Training loss {float(row['train_loss']):.3g} at {model.axis} {int(row['epoch'])}: one "
+                       f"value, no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
+                                             else "."))
     return out
 
 

@@ -102,10 +102,12 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
 
 def _gaps(view) -> dict:
     """The training plots hidden, each with the sentence the note shows for it."""
+    import re
+
     text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
-    sentences = {"loss": "No training loss", "accuracy": "No seen"}
-    return {which: text[text.index(sentences[which]):].split("</i>")[0]
-            for which, pane in view.training.slots.items() if pane not in view.training.panes.objects}
+    sentences = re.findall(r"<i>(.*?)</i>", text)
+    hidden = [which for which, pane in view.training.slots.items() if pane not in view.training.panes.objects]
+    return {which: next(s for s in sentences if ("loss" in s) == (which == "loss")) for which in hidden}
 
 
 def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
@@ -221,6 +223,20 @@ def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
 
     view = _followed(*monitored_run)
     view.collapse.collapsed = False
-    assert view.collapse.param.simplex_split.objects == ["unseen"] and view.collapse.simplex_split == "unseen"
+    assert view.collapse.simplex_split == "unseen"
     assert view.collapse.simplex_result() is not None
     assert list(view.collapse._split_w.options) == ["unseen"]
+
+
+def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_one_point(tiny_run, tmp_path):
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        run_id = states.embeddings_off(store)                   # TINY, one epoch
+    view = _followed(store, run_id)
+    loss = float(view.model.training["train_loss"].dropna().iloc[0])
+    assert _gaps(view) == {"loss": f"Training loss {loss:.3g} at epoch 1: one value, no curve."}
+    store, run_id, _ = tiny_run                                  # two epochs: both curves drawn
+    assert _gaps(_followed(store, run_id)) == {}
