@@ -224,7 +224,7 @@ def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], spl
 
 
 def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), terminal=(), epoch=None,
-                title: str = "", height: int = 340, width: int = 360) -> hv.Overlay:
+                title: str = "", height: int = 340, width: int = 360, axis: str = "epoch") -> hv.Overlay:
     """Pearson r of log10 NC1 against depth, per epoch: the law emerging (r near −1) or reversed (near +1).
 
     Parameters
@@ -233,6 +233,7 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
     splits : one line per split, told apart by dash and marker (NaN where absent: a fixed element structure).
     terminal : one epoch (or None) per seed: the terminal-phase mark, as on the collapse panels.
     epoch : the epoch the law-against-depth plot shows: a grey vertical line.
+    axis : what the run's evaluation numbers count ("epoch", or "step"): the x axis's label.
     """
     epochs = np.array(sorted({int(e) for e in across["epoch"]}) if len(across) else [0], dtype=float)
     elements = [hv.HLine(0.0).opts(color="#cccccc", line_width=1)]
@@ -252,7 +253,7 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
                                                                                  alpha=0.6))
     elements.extend(_terminal_marks(terminal, 1.0))
     return hv.Overlay(elements).opts(
-        title=title, height=height, width=width, xlabel="epoch", ylabel="r (log10 NC1 against depth)",
+        title=title, height=height, width=width, xlabel=axis, ylabel="r (log10 NC1 against depth)",
         ylim=(-1.08, 1.08), xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], fontsize=_FONTS,
         toolbar="right", default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **_law_legend(),
         **WHEEL_ZOOM_OFF)

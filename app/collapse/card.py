@@ -52,6 +52,10 @@ def _card_title(metrics) -> str:
     return "Neural collapse: " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
 
 
+def _simplex_intro(axis: str) -> str:
+    return f"<b>The simplex, seen.</b> <span style='color:#555'>{SIMPLEX_INTRO.format(axis=axis)}</span>"
+
+
 def _default_layers(layers: list[str], head: str | None) -> list[str]:
     """Up to four layers spread over the depth, the head input (or the last layer) among them."""
     if len(layers) <= _DEFAULT_LAYERS:
@@ -100,8 +104,7 @@ class CollapseView(pn.viewable.Viewer):
         self._notes = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-collapse-notes"])
         self._layers_w = pn.widgets.MultiChoice.from_param(self.param.layers, name="Layers drawn", width=420)
         self._panels = pn.FlexBox(sizing_mode="stretch_width")
-        self._simplex_intro = pn.pane.HTML(f"<b>The simplex, seen.</b> <span style='color:#555'>{SIMPLEX_INTRO}"
-                                           f"</span>", sizing_mode="stretch_width")
+        self._simplex_intro = pn.pane.HTML(_simplex_intro("epoch"), sizing_mode="stretch_width")
         self._layer_w = pn.widgets.Select.from_param(self.param.simplex_layer, name="Layer", width=180)
         # not from_param: its options and value change together (options changed first reach a page as no value,
         # which the parameter refuses)
@@ -218,6 +221,7 @@ class CollapseView(pn.viewable.Viewer):
             + ".</i>"))
         self._measured.visible = not nothing
         self.player.name = src.axis.capitalize()
+        self._simplex_intro.object = _simplex_intro(src.axis)
         if nothing:             # no panel, simplex or law: they would be empty axes
             self._panels.objects, self._structure, self.streams = [], None, {}
             return
@@ -374,7 +378,8 @@ class CollapseView(pn.viewable.Viewer):
         epoch = None if result is None else result["epoch"]
         shown = self.shown_epoch()
         self._epoch_label.object = "" if shown is None else f"{self.source.axis} <b>{shown}</b>"
-        self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split)
+        self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split,
+                                                axis=self.source.axis)
         if not len(self.class_means):
             waiting = not self._finished and not len(self.source.metrics)
             reason = self._class_means_problem or (WAITING if waiting else NO_CLASS_MEANS)
@@ -383,7 +388,7 @@ class CollapseView(pn.viewable.Viewer):
             return
         k = len(result["classes"])
         data = {"cosines": result["cosines"], "coords": result["coords"], "classes": result["classes"],
-                "title": f"cosines of the centred means · epoch {epoch}"}
+                "title": f"cosines of the centred means · {self.source.axis} {epoch}"}
         if tuple(result["classes"]) != self._simplex_classes:   # other classes: new plots (their axes are the classes)
             self._simplex_classes = tuple(result["classes"])
             self.streams["simplex"] = pipe = hv.streams.Pipe(data=data)

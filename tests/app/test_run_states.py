@@ -68,6 +68,13 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert ", step 8," in view._verdict.object
     training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
     assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
+    # the collapse card's and the agreement table's words too (the simplex, the law, their notes and titles)
+    view.collapse.collapsed = False
+    card = view.collapse
+    words = [card._simplex_intro.object, card._deviation.object, card.law._intro.object, card.law._notes.object,
+             *card.law.sentences(), card.streams["simplex"].data["title"], view.agreement._pane.object]
+    assert all("epoch" not in html.unescape(str(w)).lower() for w in words), words
+    assert "step 8" in card._deviation.object and card.player.name == "Step"
     # CKA to its first evaluation (a loop's first step need not be 0), not "to epoch 0"
     cka = view._render.cka(view.streams["cka_initial"].data, layers=list(view.model.layers))
     assert "CKA to the first evaluation" in _plot_opts(cka)["title"] and "epoch" not in _plot_opts(cka)["title"]
