@@ -44,6 +44,9 @@ from ._model import RunModel, verdict_html
 __all__ = ["LiveView"]
 
 _ENDED = ("finished", "failed", "cancelled", "interrupted")
+_EXPLORER_LEAST = 720
+"""Least width of the explorer's column: its plot (at least 520 px, margins 10) beside its hover card (170 px, margins
+10). Narrower, the plot ran under the hover card; the heatmap then takes a row of its own."""
 
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.
@@ -419,7 +422,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _on_evaluation(self) -> None:
         """An evaluation completed: read the measures' best layers and the per-image record again."""
-        self.agreement.show(self.store, self.model.run_id)
+        self.agreement.show(self.store, self.model.run_id, axis=self.model.axis)
         self.embedding.refresh_answers()
 
     def selection_report(self):
@@ -492,7 +495,7 @@ class LiveView(pn.viewable.Viewer):
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
+        proj_col = pn.Column(self.picker, self.embedding, **grow(_EXPLORER_LEAST, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
                               pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,
