@@ -72,8 +72,7 @@ def training_gaps(model: RunModel) -> dict[str, str]:
     if not len(t) and model.status not in _ENDED:
         return {}                               # nothing evaluated yet: the plots wait for the first evaluation
     loss = t[t["train_loss"].notna()] if len(t) else t
-    accuracy = t[t["heldout_accuracy"].notna()] if len(t) else t
-    points = int(max(t["train_accuracy"].notna().sum(), len(accuracy))) if len(t) else 0
+    points = _most_per_seed(t, "heldout_accuracy", "train_accuracy")     # a line per seed: its points
     out = {}
     if model.open_ended:
         if len(t) and not len(loss):
@@ -100,12 +99,21 @@ def training_gaps(model: RunModel) -> dict[str, str]:
         elif points < 2:
             out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
                                f"(before training), a single point: {why}.")
-    if "loss" not in out and len(loss) == 1:       # one training epoch (or one loss the loop passed)
-        row = loss.iloc[0]
-        out["loss"] = (f"Training loss {float(row['train_loss']):.3g} at {model.axis} {int(row['epoch'])}: one "
-                       f"value, no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
-                                             else "."))
+    if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
+        values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
+                           for row in loss.itertuples())
+        epoch = int(loss["epoch"].iloc[0])
+        out["loss"] = (f"Training loss {values} at {model.axis} {epoch}: one value{' per seed' if len(loss) > 1 else ''}"
+                       f", no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
+                                        else "."))
     return out
+
+
+def _most_per_seed(frame: pd.DataFrame, *columns: str) -> int:
+    """The most values any seed has in any of ``columns`` (a line per seed: fewer than two draw nothing)."""
+    if not len(frame):
+        return 0
+    return int(max(frame[c].notna().groupby(frame["seed"]).sum().max() for c in columns))
 
 
 def cka_initial_data(model: RunModel) -> pd.DataFrame:

@@ -125,10 +125,10 @@ def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monito
     store, run_id = cancelled_run
     gaps = _gaps(_followed(store, run_id))
     assert "the run was cancelled before its first training epoch ended" in gaps["loss"]
-    store, run_id, _ = tiny_run                     # trained: both plots, no sentence
+    store, run_id, _ = tiny_run                     # trained one epoch: its accuracy curve (epochs 0 and 1) is drawn
     view = _followed(store, run_id)
-    assert _gaps(view) == {} and not view.training.gap.visible
-    assert view.training.panes.objects == list(view.training.slots.values())
+    assert list(_gaps(view)) == ["loss"] and "one value per seed" in _gaps(view)["loss"]
+    assert view.training.panes.objects == [view.training.slots["accuracy"]]
 
 
 def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
@@ -235,15 +235,18 @@ def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
     assert list(view.collapse._split_w.options) == ["unseen"]
 
 
-def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_one_point(tiny_run, tmp_path):
+def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_one_point(tmp_path):
     from lab.store import RunStore
     from tests.fixtures import states
 
     store = RunStore(tmp_path / "runs")
     with states.one_thread():
         run_id = states.embeddings_off(store)                   # TINY, one epoch
+        seeds = states.finished(store, seeds=(0, 1, 2))         # one epoch each: a line of one point per seed
     view = _followed(store, run_id)
     loss = float(view.model.training["train_loss"].dropna().iloc[0])
     assert _gaps(view) == {"loss": f"Training loss {loss:.3g} at epoch 1: one value, no curve."}
-    store, run_id, _ = tiny_run                                  # two epochs: both curves drawn
-    assert _gaps(_followed(store, run_id)) == {}
+    view = _followed(store, seeds)
+    losses = view.model.training.dropna(subset=["train_loss"])
+    said = ", ".join(f"{v:.3g} (seed {s})" for s, v in zip(losses["seed"], losses["train_loss"]))
+    assert _gaps(view) == {"loss": f"Training loss {said} at epoch 1: one value per seed, no curve."}
