@@ -96,7 +96,9 @@ def test_the_terminal_phase_is_marked_on_every_panel_at_the_epoch_lab_gives():
     for key in ("nc1", "equinorm", "equiangularity", "cosine_std", "self_duality", "ncc"):
         overlay = view.figures()[key]
         assert [line.data for line in overlay if isinstance(line, hv.VLine)] == [2]
-        assert [" ".join(t.text.split()) for t in overlay if isinstance(t, hv.Text)] == [plots.TERMINAL_LABEL]
+        # no label on the panel (it ran over the lines of a panel this small): the card's key names the mark
+        assert not [t for t in overlay if isinstance(t, hv.Text)]
+    assert plots.TERMINAL_LABEL in view._key.object
     assert "seed 0: epoch 2" in view._notes.object
 
 
