@@ -224,8 +224,11 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
             curves[(seed, "train")] = hv.Curve((x, col("train_accuracy")), xdim, "seen accuracy").opts(
                 color="#fdae6b", line_width=1.5, line_dash="dashed", framewise=True)
     title = "training loss" if which == "loss" else "seen accuracy (held-out bold)"
+    # ticks at the evaluations (whole epochs or steps), not at 0.5s between them
+    evaluations = sorted({int(e) for e in frame["epoch"].dropna()}) if len(frame) else []
     opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
-                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF)
+                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF,
+                **({"xticks": evaluations[::max(1, len(evaluations) // 8)]} if evaluations else {}))
     if which != "loss":
         opts["ylim"] = (0, 1.02)
     return hv.NdOverlay(curves, kdims=["seed", "data"]).opts(batched=False, **opts)

@@ -260,3 +260,11 @@ def test_the_overlay_title_holds_for_runs_counted_in_epochs_or_in_steps():
     title = hv.Store.lookup_options("bokeh", plots.compare_curves(frame, metric="nmi", split="unseen"),
                                     "plot").kwargs["title"]
     assert title.endswith("· last evaluation of each run") and "epoch" not in title
+
+
+def test_training_curves_tick_whole_evaluations_not_half_epochs():
+    frame = pd.DataFrame({"seed": 0, "epoch": [0, 1, 2, 3], "train_loss": [np.nan, 0.9, 0.5, 0.3],
+                          "train_accuracy": [np.nan, 0.5, 0.7, 0.9], "heldout_accuracy": [0.2, 0.5, 0.6, 0.8]})
+    for which in ("loss", "accuracy"):
+        figure = hv.render(plots.training_curves(frame, seeds=[0], which=which))
+        assert list(figure.xaxis[0].ticker.ticks) == [0, 1, 2, 3], which
