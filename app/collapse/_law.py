@@ -211,7 +211,8 @@ class LawSection:
         for row in law.itertuples():
             name = plots.SPLIT_NAMES.get(row.split, row.split)
             if not np.isfinite(row.ratio):
-                lines.append(f"{name}, {self.axis} {epoch}{seed}: no law ({_why(row.reason)}).")
+                if not any(_why(row.reason) in sentence for sentence in self._sentences):   # said in its place
+                    lines.append(f"{name}, {self.axis} {epoch}{seed}: no law ({_why(row.reason)}).")
                 continue
             r = f"r = {row.r:+.3f}" if np.isfinite(row.r) else "r undefined"
             text = (f"{name}, {self.axis} {epoch}{seed}: NC1 multiplied by {row.ratio:.2f} per layer over "

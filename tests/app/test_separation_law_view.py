@@ -133,6 +133,8 @@ def test_a_two_layer_run_shows_separation_laws_reason_not_empty_axes(shallow_run
     shown = [box.objects for box in (view.law._depth_box, view.law._r_box)]
     assert [len(objects) for objects in shown] == [1, 1]
     assert html.escape(sentences[0]) in shown[0][0].object and html.escape(sentences[1]) in shown[1][0].object
+    # the notes do not say it again for each split
+    assert reason.removeprefix("no law: ") not in html.unescape(view.law._notes.object)
     assert "nc1" in figures                                      # the rest of the card is drawn
 
 
