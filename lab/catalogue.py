@@ -291,6 +291,7 @@ TRANSFER_BASELINE = "knn_accuracy"
 """Measured on the seen held-out images at epoch 0 too whenever a transferability estimator is: plain kNN
 accuracy, which a 2025 comparison of 23 estimators found as good a predictor as any."""
 _DERIVED_LABELS = {"cka_initial": "CKA to epoch 0"}
+_FIRST_EVALUATION_LABELS = {"cka_initial": "CKA to the first evaluation"}
 # rows the engine records besides the catalogue's metrics (lab.runs.similarity.CKA_INITIAL)
 
 _SELECTIONS = {
@@ -378,10 +379,16 @@ for _strategy in (
     register_strategy(_strategy)
 
 
-def metric_label(name: str) -> str:
-    """The short label of a metric name; unknown names are returned unchanged."""
+def metric_label(name: str, axis: str = "epoch") -> str:
+    """The short label of a metric name; unknown names are returned unchanged. ``axis``: what the run's evaluation
+    numbers count ("epoch", or "step" for a loop counted in optimizer steps, whose first evaluation need not be at
+    step 0: CKA to epoch 0 reads "CKA to the first evaluation" there)."""
     info = METRICS.get(name)
-    return info.label if info is not None else _DERIVED_LABELS.get(name, name)
+    if info is not None:
+        return info.label
+    if axis != "epoch" and name in _FIRST_EVALUATION_LABELS:
+        return _FIRST_EVALUATION_LABELS[name]
+    return _DERIVED_LABELS.get(name, name)
 
 
 def metrics_for(split: str) -> list[MetricInfo]:

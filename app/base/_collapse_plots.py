@@ -61,7 +61,8 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
         The metrics drawn; those in ``classifier`` are drawn only at ``head`` (the head input) on the train and
         seen splits, in :data:`CLASSIFIER_COLOR`, the others at every one of ``layers`` in the layer's colour.
     splits : the splits drawn, told apart by dash (:data:`~app.base._plot_style.SPLIT_DASH_COLLAPSE`).
-    terminal : one epoch (or None) per seed: a vertical line at each, labelled :data:`TERMINAL_LABEL`.
+    terminal : one epoch (or None) per seed: a vertical line at each (unlabelled: the view's key names it
+        :data:`TERMINAL_LABEL`).
     log : a log y axis (values that are not positive are left out).
 
     The element structure depends only on the arguments other than ``frame`` and ``terminal``'s values (a line
@@ -98,7 +99,8 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
     finite = np.concatenate(drawn) if drawn else np.zeros(0)
     finite = finite[np.isfinite(finite)]
     top = float(finite.max()) if finite.size else np.nan
-    elements.extend(_terminal_marks(terminal, top))
+    # the mark unlabelled: on a panel this small its label ran over the lines; the card's key names it
+    elements.extend(_terminal_marks(terminal, top, label=False))
     return hv.Overlay(elements).opts(
         title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel=axis,
         ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
@@ -106,10 +108,13 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
         default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
 
 
-def _terminal_marks(terminal, top: float) -> list:
-    """A red vertical line at each seed's terminal-phase epoch (None: not reached), labelled once at ``top``."""
+def _terminal_marks(terminal, top: float, label: bool = True) -> list:
+    """A red vertical line at each seed's terminal-phase epoch (None: not reached), labelled once at ``top``
+    (``label``)."""
     marks = [float(e) if e is not None else np.nan for e in terminal] or [np.nan]
     elements = [hv.VLine(epoch).opts(color="#b2182b", line_dash="dashdot", line_width=1.5) for epoch in marks]
+    if not label:
+        return elements
     first = min((e for e in marks if np.isfinite(e)), default=np.nan)
     label_at = (first, top if np.isfinite(first) else np.nan)
     elements.append(hv.Text(*label_at, " " + TERMINAL_LABEL.replace(" (", "\n ("), halign="left", valign="top",
@@ -233,7 +238,7 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
     splits : one line per split, told apart by dash and marker (NaN where absent: a fixed element structure).
     terminal : one epoch (or None) per seed: the terminal-phase mark, as on the collapse panels.
     epoch : the epoch the law-against-depth plot shows: a grey vertical line.
-    axis : what the run's epoch numbers count ("step" for a loop counted in optimizer steps), the x axis' name.
+    axis : what the run's evaluation numbers count ("epoch", or "step"): the x axis's label.
     """
     epochs = np.array(sorted({int(e) for e in across["epoch"]}) if len(across) else [0], dtype=float)
     elements = [hv.HLine(0.0).opts(color="#cccccc", line_width=1)]

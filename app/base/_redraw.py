@@ -44,6 +44,10 @@ class RedrawQueue:
         self._tasks.pop(key, None)
         self._tasks[key] = task
 
+    def __len__(self) -> int:
+        """The number of redraws waiting."""
+        return len(self._tasks)
+
     def discard(self, key: str) -> None:
         """Drop the waiting redraw ``key``, if any (it is being done now)."""
         self._tasks.pop(key, None)

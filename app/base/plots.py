@@ -77,7 +77,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
     every value drawn, bands included, with a little padding (:func:`value_range`).
     """
     log = metric in LOG_METRICS
-    label = ("log10 " if log else "") + (label or metric_label(metric))
+    label = ("log10 " if log else "") + (label or metric_label(metric, axis=axis))
     n = len(layers)
     x = np.arange(n, dtype=float)
     layer_pos = {name: i for i, name in enumerate(layers)}
@@ -227,8 +227,11 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
             curves[(seed, "train")] = hv.Curve((x, col("train_accuracy")), xdim, "seen accuracy").opts(
                 color="#fdae6b", line_width=1.5, line_dash="dashed", framewise=True)
     title = "training loss" if which == "loss" else "seen accuracy (held-out bold)"
+    # ticks at the evaluations (whole epochs or steps), not at 0.5s between them
+    evaluations = sorted({int(e) for e in frame["epoch"].dropna()}) if len(frame) else []
     opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
-                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF)
+                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF,
+                **({"xticks": evaluations[::max(1, len(evaluations) // 8)]} if evaluations else {}))
     if which != "loss":
         opts["ylim"] = (0, 1.02)
     return hv.NdOverlay(curves, kdims=["seed", "data"]).opts(batched=False, **opts)
@@ -251,7 +254,8 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
 
 def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int = 420,
                    width: int = 760) -> hv.NdOverlay:
-    """Overlay of several runs' metric-vs-layer curves at their last epoch (mean over seeds).
+    """Overlay of several runs' metric-vs-layer curves at their last evaluation (mean over seeds; a run may count
+    epochs or steps).
 
     Parameters
     ----------
@@ -273,7 +277,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
              "layer": g["layer"].to_numpy(dtype=object)},
             xdim, [ydim, "layer"],
         ).opts(color=_CATEGORY_COLORS[i % len(_CATEGORY_COLORS)], line_width=2.5, tools=["hover"])
-    title = f"{label} ({split}) · last epoch of each run"
+    title = f"{label} ({split}) · last evaluation of each run"
     if not curves:
         curves["(select runs in the table)"] = hv.Curve({"depth": np.array([0.0, 1.0]), metric: np.full(2, np.nan),
                                                          "layer": np.array(["", ""], dtype=object)},

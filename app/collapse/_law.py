@@ -22,13 +22,19 @@ from app.base import plots
 
 from ._rows import SPLITS, Source
 
-__all__ = ["LawSection", "LAW_INTRO", "NO_NC1"]
+__all__ = ["LawSection", "LAW_INTRO", "NO_NC1", "law_intro"]
 
-LAW_INTRO = ("<b>The law of equi-separation, across layers</b> (He &amp; Su 2023). <span style='color:#555'>"
-             "Left: log10 NC1 at each layer at the epoch of the player above, with the least-squares line through "
-             "it (identical taps counted once); the legend gives NC1's factor per layer (10^slope: below 1, each "
-             "deeper layer separates the classes better) and Pearson r. Right: r at every epoch (near −1: NC1 "
-             "falls by the same factor at every layer); the grey line is the epoch shown.</span>")
+
+def law_intro(axis: str = "epoch") -> str:
+    """What the law's two plots show; ``axis``: what the run's evaluations count ("epoch", or "step")."""
+    return ("<b>The law of equi-separation, across layers</b> (He &amp; Su 2023). <span style='color:#555'>"
+            f"Left: log10 NC1 at each layer at the {axis} of the player above, with the least-squares line through "
+            "it (identical taps counted once); the legend gives NC1's factor per layer (10^slope: below 1, each "
+            f"deeper layer separates the classes better) and Pearson r. Right: r at every {axis} (near −1: NC1 "
+            f"falls by the same factor at every layer); the grey line is the {axis} shown.</span>")
+
+
+LAW_INTRO = law_intro()
 NO_NC1 = "this run recorded no NC1 (nc1 not among its metrics): no law of equi-separation to draw"
 WAITING = "waiting for the first evaluation…"
 _WIDTH = 360
@@ -45,6 +51,11 @@ def _split_list(splits) -> str:
 
 
 _SHORT = {"train": "train sample", "seen": "held-out", "unseen": "unseen classes"}
+
+
+def _why(reason) -> str:
+    """A reason of lab.analysis.separation_law without its leading "no law: " (the app's sentence says it)."""
+    return str(reason).removeprefix("no law: ")
 
 
 def _title_splits(splits) -> str:
@@ -69,6 +80,7 @@ class LawSection:
         self.n_seeds = 0
         self.terminal: list = []
         self.epoch: int | None = None
+        self.axis = "epoch"                      # what the run's evaluation numbers count
         self.missing: list[str] = []
         self.streams: dict[str, hv.streams.Pipe] = {}
         self._structure = None
@@ -81,7 +93,8 @@ class LawSection:
         self._depth_box = pn.Column(margin=0)
         self._r_box = pn.Column(margin=0)
         self._notes = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-law-notes"])
-        self.panel = pn.Column(pn.pane.HTML(LAW_INTRO, sizing_mode="stretch_width"), self._notes,
+        self._intro = pn.pane.HTML(LAW_INTRO, sizing_mode="stretch_width")
+        self.panel = pn.Column(self._intro, self._notes,
                                pn.FlexBox(self._depth_box, self._r_box, sizing_mode="stretch_width"),
                                sizing_mode="stretch_width", css_classes=["ls-law"])
 
@@ -90,7 +103,9 @@ class LawSection:
         """Read the law of ``source`` (every epoch); ``terminal``: {seed: terminal-phase epoch or None};
         ``waiting``: a live run that has not measured yet (told so rather than that it lacks NC1)."""
         metrics = source.metrics
-        self.axis = getattr(source, "axis", None) or "epoch"       # "step" for a loop counted in steps
+        if source.axis != self.axis:
+            self.axis = source.axis
+            self._intro.object = law_intro(self.axis)
         kwargs = dict(layers=source.layers or None, aliases=source.aliases or None)
         self.law = analysis.separation_law(metrics, **kwargs)
         self.across = analysis.separation_law_across_seeds(self.law)        # the same fits, not fitted again
@@ -171,18 +186,18 @@ class LawSection:
             self._r_box.objects = [self._r_pane]
         else:
             last = self.law[self.law["epoch"] == self.law["epoch"].max()]
-            self._sentences.append(f"No r at any epoch: {self._reasons(last)}.")
+            self._sentences.append(f"No r at any {self.axis}: {self._reasons(last)}.")
             self._r_box.objects = [_sentence(self._sentences[-1])]
         self._notes.object = self.notes_html(law, epoch)
 
-    @staticmethod
-    def _reasons(law: pd.DataFrame) -> str:
-        reasons = list(dict.fromkeys(r for r in law["reason"] if isinstance(r, str) and r)) if len(law) else []
-        return "; ".join(reasons) if reasons else "no NC1 at this epoch"
+    def _reasons(self, law: pd.DataFrame) -> str:
+        """separation_law's reasons (their "no law: " left out: the sentences around them say it)."""
+        reasons = list(dict.fromkeys(_why(r) for r in law["reason"] if isinstance(r, str) and r)) if len(law) else []
+        return "; ".join(reasons) if reasons else f"no NC1 at this {self.axis}"
 
     def absent_sentence(self, law: pd.DataFrame, epoch) -> str:
         """The one sentence shown in place of the law-against-depth plot: separation_law's reason."""
-        return f"No law of equi-separation at epoch {epoch}: {self._reasons(law)}."
+        return f"No law of equi-separation at {self.axis} {epoch}: {self._reasons(law)}."
 
     def notes_html(self, law: pd.DataFrame, epoch) -> str:
         """What was measured in this run at ``epoch``, one line per split, and which split the run lacks."""
@@ -196,14 +211,15 @@ class LawSection:
         for row in law.itertuples():
             name = plots.SPLIT_NAMES.get(row.split, row.split)
             if not np.isfinite(row.ratio):
-                lines.append(f"{name}, epoch {epoch}{seed}: no law ({row.reason}).")
+                if not any(_why(row.reason) in sentence for sentence in self._sentences):   # said in its place
+                    lines.append(f"{name}, {self.axis} {epoch}{seed}: no law ({_why(row.reason)}).")
                 continue
             r = f"r = {row.r:+.3f}" if np.isfinite(row.r) else "r undefined"
-            text = (f"{name}, epoch {epoch}{seed}: NC1 multiplied by {row.ratio:.2f} per layer over "
+            text = (f"{name}, {self.axis} {epoch}{seed}: NC1 multiplied by {row.ratio:.2f} per layer over "
                     f"{row.n_layers} layers, {r}")
             begin = start[start["split"] == row.split] if start is not None and first != epoch else None
             if begin is not None and len(begin) and np.isfinite(begin["r"].iloc[0]):
-                text += f" (epoch {first}: r = {float(begin['r'].iloc[0]):+.3f})"
+                text += f" ({self.axis} {first}: r = {float(begin['r'].iloc[0]):+.3f})"
             if isinstance(row.reason, str) and row.reason:       # a missing reason reads back as NaN
                 text += f"; {row.reason}"
             lines.append(text + ".")

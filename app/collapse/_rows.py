@@ -17,7 +17,8 @@ from lab.errors import not_recorded
 
 __all__ = ["PANELS", "Panel", "CLASSIFIER_METRICS", "HEAD_LAYER", "SPLITS", "Source", "ClassMeansTable",
            "collapse_frame", "head_layer", "problems", "terminal_epochs", "NO_HEAD", "NO_TRAIN", "TRAIN_OFF",
-           "NO_CLASSIFIER_ROWS", "NO_CLASS_MEANS"]
+           "NO_CLASSIFIER_ROWS", "NO_CLASS_MEANS", "CLASSIFIER_NOT_ASKED", "MONITORED_NO_HEAD", "MONITORED_NO_TRAIN",
+           "measured_or_asked", "split_names"]
 
 SPLITS = ("train", "seen", "unseen")
 """The splits of the collapse panels: the training sample, the held-out seen images, the unseen classes."""
@@ -56,9 +57,15 @@ PANELS = (
 
 NO_HEAD = "no trained head (strategy none): classifier-side measures are not defined"
 NO_TRAIN = f"{not_recorded(None, 'training-set sample')}; held-out and unseen only"
-TRAIN_OFF = "the training-set sample was turned off for this run (train_sample_per_class = 0): held-out and unseen only"
+TRAIN_OFF = "the training-set sample was turned off for this run (train_sample_per_class = 0)"
 NO_CLASS_MEANS = f"{not_recorded(None, 'class means')}; no simplex to show"
 NO_CLASSIFIER_ROWS = f"{not_recorded(None, 'classifier-side measures')}; class-means measures only"
+CLASSIFIER_NOT_ASKED = ("no classifier-side measure (" + ", ".join(catalogue.CLASSIFIER_METRICS) + ") is among this "
+                        "run's metrics: class-means measures only")
+MONITORED_NO_HEAD = ("a training loop watched by lab.Monitor: lab does not read the loop's classifier, so there are no "
+                     "classifier-side measures")
+MONITORED_NO_TRAIN = ("a training loop watched by lab.Monitor is measured on the images given to it, not on a sample "
+                      "of its training set")
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Source:
     run_id: str | None = None
     aliases: dict = field(default_factory=dict)     # {tap: deeper tap with identical features}: counted once
     axis: str = "epoch"                             # what its epoch numbers count ("step": a loop's steps)
+    status: str | None = None                       # running, finished, failed, cancelled, interrupted
 
 
 def collapse_frame(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -93,20 +101,48 @@ def head_layer(metrics: pd.DataFrame, layers) -> str | None:
     return recorded[0] if recorded else None
 
 
+def measured_or_asked(source: Source) -> set[str]:
+    """The metrics the run measures: those its config asks for (a live run's rows come later) and those it has rows
+    of (a run recorded before its config listed them)."""
+    asked = source.config.get("metrics") if source.config else None
+    present = set(source.metrics["metric"]) if len(source.metrics) else set()
+    return set(asked or ()) | present
+
+
+def split_names(splits) -> str:
+    """"held-out and unseen", "unseen": the splits named as the panels' key names them."""
+    names = [{"train": "training sample", "seen": "held-out", "unseen": "unseen"}.get(s, s) for s in splits]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def problems(source: Source, *, finished: bool) -> dict[str, str | None]:
     """One-line reasons why a part of the view is empty: {"train": …, "classifier": …}, None where it is not.
 
-    ``finished``: the run has ended (a live run that has not measured yet is not told it lacks anything).
+    ``finished``: the run has ended (a live run that has not measured yet is not told it lacks anything). Each says
+    what is true of the run: a loop watched by lab.Monitor has no training sample nor classifier of lab's, a run
+    whose metrics leave the classifier side out was not asked for it; only a run that lacks what its settings
+    measure was recorded by an older version (:func:`lab.errors.not_recorded`).
     """
+    from lab.monitor import is_monitored
+
     config, metrics = source.config or {}, source.metrics
     measured = bool(len(metrics))
+    others = [s for s in SPLITS[1:] if measured and (metrics["split"] == s).any()]
+    only = f": {split_names(others)} only" if others else ""
     out: dict[str, str | None] = {"train": None, "classifier": None}
-    if int(config.get("train_sample_per_class", 1) or 0) == 0 and "train_sample_per_class" in config:
-        out["train"] = TRAIN_OFF
+    monitored = is_monitored(config)
+    if monitored:
+        out["train"] = MONITORED_NO_TRAIN + only
+    elif int(config.get("train_sample_per_class", 1) or 0) == 0 and "train_sample_per_class" in config:
+        out["train"] = TRAIN_OFF + only
     elif (measured or finished) and not (len(metrics) and (metrics["split"] == "train").any()):
         out["train"] = NO_TRAIN
-    if config.get("strategy") == "none":
+    if monitored:
+        out["classifier"] = MONITORED_NO_HEAD
+    elif config.get("strategy") == "none":
         out["classifier"] = NO_HEAD
+    elif not CLASSIFIER_METRICS & measured_or_asked(source):
+        out["classifier"] = CLASSIFIER_NOT_ASKED
     elif (measured or finished) and not (len(metrics) and metrics["metric"].isin(CLASSIFIER_METRICS).any()):
         out["classifier"] = NO_CLASSIFIER_ROWS
     return out

@@ -10,8 +10,8 @@ __all__ = ["key_html", "notes_html", "deviation_html", "INTRO", "SIMPLEX_INTRO"]
 INTRO = ("Neural collapse over training (Papyan, Han &amp; Donoho 2020), measured at each evaluation on a fixed sample "
          "of the seen classes' training images, on held-out images of the same classes and on the unseen classes. "
          "Lines: mean over seeds.")
-SIMPLEX_INTRO = ("Cosines between the centred class means at one layer and epoch, beside the simplex equiangular tight "
-                 "frame's (1 on the diagonal, −1/(K−1) off it).")
+SIMPLEX_INTRO = ("Cosines between the centred class means at one layer and {axis}, beside the simplex equiangular "
+                 "tight frame's (1 on the diagonal, −1/(K−1) off it).")
 _DASHES = {"solid": "", "dashed": "6,3", "dotted": "2,3"}
 
 
@@ -22,10 +22,11 @@ def _line(color: str, dash: str, width: int = 2) -> str:
             f'stroke="{color}" stroke-width="{width}"{dasharray}/></svg>')
 
 
-def key_html(layers: list[str], *, classifier: bool) -> str:
-    """The legend of the panels: the dash of each split, the colour of each layer, the classifier and the mark."""
+def key_html(layers: list[str], *, classifier: bool, splits=("train", "seen", "unseen")) -> str:
+    """The legend of the panels: the dash of each split measured (``splits``), the colour of each layer, the
+    classifier and the mark."""
     splits = " &nbsp; ".join(f"{_line('#444', plots.SPLIT_DASH_COLLAPSE[s])} {html.escape(plots.SPLIT_NAMES[s])}"
-                             for s in ("train", "seen", "unseen"))
+                             for s in splits)
     colors = plots.layer_colors(layers)
     layer_keys = " &nbsp; ".join(f"{_line(colors[name], 'solid', 3)} {html.escape(str(name))}" for name in layers)
     head = f" &nbsp; {_line(plots.CLASSIFIER_COLOR, 'solid', 3)} classifier rows (head input)" if classifier else ""
@@ -48,11 +49,12 @@ def notes_html(notes: dict[str, str | None], terminal: dict[int, int | None]) ->
     return "".join(f"<div class='ls-collapse-note' style='color:#555'>{line}</div>" for line in lines)
 
 
-def deviation_html(result: dict | None, layer, epoch, split: str) -> str:
-    """The deviation of the measured cosines from the simplex ETF's, with where it was measured."""
+def deviation_html(result: dict | None, layer, epoch, split: str, axis: str = "epoch") -> str:
+    """The deviation of the measured cosines from the simplex ETF's, with where it was measured (``axis``: what the
+    run's evaluation numbers count, "epoch" or "step")."""
     if result is None:
-        return "<i>No class means recorded for this layer, split and epoch.</i>"
+        return f"<i>No class means recorded for this layer, split and {axis}.</i>"
     k = len(result["classes"])
-    return (f"<span class='ls-simplex-deviation'>{html.escape(str(layer))}, epoch {epoch}, "
+    return (f"<span class='ls-simplex-deviation'>{html.escape(str(layer))}, {axis} {epoch}, "
             f"{html.escape(plots.SPLIT_NAMES.get(split, split))}, seed {result['seed']}, K = {k}: mean |cos − ideal| "
             f"off the diagonal = <b>{float(result['deviation']):.4f}</b> (0 for a simplex ETF)</span>")

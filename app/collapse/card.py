@@ -24,12 +24,13 @@ import param
 
 from lab import analysis
 from lab import events as ev
+from lab.errors import not_evaluated
 
 from app.base import plots
 
 from ._law import LawSection
 from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
-                    head_layer, problems, terminal_epochs)
+                    head_layer, measured_or_asked, problems, terminal_epochs)
 from ._text import INTRO, SIMPLEX_INTRO, deviation_html, key_html, notes_html
 
 __all__ = ["CollapseView"]
@@ -39,6 +40,7 @@ WAITING = "waiting for the first class means…"
 _DEFAULT_LAYERS = 4
 _TITLE = "Neural collapse: training sample, held-out and unseen"
 _TITLE_SPLITS = {"train": "training sample", "seen": "held-out", "unseen": "unseen"}
+_SIMPLEX_SPLITS = ("train", "unseen")        # the splits the engine records class means of
 
 
 def _card_title(metrics) -> str:
@@ -48,6 +50,10 @@ def _card_title(metrics) -> str:
         return _TITLE
     names = [_TITLE_SPLITS[s] for s in present]
     return "Neural collapse: " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
+
+
+def _simplex_intro(axis: str) -> str:
+    return f"<b>The simplex, seen.</b> <span style='color:#555'>{SIMPLEX_INTRO.format(axis=axis)}</span>"
 
 
 def _default_layers(layers: list[str], head: str | None) -> list[str]:
@@ -74,7 +80,7 @@ class CollapseView(pn.viewable.Viewer):
     layers = param.ListSelector(default=[], objects=[], doc="Layers whose class-means measures are drawn.")
     simplex_layer = param.Selector(default=None, objects=[], allow_None=True,
                                    doc="Layer whose class means the simplex plots show.")
-    simplex_split = param.Selector(default="train", objects=["train", "unseen"],
+    simplex_split = param.Selector(default="train", objects=list(_SIMPLEX_SPLITS),
                                    doc="Images whose class means the simplex plots show.")
     epoch_index = param.Integer(default=0, bounds=(0, None),
                                 doc="Position of the simplex plots' and the law's epoch among the epochs recorded "
@@ -98,11 +104,14 @@ class CollapseView(pn.viewable.Viewer):
         self._notes = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-collapse-notes"])
         self._layers_w = pn.widgets.MultiChoice.from_param(self.param.layers, name="Layers drawn", width=420)
         self._panels = pn.FlexBox(sizing_mode="stretch_width")
-        self._simplex_intro = pn.pane.HTML(f"<b>The simplex, seen.</b> <span style='color:#555'>{SIMPLEX_INTRO}"
-                                           f"</span>", sizing_mode="stretch_width")
+        self._simplex_intro = pn.pane.HTML(_simplex_intro("epoch"), sizing_mode="stretch_width")
         self._layer_w = pn.widgets.Select.from_param(self.param.simplex_layer, name="Layer", width=180)
-        self._split_w = pn.widgets.RadioButtonGroup.from_param(self.param.simplex_split, width=150,
-                                                               margin=(28, 10, 10, 10))
+        # not from_param: its options and value change together (options changed first reach a page as no value,
+        # which the parameter refuses)
+        self._split_w = pn.widgets.RadioButtonGroup(options=list(_SIMPLEX_SPLITS), value=self.simplex_split,
+                                                    width=150, margin=(28, 10, 10, 10))
+        self._split_w.param.watch(self._on_split_widget, "value")
+        self.param.watch(lambda e: setattr(self._split_w, "value", e.new), "simplex_split")
         self.player = pn.widgets.Player(label="Epoch", start=0, end=0, value=0, interval=800, loop_policy="once",
                                         show_loop_controls=False, width=330, css_classes=["ls-simplex-player"])
         self.player.link(self, value="epoch_index", bidirectional=True)
@@ -122,15 +131,18 @@ class CollapseView(pn.viewable.Viewer):
         self.param.watch(lambda _e: self._on_simplex_choice(follow=True), ["simplex_layer", "simplex_split"])
         self.param.watch(lambda _e: self._send_epoch(), "epoch_index")
         self.param.watch(self._on_fold, "collapsed")
-        body = pn.Column(
-            self._intro, self._key, self._notes, self._layers_w, self._panels,
+        # a run that ended before measuring anything: one sentence in place of the rest
+        self._nothing = pn.pane.HTML("", visible=False, sizing_mode="stretch_width", css_classes=["ls-collapse-nothing"])
+        self._measured = pn.Column(
+            self._key, self._notes, self._layers_w, self._panels,
             self._simplex_intro,
             pn.Row(self._layer_w, self._split_w, self.player, self._epoch_label),
             self._deviation,
             pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_box, sizing_mode="stretch_width"),
             self.law.panel,
-            sizing_mode="stretch_width",
+            sizing_mode="stretch_width", margin=0,
         )
+        body = pn.Column(self._intro, self._nothing, self._measured, sizing_mode="stretch_width")
         self._card = pn.Card(body, title=_TITLE,
                              collapsed=self.collapsed, sizing_mode="stretch_width", css_classes=["ls-collapse"])
         self._card.link(self, collapsed="collapsed", bidirectional=True)
@@ -169,7 +181,7 @@ class CollapseView(pn.viewable.Viewer):
                              config=config, summary=summary,
                              seeds=sorted({int(s) for s in record.metrics["seed"]}) if len(record.metrics) else [],
                              run_id=record.run_id, aliases=dict(meta.get("layer_aliases") or {}),
-                             axis=str(meta.get("axis") or "epoch"))
+                             axis=str(meta.get("axis") or "epoch"), status=getattr(record, "status", None))
         self.class_means, self._class_means_problem = ClassMeansTable.from_record(record)
         self._finished = True
         self._structure = None
@@ -191,7 +203,7 @@ class CollapseView(pn.viewable.Viewer):
         m = self._live()
         self.source = Source(metrics=m.metrics, layers=list(m.layers), config=dict(m.config), summary=dict(m.summary),
                              seeds=list(m.seeds), run_id=m.run_id, aliases=dict(getattr(m, "aliases", None) or {}),
-                             axis=getattr(m, "axis", "epoch"))
+                             axis=getattr(m, "axis", "epoch"), status=getattr(m, "status", None))
 
     # ------------------------------------------------------------------ refresh
     def refresh(self) -> None:
@@ -203,6 +215,16 @@ class CollapseView(pn.viewable.Viewer):
             return
         self._dirty = False
         src = self.source
+        nothing = self._finished and not len(src.metrics)
+        self._nothing.param.update(visible=nothing, object="" if not nothing else (
+            "<i>" + html.escape(not_evaluated(src.run_id, "neural-collapse measures", src.status or "finished"))
+            + ".</i>"))
+        self._measured.visible = not nothing
+        self.player.name = src.axis.capitalize()
+        self._simplex_intro.object = _simplex_intro(src.axis)
+        if nothing:             # no panel, simplex or law: they would be empty axes
+            self._panels.objects, self._structure, self.streams = [], None, {}
+            return
         self.notes = problems(src, finished=self._finished)
         self._card.title = _card_title(src.metrics)
         self.terminal = terminal_epochs(src)
@@ -218,9 +240,11 @@ class CollapseView(pn.viewable.Viewer):
             finally:
                 self._choosing = False
         classifier = self.notes.get("classifier") is None
-        self._key.object = key_html(list(self.layers), classifier=classifier)
+        measured_splits = [s for s in SPLITS if len(src.metrics) and (src.metrics["split"] == s).any()]
+        self._key.object = key_html(list(self.layers), classifier=classifier, splits=measured_splits or SPLITS)
         self._notes.object = notes_html(self.notes, self.terminal)
-        structure = (tuple(self.layers), head, classifier, len(src.seeds) or 1)
+        structure = (tuple(self.layers), head, classifier, len(src.seeds) or 1,
+                     frozenset(measured_or_asked(src)))
         if structure != self._structure:
             self._build_panels(structure)
         else:
@@ -236,15 +260,21 @@ class CollapseView(pn.viewable.Viewer):
                 "terminal": [self.terminal.get(int(seed)) for seed in seeds]}
 
     def _build_panels(self, structure) -> None:
-        layers, head, classifier, _n_seeds = structure
+        layers, head, classifier, _n_seeds, measured = structure
         self._structure = structure
         data = self._panel_data()
         objects = []
         for panel in PANELS:
             metrics = tuple(m for m in panel.metrics if classifier or m not in CLASSIFIER_METRICS)
-            if not metrics:     # a classifier-only panel of a run without a trained head: the reason, not a plot
+            # a classifier-only panel of a run without classifier-side measures, or a panel none of whose metrics
+            # the run measures: the reason, not empty axes
+            reason = (self.notes.get("classifier") if not metrics else
+                      None if set(metrics) & measured else
+                      f"not measured: {' and '.join(metrics)} {'is' if len(metrics) == 1 else 'are'} not among this "
+                      f"run's metrics")
+            if reason:
                 objects.append(pn.pane.HTML(f"<div style='width:{_PANEL_WIDTH}px;padding:40px 10px;color:#555'>"
-                                            f"<b>{panel.title}</b><br>{self.notes.get('classifier')}</div>",
+                                            f"<b>{html.escape(panel.title)}</b><br>{html.escape(reason)}</div>",
                                             css_classes=["ls-collapse-reason"]))
                 continue
             self.streams[f"panel:{panel.key}"] = pipe = hv.streams.Pipe(data=data)
@@ -280,6 +310,23 @@ class CollapseView(pn.viewable.Viewer):
                 return          # the watcher redraws
         self._on_simplex_choice(follow=True)
 
+    def _on_split_widget(self, event) -> None:
+        if event.new in _SIMPLEX_SPLITS:
+            self.simplex_split = event.new
+
+    def _fit_splits(self) -> bool:
+        """Offer only the splits with class means at the chosen layer (a button for another would show nothing);
+        True when the split chosen had to change (its watcher then redraws)."""
+        present = self.class_means.splits(self.simplex_layer)
+        splits = [s for s in _SIMPLEX_SPLITS if s in present] or list(_SIMPLEX_SPLITS)
+        if list(self._split_w.options) == splits:
+            return False
+        moved = self.simplex_split not in splits
+        self._split_w.param.update(options=splits, value=splits[0] if moved else self.simplex_split)
+        if moved:
+            self.simplex_split = splits[0]
+        return moved
+
     def simplex_epochs(self) -> list[int]:
         """The epochs with class means at the chosen layer and split (what the player steps through)."""
         return self.class_means.epochs(self.simplex_layer, self.simplex_split)
@@ -296,6 +343,8 @@ class CollapseView(pn.viewable.Viewer):
 
     def _on_simplex_choice(self, follow: bool = False) -> None:
         """Fit the player to the epochs recorded; ``follow``: a player at the last epoch moves to the new last."""
+        if self._fit_splits():
+            return
         epochs = self.player_epochs()
         at_end = self.epoch_index >= self.player.end
         end = max(len(epochs) - 1, 0)
@@ -329,7 +378,8 @@ class CollapseView(pn.viewable.Viewer):
         epoch = None if result is None else result["epoch"]
         shown = self.shown_epoch()
         self._epoch_label.object = "" if shown is None else f"{self.source.axis} <b>{shown}</b>"
-        self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split)
+        self._deviation.object = deviation_html(result, self.simplex_layer, epoch, self.simplex_split,
+                                                axis=self.source.axis)
         if not len(self.class_means):
             waiting = not self._finished and not len(self.source.metrics)
             reason = self._class_means_problem or (WAITING if waiting else NO_CLASS_MEANS)
@@ -338,7 +388,7 @@ class CollapseView(pn.viewable.Viewer):
             return
         k = len(result["classes"])
         data = {"cosines": result["cosines"], "coords": result["coords"], "classes": result["classes"],
-                "title": f"cosines of the centred means · epoch {epoch}"}
+                "title": f"cosines of the centred means · {self.source.axis} {epoch}"}
         if tuple(result["classes"]) != self._simplex_classes:   # other classes: new plots (their axes are the classes)
             self._simplex_classes = tuple(result["classes"])
             self.streams["simplex"] = pipe = hv.streams.Pipe(data=data)

@@ -34,8 +34,9 @@ def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, hei
     """
     rows = frame[frame["n"] > 0] if len(frame) else frame
     band = bool(len(rows)) and int(rows["n"].max()) > 1
-    # the features it is compared with are those of the first evaluation: epoch 0, or step 0 of a loop counted in steps
-    label = plots.metric_label("cka_initial").replace("epoch 0", f"{axis} 0")
+    # the features it is compared with are those of the first evaluation: epoch 0, or wherever a loop counted in
+    # steps first evaluated (metric_label says so)
+    label = plots.metric_label("cka_initial", axis=axis)
     return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
                                layers=layers, n_epochs=n_epochs, band=band, height=height, width=width,
                                responsive=responsive, epochs=epochs, axis=axis, label=label)
@@ -68,7 +69,7 @@ def cka_to_initial(record, *, label: str | None = None, height: int = 320, width
     frame = frame.assign(layer=frame["layer"].map(plots.plot_text))
     layers = [plots.plot_text(name) for name in tables.run_layers(record)]
     name = label if label is not None else (record.name or record.run_id)
-    title = plots.plot_title(f"{name}: CKA to {axis} 0, one line per {axis}")
+    title = plots.plot_title(f"{name}: {plots.metric_label('cka_initial', axis=axis)}, one line per {axis}")
     return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height, width=width,
                           epochs=sorted(set(frame["epoch"])), axis=axis).opts(title=title)
 

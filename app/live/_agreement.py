@@ -28,9 +28,9 @@ class AgreementTable(pn.viewable.Viewer):
         self.table: pd.DataFrame | None = None
         self._pane = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10), css_classes=["ls-agreement"])
 
-    def show(self, store, run_id: str | None) -> None:
+    def show(self, store, run_id: str | None, axis: str = "epoch") -> None:
         """Read ``run_id``'s agreement from ``store`` (None: none known) and show it; a run that cannot be read
-        gives one line."""
+        gives one line. ``axis``: what the run's evaluation numbers count ("epoch", or "step")."""
         from lab import analysis
         from lab.errors import user_message
 
@@ -44,7 +44,7 @@ class AgreementTable(pn.viewable.Viewer):
             self._pane.object = (f"<span style='color:#777;font-size:12px'>No best layer by each measure: "
                                  f"{html.escape(user_message(exc))}</span>")
             return
-        self._pane.object = agreement_html(self.table)
+        self._pane.object = agreement_html(self.table, axis=axis)
 
     def clear(self) -> None:
         self.table = None
@@ -63,7 +63,7 @@ def _rho(value) -> str:
     return f"{float(value):.2f}" if value is not None and math.isfinite(float(value)) else ""
 
 
-def agreement_html(table: pd.DataFrame) -> str:
+def agreement_html(table: pd.DataFrame, axis: str = "epoch") -> str:
     """:func:`lab.analysis.measure_agreement` as a small HTML table: measure, best layer, best share (%, "—"
     without a bootstrap), Spearman with NMI (blank where it cannot be given), then the table's notes. The
     label-free measures (no label read) say so after their name."""
@@ -71,7 +71,7 @@ def agreement_html(table: pd.DataFrame) -> str:
         return ""
     epoch = table.attrs.get("epoch")
     head = (f"<b>Best layer by each measure, this evaluation</b>"
-            f"{f' (epoch {int(epoch)})' if epoch is not None else ''}")
+            f"{f' ({axis} {int(epoch)})' if epoch is not None else ''}")
     rows = "".join(
         f"<tr data-measure='{html.escape(str(name))}'><td>{html.escape(str(r['label']))}"
         f"{' (seen, epoch 0)' if r['split'] == 'seen' else ''}{_LABEL_FREE if name in LABEL_FREE_METRICS else ''}</td><td>{html.escape(str(r['best_layer']))}</td>"

@@ -65,31 +65,55 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 
 def training_gaps(model: RunModel) -> dict[str, str]:
     """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
-    it; only plots that will stay empty are named: a monitored loop's evaluations that came without its
-    numbers, or a run that ended without any (a run still training fills them at its next epoch)."""
+    it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
+    training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
+    one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
     t = model.training
-    if not (model.open_ended or model.status in _ENDED):
-        return {}
-    loss = len(t) and t["train_loss"].notna().any()
-    accuracy = len(t) and (t["train_accuracy"].notna().any() or t["heldout_accuracy"].notna().any())
+    if not len(t) and model.status not in _ENDED:
+        return {}                               # nothing evaluated yet: the plots wait for the first evaluation
+    loss = t[t["train_loss"].notna()] if len(t) else t
+    points = _most_per_seed(t, "heldout_accuracy", "train_accuracy")     # a line per seed: its points
     out = {}
     if model.open_ended:
-        if len(t) and not loss:
+        if len(t) and not len(loss):
             out["loss"] = ("No training loss: the loop passed no train_loss to evaluate; "
                            "mon.evaluate(..., train_loss=loss) draws it here.")
-        if len(t) and not accuracy:
+        if len(t) and not points:
             out["accuracy"] = ("No seen accuracy: the loop passed no train_accuracy to evaluate; "
                                "mon.evaluate(..., train_accuracy=accuracy) draws it here.")
-        return out
-    trains = model.config.get("strategy", "full") != "none"
-    why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
-           f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run that "
-           f"trains an epoch draws it here")
-    if not loss:
-        out["loss"] = f"No training loss: {why}."
-    if not accuracy:
-        out["accuracy"] = f"No seen accuracy: {why}."
+    elif model.status not in _ENDED:            # still training: what comes next fills them
+        if not len(loss):
+            out["loss"] = "No training loss yet: it comes when the first training epoch ends."
+        if points < 2:
+            out["accuracy"] = ("No seen-accuracy curve yet: it is drawn from the second evaluation, after the first "
+                               "training epoch.")
+    else:
+        trains = model.config.get("strategy", "full") != "none"
+        why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
+               f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run "
+               f"that trains an epoch draws it here")
+        if not len(loss):
+            out["loss"] = f"No training loss: {why}."
+        if not points:
+            out["accuracy"] = f"No seen accuracy: {why}."
+        elif points < 2:
+            out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
+                               f"(before training), a single point: {why}.")
+    if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
+        values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
+                           for row in loss.itertuples())
+        epoch = int(loss["epoch"].iloc[0])
+        out["loss"] = (f"Training loss {values} at {model.axis} {epoch}: one value{' per seed' if len(loss) > 1 else ''}"
+                       f", no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
+                                        else "."))
     return out
+
+
+def _most_per_seed(frame: pd.DataFrame, *columns: str) -> int:
+    """The most values any seed has in any of ``columns`` (a line per seed: fewer than two draw nothing)."""
+    if not len(frame):
+        return 0
+    return int(max(frame[c].notna().groupby(frame["seed"]).sum().max() for c in columns))
 
 
 def cka_initial_data(model: RunModel) -> pd.DataFrame:

@@ -43,6 +43,11 @@ from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView"]
 
+_ENDED = ("finished", "failed", "cancelled", "interrupted")
+_EXPLORER_LEAST = 720
+"""Least width of the explorer's column: its plot (at least 520 px, margins 10) beside its hover card (170 px, margins
+10). Narrower, the plot ran under the hover card; the heatmap then takes a row of its own."""
+
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.
 
@@ -76,6 +81,7 @@ class LiveView(pn.viewable.Viewer):
         self._placeholder = None
         self._shown_projection = None
         self._projection_points = 0
+        self._unmeasured_shown = False      # the sentence of a run that ended before measuring anything is shown
         self._layer_index: dict[str, int] = {}
         self._verdict_data: dict = {}
         self._redraws = RedrawQueue(lambda: self._dispatcher, after_turn=self._refresh_status)
@@ -160,6 +166,7 @@ class LiveView(pn.viewable.Viewer):
         self._shown_projection = None
         self._n_events = 0
         self._projection_points = 0
+        self._unmeasured_shown = False
         self._message = message
         self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=WHOLE_ROW)
         self._curves_box.objects = [self._placeholder]
@@ -243,6 +250,7 @@ class LiveView(pn.viewable.Viewer):
         """Streams of a new run at once; its plots one by one (each HoloViews plot costs 0.1-0.5 s)."""
         m = self.model
         self._redraws.clear()
+        self._unmeasured_shown = False
         self._layer_index = {name: i for i, name in enumerate(m.layers)}
         streams: dict[str, hv.streams.Stream] = {}
         for metric, splits in curve_specs(self.model):
@@ -282,7 +290,22 @@ class LiveView(pn.viewable.Viewer):
         box = getattr(self, "_curves_box", None)
         return box is not None and any(isinstance(o, pn.pane.HoloViews) for o in box.objects)
 
+    @property
+    def _ended_unmeasured(self) -> bool:
+        """The run ended before any layer was measured: its plots would stay empty axes."""
+        return self.model.status in _ENDED and not len(self.model.metrics)
+
+    def _show_unmeasured(self) -> None:
+        """One sentence in place of the plots of a run that ended before measuring anything (the alert says why)."""
+        self._curves_box.objects = [pn.pane.HTML(placeholder_html(
+            "The run ended before any layer was measured: no curves, heatmap or layouts to draw."),
+            css_classes=["ls-placeholder"], styles=WHOLE_ROW)]
+        self._details.visible = False
+        self._unmeasured_shown = True
+
     def _build_curve_pane(self, metric: str, splits, first: bool) -> None:
+        if self._ended_unmeasured:
+            return
         pipe = self.streams[f"curves:{metric}"]
         self._redraws.discard(f"send:curves:{metric}")
         pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
@@ -292,6 +315,8 @@ class LiveView(pn.viewable.Viewer):
         self._curves_box.objects = [*drawn, pane, *fillers()]
 
     def _build_heatmap_pane(self) -> None:
+        if self._ended_unmeasured:
+            return
         self._redraws.discard("send:heatmap")
         self.streams["heatmap"].send(self._heatmap_data())
         self._heatmap_pane.object = hv.DynamicMap(self._render.heatmap, streams=[self.streams["heatmap"]])
@@ -397,7 +422,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _on_evaluation(self) -> None:
         """An evaluation completed: read the measures' best layers and the per-image record again."""
-        self.agreement.show(self.store, self.model.run_id)
+        self.agreement.show(self.store, self.model.run_id, axis=self.model.axis)
         self.embedding.refresh_answers()
 
     def selection_report(self):
@@ -440,6 +465,8 @@ class LiveView(pn.viewable.Viewer):
             if not self.streams and self._placeholder is not None:
                 self._placeholder.object = placeholder_html(
                     "The run ended before any layer was measured; see the message above.")
+            elif self.streams and self._ended_unmeasured and not self._unmeasured_shown:
+                self._show_unmeasured()
         self._probe.object = probe_html(self.probe())
 
     def probe(self) -> dict:
@@ -459,6 +486,7 @@ class LiveView(pn.viewable.Viewer):
             "layout_layer": self.picker.layer if shown else None,
             "epochs_done": m.epochs_done, "message": m.message, "notice": self._message,
             "stage": m.progress.stage if m.progress is not None else None,
+            "redraws": len(self._redraws),          # 0: every plot shows the data the view has
         }
 
     # ------------------------------------------------------------------ layout
@@ -467,7 +495,7 @@ class LiveView(pn.viewable.Viewer):
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **grow(560, share=2))
+        proj_col = pn.Column(self.picker, self.embedding, **grow(_EXPLORER_LEAST, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
                               pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,

@@ -113,6 +113,9 @@ class StudiesPanel(pn.viewable.Viewer):
         self.plots = {name: pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False,
                                                css_classes=[f"ls-study-{name}"])
                       for name in ("layers", "accuracy", "grid", "nc1", "transfer")}
+        # shown by its box (see the live view: a HoloViews pane's own visible does not reach its plot): a study
+        # whose runs measured no transferability score has the sentence below it, not a box around the same sentence
+        self._transfer_box = pn.Column(self.plots["transfer"], sizing_mode="stretch_width", margin=0)
         self.param.watch(lambda _e: self.refresh(), "spec")
         # the layer picker is not from_param: its options and value must change together (a param's
         # objects and value changed one after the other reach the browser as a blank choice)
@@ -169,6 +172,8 @@ class StudiesPanel(pn.viewable.Viewer):
         self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
         self.plots["transfer"].object = transfer_vs_g(figs)
         self.transfer_text.object = transfer_text(figs)
+        transfer, finished = figs.get("transfer") or {}, figs.get("generalization")
+        self._transfer_box.visible = bool(transfer.get("scores")) or finished is None or not len(finished)
         self.agreement_text.object = agreement_text(figs)
         self.agreement.value = agreement_frame(figs)
         grid = figs.get("grid")
@@ -283,6 +288,6 @@ class StudiesPanel(pn.viewable.Viewer):
             controls, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
-            self.plots["nc1"], self.plots["transfer"], self.transfer_text, self.agreement_text, self.agreement,
+            self.plots["nc1"], self._transfer_box, self.transfer_text, self.agreement_text, self.agreement,
             sizing_mode="stretch_width",
         )

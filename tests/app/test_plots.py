@@ -251,3 +251,20 @@ def test_tables_and_progress_import_no_plotting_library():
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_overlay_title_holds_for_runs_counted_in_epochs_or_in_steps():
+    """A run counted in optimizer steps is overlaid with others: its curve is at its last evaluation, not epoch."""
+    frame = pd.DataFrame({"run": ["a", "a", "b", "b"], "layer": ["fc1", "fc2"] * 2, "layer_index": [0, 1] * 2,
+                          "value": [0.2, 0.4, 0.3, 0.5]})
+    title = hv.Store.lookup_options("bokeh", plots.compare_curves(frame, metric="nmi", split="unseen"),
+                                    "plot").kwargs["title"]
+    assert title.endswith("· last evaluation of each run") and "epoch" not in title
+
+
+def test_training_curves_tick_whole_evaluations_not_half_epochs():
+    frame = pd.DataFrame({"seed": 0, "epoch": [0, 1, 2, 3], "train_loss": [np.nan, 0.9, 0.5, 0.3],
+                          "train_accuracy": [np.nan, 0.5, 0.7, 0.9], "heldout_accuracy": [0.2, 0.5, 0.6, 0.8]})
+    for which in ("loss", "accuracy"):
+        figure = hv.render(plots.training_curves(frame, seeds=[0], which=which))
+        assert list(figure.xaxis[0].ticker.ticks) == [0, 1, 2, 3], which

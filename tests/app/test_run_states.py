@@ -68,6 +68,17 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert ", step 8," in view._verdict.object
     training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
     assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
+    # the collapse card's and the agreement table's words too (the simplex, the law, their notes and titles)
+    view.collapse.collapsed = False
+    card = view.collapse
+    words = [card._simplex_intro.object, card._deviation.object, card.law._intro.object, card.law._notes.object,
+             *card.law.sentences(), card.streams["simplex"].data["title"], view.agreement._pane.object]
+    assert all("epoch" not in html.unescape(str(w)).lower() for w in words), words
+    assert "step 8" in card._deviation.object and card.player.name == "Step"
+    # CKA to its first evaluation (a loop's first step need not be 0), not "to epoch 0"
+    cka = view._render.cka(view.streams["cka_initial"].data, layers=list(view.model.layers))
+    assert "CKA to the first evaluation" in _plot_opts(cka)["title"] and "epoch" not in _plot_opts(cka)["title"]
+    assert all("epoch" not in el.vdims[0].pprint_label for el in cka)
     # a stored run's views read the axis from its meta: the Compare tab's layouts and collapse card
     layouts = StoredLayouts(store.load(run_id), store=store)
     assert layouts.axis == "step" and "· step 8" in layouts.layout(layouts.default_layer).title
@@ -98,10 +109,12 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
 
 def _gaps(view) -> dict:
     """The training plots hidden, each with the sentence the note shows for it."""
+    import re
+
     text = html.unescape(view.training.gap.object) if view.training.gap.visible else ""
-    sentences = {"loss": "No training loss", "accuracy": "No seen accuracy"}
-    return {which: text[text.index(sentences[which]):].split("</i>")[0]
-            for which, pane in view.training.slots.items() if pane not in view.training.panes.objects}
+    sentences = re.findall(r"<i>(.*?)</i>", text)
+    hidden = [which for which, pane in view.training.slots.items() if pane not in view.training.panes.objects]
+    return {which: next(s for s in sentences if ("loss" in s) == (which == "loss")) for which in hidden}
 
 
 def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monitored_run, cancelled_run, tiny_run):
@@ -112,10 +125,10 @@ def test_training_plots_that_stay_empty_give_way_to_a_sentence_saying_why(monito
     store, run_id = cancelled_run
     gaps = _gaps(_followed(store, run_id))
     assert "the run was cancelled before its first training epoch ended" in gaps["loss"]
-    store, run_id, _ = tiny_run                     # trained: both plots, no sentence
+    store, run_id, _ = tiny_run                     # trained one epoch: its accuracy curve (epochs 0 and 1) is drawn
     view = _followed(store, run_id)
-    assert _gaps(view) == {} and not view.training.gap.visible
-    assert view.training.panes.objects == list(view.training.slots.values())
+    assert list(_gaps(view)) == ["loss"] and "one value per seed" in _gaps(view)["loss"]
+    assert view.training.panes.objects == [view.training.slots["accuracy"]]
 
 
 def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_settings_are(monitored_run):
@@ -158,3 +171,82 @@ def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(m
     scope.runs.select([run_id])
     scope.runs.embedding.hovered = 3
     assert "data:image/png;base64," in scope.runs.embedding._hover_card.object
+
+
+def test_a_run_that_ended_before_measuring_anything_shows_one_sentence_not_empty_plots(cancelled_run):
+    import panel as pn
+
+    from app.layerscope import LayerScope
+
+    store, run_id = cancelled_run
+    view = _followed(store, run_id)
+    assert view.status == "cancelled" and view.model.layers          # its layers are known, nothing was measured
+    assert not [o for o in view._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
+    assert "ended before any layer was measured" in " ".join(str(o.object) for o in view._curves_box.objects)
+    assert not view._details.visible                                  # no heatmap, layout, training: no dead player
+    said = f"run {run_id!r} was cancelled before its first evaluation: it measured nothing, so it has no neural-collapse"
+    for card in (view.collapse, LayerScope(store=store).run_collapse):  # Run & watch's card, and Compare's
+        if card is not view.collapse:
+            card.show_record(store.load(run_id))
+        card.collapsed = False
+        assert card._nothing.visible and not card._measured.visible
+        assert said in html.unescape(card._nothing.object)
+        assert not card.figures().get("nc1")
+
+
+def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_training_plots_are_empty(tmp_path):
+    """Held mid-epoch 1 (epoch 0 measured): no loss yet, one accuracy point; failed in epoch 1: the same, ended."""
+    import time
+
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_diverged(store)
+        with states.running_mid_epoch(store) as running:
+            from app.live import LiveView
+
+            view = LiveView()
+            view.follow(running, store=store, every=0.2)
+            deadline = time.monotonic() + 120                   # a hang guard, not a timing
+            while view.model.epochs_done < 1:
+                assert time.monotonic() < deadline, view.probe()
+                time.sleep(0.1)
+            view.stop_following()
+            assert view.status == "running"
+            gaps = _gaps(view)
+            assert gaps["loss"].startswith("No training loss yet: it comes when the first training epoch ends")
+            assert gaps["accuracy"].startswith("No seen-accuracy curve yet")
+    gaps = _gaps(_followed(store, failed))
+    assert "the run failed before its first training epoch ended" in gaps["loss"]
+    assert gaps["accuracy"].startswith("No seen-accuracy curve: the held-out images were measured at one evaluation")
+
+
+def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
+    """A loop given unseen images only: its class means are of the unseen classes; no "train" button showing
+    nothing."""
+    import holoviews.plotting.bokeh  # noqa: F401  (the card's plots are the bokeh backend's)
+
+    view = _followed(*monitored_run)
+    view.collapse.collapsed = False
+    assert view.collapse.simplex_split == "unseen"
+    assert view.collapse.simplex_result() is not None
+    assert list(view.collapse._split_w.options) == ["unseen"]
+
+
+def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_one_point(tmp_path):
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        run_id = states.embeddings_off(store)                   # TINY, one epoch
+        seeds = states.finished(store, seeds=(0, 1, 2))         # one epoch each: a line of one point per seed
+    view = _followed(store, run_id)
+    loss = float(view.model.training["train_loss"].dropna().iloc[0])
+    assert _gaps(view) == {"loss": f"Training loss {loss:.3g} at epoch 1: one value, no curve."}
+    view = _followed(store, seeds)
+    losses = view.model.training.dropna(subset=["train_loss"])
+    said = ", ".join(f"{v:.3g} (seed {s})" for s, v in zip(losses["seed"], losses["train_loss"]))
+    assert _gaps(view) == {"loss": f"Training loss {said} at epoch 1: one value per seed, no curve."}

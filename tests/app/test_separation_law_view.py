@@ -128,11 +128,13 @@ def test_a_two_layer_run_shows_separation_laws_reason_not_empty_axes(shallow_run
     law = analysis.separation_law(shallow_run)
     reason = law["reason"].iloc[-1]
     assert reason.startswith("no law: 2 layer(s)")
-    assert sentences[0] == f"No law of equi-separation at epoch 2: {reason}."
-    assert sentences[1].startswith("No r at any epoch: no law: 2 layer(s)")
+    assert sentences[0] == f"No law of equi-separation at epoch 2: {reason.removeprefix('no law: ')}."
+    assert sentences[1].startswith("No r at any epoch: 2 layer(s)")          # "no law" said once
     shown = [box.objects for box in (view.law._depth_box, view.law._r_box)]
     assert [len(objects) for objects in shown] == [1, 1]
     assert html.escape(sentences[0]) in shown[0][0].object and html.escape(sentences[1]) in shown[1][0].object
+    # the notes do not say it again for each split
+    assert reason.removeprefix("no law: ") not in html.unescape(view.law._notes.object)
     assert "nc1" in figures                                      # the rest of the card is drawn
 
 
@@ -177,7 +179,7 @@ def test_a_nan_layer_is_left_out_and_named_and_too_many_make_the_law_absent(deep
     view = _view(_with_nc1(deep_run, ["fc2", "fc3"], np.nan))
     assert "law_depth" not in view.figures() and "law_r" in view.figures()   # r of the other epochs is drawn
     sentence = view.law.sentences()[0]
-    assert sentence.startswith("No law of equi-separation at epoch 2: no law: 2 layer(s)")
+    assert sentence.startswith("No law of equi-separation at epoch 2: 2 layer(s)")
     assert "fc2 (nan), fc3 (nan)" in sentence
     view.epoch_index = 1                                      # an epoch with every layer: the plot is back
     assert "law_depth" in view.figures() and view.law.sentences() == []

@@ -58,3 +58,14 @@ def test_an_empty_study_says_so():
 
     assert study_plots.agreement_frame({}).empty
     assert "No finished run" in study_plots.agreement_text({})
+
+
+def test_a_study_that_measured_no_transferability_says_so_once_not_in_a_box_too(study_dir):
+    """The runs measured no logme or sfda: the sentence under the figure says so; the figure (a frame around the
+    same sentence, cut at its ends) is not shown."""
+    from app.studies.studies_panel import StudiesPanel
+
+    panel = StudiesPanel(study_dir)
+    panel.spec = "agree.yaml"
+    assert "did not measure transferability scores" in panel.transfer_text.object
+    assert not panel._transfer_box.visible and panel._transfer_box in panel.__panel__().objects

@@ -24,37 +24,46 @@ def with_repo_on_path(env: dict | None = None) -> dict:
 
 @contextlib.contextmanager
 def serve(cmd: list[str], url: str, *, log_path: Path, artifact: str, what: str, timeout: float,
-          env: dict, cwd: Path = ROOT, tracebacks_from: tuple[str, ...] = ("app", "lab")):
+          env: dict, cwd: Path = ROOT, tracebacks_from: tuple[str, ...] = ("app", "lab"), wait: bool = True):
     """Run ``cmd`` (its output to ``log_path``) until ``url`` answers 200, fail if it exits first or takes over
-    ``timeout`` seconds (``what`` names it); yield the process. On exit stop it, copy its log to
-    ``test-artifacts/<artifact>`` and fail on a traceback line from a folder of ``tracebacks_from``."""
+    ``timeout`` seconds (``what`` names it); yield the process. ``wait=False``: yield at once, the process with a
+    ``wait_up()`` method that waits as above (the caller works while the server starts). On exit stop it, copy its
+    log to ``test-artifacts/<artifact>`` and fail on a traceback line from a folder of ``tracebacks_from``."""
     log = open(log_path, "w+")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"{what} exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=60) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"{what} did not answer within {timeout:.0f} s")
-        time.sleep(1)
-    yield proc
-    proc.terminate()
+
+    def wait_up() -> None:
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"{what} exited with {proc.returncode}:\n{log.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=60) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"{what} did not answer within {timeout:.0f} s")
+            time.sleep(0.5)
+
+    proc.wait_up = wait_up
+    if wait:
+        wait_up()
     try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.seek(0)
-    text = log.read()
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / artifact).write_text(text)
+        yield proc
+    finally:                        # the log is kept whatever happened in the block
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.seek(0)
+        text = log.read()
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / artifact).write_text(text)
     folders = [str(ROOT / name) for name in tracebacks_from]
     ours = [line for line in text.splitlines()
             if line.strip().startswith("File ") and any(folder in line for folder in folders)]

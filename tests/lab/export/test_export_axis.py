@@ -83,12 +83,12 @@ def test_the_notebook_tables_and_plots_name_steps(notebook, capsys):
     with_axis = [frame for frame in frames if "step" in frame.columns]
     assert len(with_axis) >= 6, [list(frame.columns) for frame in frames]
     assert not [list(frame.columns) for frame in frames if "epoch" in frame.columns]
-    # the layer x step heatmap, g per step, the law's r against step, the 2-D layout, CKA to step 0
+    # the layer x step heatmap, g per step, the law's r against step, the 2-D layout, CKA to the first evaluation
     assert len(figures) >= 5, figures
     labels = [label for figure in figures for label in _labels(figure)]
     assert not [label for label in labels if _EPOCH.search(label)], labels
     last = namespace["runs"][run_id].summary()["epoch"]
-    for wanted in ("step", "g per step (no seen accuracy stored)", "r against step", "CKA to step 0"):
+    for wanted in ("step", "g per step (no seen accuracy stored)", "r against step", "CKA to the first evaluation"):
         assert any(wanted in label for label in labels), (wanted, labels)
     assert any(f"step {last}:" in label for label in labels), labels          # the layout's title
     printed = capsys.readouterr().out

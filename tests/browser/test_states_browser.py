@@ -1,0 +1,130 @@
+"""Every view in every state: the state gallery (``docs/states.py``) walked in the browser, each view checked.
+
+One store holds a run of every state (:mod:`tests.fixtures.gallery`: running, finished with one seed and with three,
+failed before its first evaluation and mid-run, cancelled before its first evaluation, interrupted, monitored in
+epochs with the loop's loss and in steps without it, no trained head, module taps, embeddings off, a study with a
+failed cell). One ``panel serve`` serves the app and the JupyterLab component's page on it; one page walks Run &
+watch and Compare & export for each run, then the Studies tab; a second page walks the component for a few states.
+The screenshots go to ``test-artifacts/states/<state>-<view>.png``. For every state x view:
+
+- no page error (nor console error), and no traceback from app/ or lab/ in the server's log (``served.serve``);
+- no two visible controls or plots overlap (Bokeh plots, Panel and Bokeh widgets, text panes, cards' headers;
+  one inside another is no overlap);
+- no plot with empty axes, and none left blank: a plot with nothing to draw gives way to a sentence saying why;
+- the words are true to the state: no "recorded before" or "run it again" but the ones :data:`MAY_SAY` lists for it,
+  nothing :data:`MUST_NOT_SAY` names for it (a run counted in steps labelled "epoch", a split that was not measured
+  in a title ...), and what :data:`MUST_SAY` names for it.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from served import ARTIFACTS, ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+sys.path.insert(0, str(ROOT / "docs"))
+import states as gallery  # noqa: E402  (docs/states.py: the gallery's server, page and walk)
+
+AGAIN = re.compile(r"[^.\n]*(recorded before|run it again)[^.\n]*", re.IGNORECASE)
+MAY_SAY: dict[str, list[str]] = {}
+"""Per state, the "recorded before ..." / "run it again ..." sentences it may show (regular expressions)."""
+NOT_EVALUATED = (r"Best layer", r"best in ", r"\bg = ")
+MUST_NOT_SAY = {
+    "running": (r"\bfinished\b", r"Run cancelled", r"interrupted", r"The run failed"),
+    "cancelled-early": NOT_EVALUATED,
+    "failed-early": NOT_EVALUATED,
+    "monitored-steps": (r"\b[Ee]pochs?\b",),          # counted in optimizer steps
+}
+"""Per state, what contradicts it in the text of its Run & watch tab (regular expressions; the sidebar and the other
+runs Compare lists are left out)."""
+PLOT_MUST_NOT_SAY = {
+    "monitored-steps": (r"\b[Ee]poch\b", r"(?<!un)seen"),        # counted in steps; no seen split was given
+}
+"""Per state, what contradicts it in the titles and axis labels of its plots (regular expressions)."""
+MUST_SAY = {
+    ("running", "run-watch"): ("running",),
+    ("interrupted", "run-watch"): ("The run was interrupted",),
+    ("failed-diverged", "run-watch"): ("The run failed", "training diverged"),
+    ("failed-early", "run-watch"): ("The run failed",),
+    ("cancelled-early", "run-watch"): ("Run cancelled", "Nothing had been measured yet"),
+    ("cancelled-early", "compare"): ("was cancelled before its first evaluation",),
+    ("study-failed-cell", "studies"): ("failed",),
+}
+"""Per (state, view), what the view must say."""
+
+KNOWN_OPEN = [
+    ("compare", "blank plot", "ls-embedding-plot"),
+]
+"""Problems another change is fixing now, excused until it lands (remove each with its fix): (view, check, the app
+class around the plot). Compare's explorer leaves its canvas blank and its legend over "Colour by" and "Layer"."""
+OPEN_IN_OTHER_HANDS = {
+    "monitored-steps": [
+        # app/explorer/_answers_bar.py: the per-image answers name the evaluation "epoch 8" for a loop counted in steps
+        r"^Per-image answers of seed 0, epoch 8 ",
+        # app/compare/similarity_plots.py: the caption of CKA to the first evaluation says "epoch-0 features"
+        r"^Linear CKA of each layer's unseen-image features to its own epoch-0 features",
+    ],
+}
+"""Words found wrong in files other changes own now (app/explorer, app/compare), excused here until those changes
+take them up: per state, the lines (regular expressions) MUST_NOT_SAY lets pass."""
+
+
+def _known_open(view: str, check: str, where: list[str]) -> bool:
+    return any(view.startswith(v) and check == c and w in where for v, c, w in KNOWN_OPEN)
+
+
+def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[str]:
+    """What is wrong with the view ``view`` of the run (or study) in ``state``, from what the page shows
+    (``docs/states.py``'s ``facts``) and its errors since the previous view."""
+    out = [f"page error: {e}" for e in errors]
+    for a, b in seen["overlaps"]:
+        out.append(f"{a['kind']} {a['name']!r} ({a['x']}, {a['y']}, {a['w']}x{a['h']}) overlaps "
+                   f"{b['kind']} {b['name']!r} ({b['x']}, {b['y']}, {b['w']}x{b['h']})")
+    for plot in seen["plots"]:
+        if not plot["drawn"] and not _known_open(view, "empty plot", plot["where"]):
+            out.append(f"plot {plot['title']!r} has empty axes (say why in a sentence instead)")
+        if not plot["ink"] and not _known_open(view, "blank plot", plot["where"]):
+            out.append(f"plot {plot['title']!r} is blank: its canvas drew nothing")
+    text = seen["text"]
+    for match in AGAIN.finditer(text):
+        if not any(re.search(ok, match.group(0)) for ok in MAY_SAY.get(state, [])):
+            out.append(f"says {match.group(0).strip()!r}")
+    for pattern in MUST_NOT_SAY.get(state, ()) if view.startswith("run-watch") else ():
+        for line in seen["main_text"].splitlines():
+            if re.search(pattern, line) and not any(re.search(ok, line) for ok in OPEN_IN_OTHER_HANDS.get(state, ())):
+                out.append(f"says {line!r}, which is not true of a run in state {state}")
+    plot_words = "\n".join(f"{p['title']} | {p['x_label']} | {p['y_label']}" for p in seen["plots"])
+    for pattern in PLOT_MUST_NOT_SAY.get(state, ()):
+        for line in plot_words.splitlines():
+            if re.search(pattern, line):
+                out.append(f"a plot says {line!r}, against {pattern!r}")
+    for words in MUST_SAY.get((state, view.removesuffix("-jupyterlab")), ()):
+        if words not in text:
+            out.append(f"does not say {words!r}")
+    return out
+
+
+def test_every_view_of_every_state(chromium, free_port, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    found: dict[str, list[str]] = {}
+
+    def check(state, view, seen, errors):
+        found[f"{state}-{view}"] = problems_of(state, view, seen, errors)
+
+    t0 = time.monotonic()
+    with sync_playwright() as p, gallery.gallery(tmp_path, free_port()) as g:
+        browser = p.chromium.launch(executable_path=chromium, args=gallery.CHROMIUM_ARGS)
+        walked = gallery.walk_all(browser, g, ARTIFACTS / "states", check)
+        browser.close()
+    print(f"{len(walked)} views of {len(g.ids)} states in {time.monotonic() - t0:.0f} s")
+    runs = [(state, view) for state in gallery.WALK for view in ("run-watch", "compare")]
+    assert set(walked) >= {*runs, (gallery.STUDY_STATE, "studies")}, walked
+    assert all((ARTIFACTS / "states" / f"{s}-{v}.png").exists() for s, v in walked)
+    wrong = {view: problems for view, problems in found.items() if problems}
+    assert not wrong, "\n".join(f"{view}:\n  " + "\n  ".join(problems) for view, problems in wrong.items())
