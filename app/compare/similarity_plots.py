@@ -42,16 +42,21 @@ def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, hei
                                responsive=responsive, epochs=epochs, axis=axis, label=label)
 
 
-def initial_caption(frame: pd.DataFrame) -> str:
-    """:data:`CKA_INITIAL_CAPTION`, with the layers of the latest epoch where CKA is not defined (HTML-escaped)."""
+def initial_caption(frame: pd.DataFrame, axis: str = "epoch") -> str:
+    """:data:`CKA_INITIAL_CAPTION`, with the layers of the latest epoch where CKA is not defined (HTML-escaped).
+    ``axis``: what the run's evaluation numbers count; a loop counted in steps compares with its first evaluation,
+    wherever that was."""
+    caption = CKA_INITIAL_CAPTION if axis == "epoch" else CKA_INITIAL_CAPTION.replace(
+        "its own epoch-0 features", "its own features at the first evaluation")
     if not len(frame):
-        return CKA_INITIAL_CAPTION + " Not measured yet (from epoch 1 of a training run)."
+        first = "from epoch 1 of a training run" if axis == "epoch" else "from the second evaluation"
+        return caption + f" Not measured yet ({first})."
     latest = int(frame["epoch"].max())
     undefined = frame.loc[(frame["epoch"] == latest) & (frame["n"] == 0), "layer"].tolist()
     if not undefined:
-        return CKA_INITIAL_CAPTION
+        return caption
     names = html.escape(", ".join(map(str, undefined)))
-    return CKA_INITIAL_CAPTION + f" Not defined at epoch {latest} for {names} (constant features, or too few images)."
+    return caption + f" Not defined at {axis} {latest} for {names} (constant features, or too few images)."
 
 
 def cka_to_initial(record, *, label: str | None = None, height: int = 320, width: int = 560) -> hv.Overlay:
