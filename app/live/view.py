@@ -38,6 +38,7 @@ from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
 from ._render import LiveRenderers
+from ._probe import live_probe
 from ._status import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
 from ._model import RunModel, verdict_html
 
@@ -426,8 +427,7 @@ class LiveView(pn.viewable.Viewer):
         self.embedding.refresh_answers()
 
     def selection_report(self):
-        """:func:`lab.analysis.selection_report` of the layout's selection (``embedding.selection``) at the
-        evaluation it shows: :meth:`app.EmbeddingView.selection_report`."""
+        """:meth:`app.EmbeddingView.selection_report`: the layout's selection at the evaluation it shows."""
         return self.embedding.selection_report()
 
     def _on_pick(self) -> None:
@@ -469,25 +469,7 @@ class LiveView(pn.viewable.Viewer):
                 self._show_unmeasured()
         self._probe.object = probe_html(self.probe())
 
-    def probe(self) -> dict:
-        """Counts of what the views show (for tests and the browser-test hook)."""
-        m = self.model
-        frame = m.metrics
-        unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame
-        heat = self.streams.get("heatmap")
-        drawn = getattr(self, "_heatmap_pane", None) is not None and self._heatmap_pane.object is not None
-        cells = int(heat.data["frame"]["value"].notna().sum()) if heat is not None and drawn else 0
-        shown = getattr(self, "embedding", None) is not None and self.embedding.n_points > 0
-        return {
-            "status": self.status, "run_id": m.run_id, "events": self._n_events,
-            "layers": len(m.layers),
-            "metric_layers": int(unseen["layer"].nunique()) if len(unseen) and self._curves_drawn else 0,
-            "heatmap_cells": cells, "projection_points": self._projection_points if shown else 0,
-            "layout_layer": self.picker.layer if shown else None,
-            "epochs_done": m.epochs_done, "message": m.message, "notice": self._message,
-            "stage": m.progress.stage if m.progress is not None else None,
-            "redraws": len(self._redraws),          # 0: every plot shows the data the view has
-        }
+    probe = live_probe          # counts of what the views show, for tests and the browser-test hook
 
     # ------------------------------------------------------------------ layout
     def _build_layout(self):

@@ -260,7 +260,8 @@ def test_the_studies_tab_shows_the_intervals_and_the_transfer_comparison(study_s
     assert isinstance(panel.plots["transfer"].object, hv.Layout) and len(panel.plots["transfer"].object) == 3
     assert study_plots.generalization_text(figs) in panel.ranks.object and "resamples" in panel.ranks.object
     assert {"g_low", "g_high", "best_share"} <= set(panel.table.value.columns)
-    assert panel.plots["transfer"] in layout.objects and panel.transfer_text in layout.objects
+    assert panel._transfer_box in layout.objects and panel.transfer_text in layout.objects
+    assert panel.plots["transfer"] in panel._transfer_box.objects and panel._transfer_box.visible
 
 
 def test_confidence_text_says_only_what_was_measured():
