@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._results import add_save_option, recording  # noqa: E402
+from benchmarks.app_timings import _free_port, _probe  # noqa: E402  the page helpers app_timings already has
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync"]
@@ -57,18 +57,6 @@ _LOOP_RULES = [("page build (the session's app code)", ("main.py", "layerscope.p
                ("document to and from JSON", ("serializ", "protocol", "pull_doc", "push_doc", "patch_doc")),
                ("Bokeh / Tornado server", ("",))]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _probe(page) -> dict:
-    import json
-
-    raw = page.locator(".ls-probe").first.get_attribute("data-probe")
-    return json.loads(raw) if raw else {}
 
 
 def _load() -> str:
