@@ -72,8 +72,8 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
             parts.append(f"about {fmt_seconds(eta)} left")
         if m.epoch_timings:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
-    elif status in ("finished", "cancelled", "failed", "interrupted") and m.started_at and m.ended_at:
-        parts.append(f"after {fmt_seconds(m.ended_at - m.started_at)}")
+    elif status in ("finished", "cancelled", "failed", "interrupted") and (m.seconds or (m.started_at and m.ended_at)):
+        parts.append(f"after {fmt_seconds(m.seconds if m.seconds else m.ended_at - m.started_at)}")
     if message and status in ("starting", "queued", "idle", "stopping"):
         parts.append(html.escape(message))
     return " &nbsp;·&nbsp; ".join(parts)

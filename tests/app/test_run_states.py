@@ -250,3 +250,15 @@ def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_
     losses = view.model.training.dropna(subset=["train_loss"])
     said = ", ".join(f"{v:.3g} (seed {s})" for s, v in zip(losses["seed"], losses["train_loss"]))
     assert _gaps(view) == {"loss": f"Training loss {said} at epoch 1: one value per seed, no curve."}
+
+
+def test_a_run_read_at_once_says_how_long_it_took_not_how_long_reading_it_took():
+    """A run followed from the store arrives in one batch: the status line gives the run's own duration (its end
+    event's), not the moment between its first and last event here."""
+    from app.live import LiveView
+    from tests.fixtures.live_runs import synthetic_run
+
+    view = LiveView()
+    view.consume(list(synthetic_run()))                  # its RunFinished says 3 s
+    assert view.status == "finished" and view.model.seconds == 3.0
+    assert "after 3 s" in view._status_md.object
