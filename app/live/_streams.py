@@ -13,7 +13,7 @@ from app.base import ThumbnailSource, plots
 
 from ._model import RunModel
 
-__all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
+__all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "has_seen_split", "heatmap_data", "projection_data",
            "cka_initial_data", "training_gaps"]
 
 _ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
@@ -31,12 +31,12 @@ def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
     specs = catalogue.curve_specs()
     if wanted:
         specs = [s for s in specs if s[0] in wanted]
-    absent = set() if _has_seen_split(model) else {"seen"}
+    absent = set() if has_seen_split(model) else {"seen"}
     specs = [(metric, tuple(s for s in splits if s not in absent)) for metric, splits in specs]
     return [(metric, splits) for metric, splits in specs if splits]
 
 
-def _has_seen_split(model: RunModel) -> bool:
+def has_seen_split(model: RunModel) -> bool:
     """Whether the run measures held-out images of its seen classes (a run the engine trains always does)."""
     heldout = (model.n_images or {}).get("heldout")
     return bool(model.seen) and (heldout is None or int(heldout) > 0)

@@ -32,7 +32,8 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
+from ._streams import (HEATMAP_METRICS, has_seen_split, cka_initial_data, curve_specs, curves_data, heatmap_data,
+                       projection_data)
 from ._training import TrainingPanes
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
@@ -262,6 +263,11 @@ class LiveView(pn.viewable.Viewer):
                 self.heatmap_metric = metrics_in_run[0]
         self._verdict_data = {}
         self.picker.start()
+        # a run without a seen split (a loop given unseen images only): no "seen" button that would show nothing
+        seen = has_seen_split(m)
+        if not seen and self.heatmap_split != "unseen":
+            self.heatmap_split = "unseen"
+        self._heatmap_split_w.visible = seen
         streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
         streams["projection"] = hv.streams.Pipe(data=self._projection_data())
         streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,

@@ -262,3 +262,10 @@ def test_a_run_read_at_once_says_how_long_it_took_not_how_long_reading_it_took()
     view.consume(list(synthetic_run()))                  # its RunFinished says 3 s
     assert view.status == "finished" and view.model.seconds == 3.0
     assert "after 3 s" in view._status_md.object
+
+
+def test_a_run_without_a_seen_split_offers_no_seen_heatmap(monitored_run, tiny_run):
+    view = _followed(*monitored_run)                        # a loop given unseen images only
+    assert view.heatmap_split == "unseen" and not view._heatmap_split_w.visible
+    store, run_id, _ = tiny_run
+    assert _followed(store, run_id)._heatmap_split_w.visible
