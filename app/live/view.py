@@ -471,8 +471,11 @@ class LiveView(pn.viewable.Viewer):
             if not self.streams and self._placeholder is not None:
                 self._placeholder.object = placeholder_html(
                     "The run ended before any layer was measured; see the message above.")
-            elif self.streams and self._ended_unmeasured and not self._unmeasured_shown:
-                self._show_unmeasured()
+            if self._ended_unmeasured and not self._unmeasured_shown:
+                if self.streams:
+                    self._show_unmeasured()
+                self._unmeasured_shown = True
+                self.collapse.refresh()         # its sentence, not what an earlier run left in it
         self._probe.object = probe_html(self.probe())
 
     def probe(self) -> dict:

@@ -269,3 +269,22 @@ def test_a_run_without_a_seen_split_offers_no_seen_heatmap(monitored_run, tiny_r
     assert view.heatmap_split == "unseen" and not view._heatmap_split_w.visible
     store, run_id, _ = tiny_run
     assert _followed(store, run_id)._heatmap_split_w.visible
+
+
+def test_a_run_that_failed_before_it_started_leaves_nothing_of_the_run_shown_before(tmp_path, tiny_run):
+    """It failed on a layer its backbone lacks, before its RunStarted: the collapse card says so, not what the run
+    shown before it left in it (its layers, its simplex)."""
+    import holoviews.plotting.bokeh  # noqa: F401  (the card's plots are the bokeh backend's)
+
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_before_first_evaluation(store)
+    view = _followed(*tiny_run[:2])
+    view.collapse.collapsed = False
+    view.follow(failed, store=store)
+    assert view._following.wait(120)
+    assert view.status == "failed" and view.collapse._nothing.visible and not view.collapse._measured.visible
+    assert f"run {failed!r} failed before its first evaluation" in html.unescape(view.collapse._nothing.object)
