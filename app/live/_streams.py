@@ -64,8 +64,8 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 
 
 def training_gaps(model: RunModel) -> dict[str, str]:
-    """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
-    it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
+    """Why a training plot ("loss", "accuracy", "utilization") would be empty axes, in one sentence that says what
+    would fill it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
     training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
     one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
     t = model.training
@@ -99,6 +99,15 @@ def training_gaps(model: RunModel) -> dict[str, str]:
         elif points < 2:
             out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
                                f"(before training), a single point: {why}.")
+    utilization = model.utilization_frame()
+    trains = model.open_ended or model.config.get("strategy", "full") != "none"
+    if trains and (not len(utilization) or int(utilization["epoch"].iloc[0]) <= min(model.epoch_axis() or [0])):
+        # only the first evaluation's, 0 by definition: how far each layer's weights moved comes with training
+        out["utilization"] = (
+            f"No layer utilization: the run {_ENDED.get(model.status, model.status)} before its first training "
+            f"epoch ended." if model.status in _ENDED and not model.open_ended else
+            f"No layer utilization yet: how far each layer's weights moved from their first evaluation comes "
+            f"with the next {'evaluation' if model.open_ended else 'training epoch'}.")
     if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
         values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
                            for row in loss.itertuples())

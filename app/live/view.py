@@ -32,8 +32,8 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import (HEATMAP_METRICS, has_seen_split, cka_initial_data, curve_specs, curves_data, heatmap_data,
-                       projection_data)
+from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
+                       projection_data, training_gaps)
 from ._training import TrainingPanes
 from ._agreement import AgreementTable
 from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
@@ -109,6 +109,9 @@ class LiveView(pn.viewable.Viewer):
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._utilization_pane = plot_pane(None, 360)
+        # shown by its box (a HoloViews pane's own visible does not reach its plot); hidden when training_gaps says
+        # why there is nothing to draw
+        self._utilization_box = pn.Column(self._utilization_pane, margin=0, **grow(360))
         self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
         self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
                                          styles={"color": "#555", "font-size": "12px"})
@@ -335,6 +338,13 @@ class LiveView(pn.viewable.Viewer):
         loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
         acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
         self.training.build(loss, acc, self.model)
+        self._show_training_gaps()
+
+    def _show_training_gaps(self) -> None:
+        """The training plots that would be empty give way to their sentence (the utilization plot too)."""
+        self.training.show_gaps(self.model)
+        self._utilization_box.visible = "utilization" in self.streams and "utilization" not in training_gaps(
+            self.model)
 
     def _build_utilization_pane(self) -> None:
         util = self.streams.get("utilization")
@@ -375,8 +385,8 @@ class LiveView(pn.viewable.Viewer):
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
-            if changed & {"training", "status"}:
-                self.training.show_gaps(self.model)
+            if changed & {"training", "status", "utilization"}:
+                self._show_training_gaps()
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
@@ -507,7 +517,7 @@ class LiveView(pn.viewable.Viewer):
         proj_col = pn.Column(self.picker, self.embedding, **grow(_EXPLORER_LEAST, share=2))
         cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
         train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                              pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,
+                              pn.FlexBox(self.training.gap, self.training.panes, self._utilization_box, cka_col,
                                          sizing_mode="stretch_width"),
                               sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
         self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)

@@ -262,8 +262,8 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     assert "Not defined at epoch 2 for pre_logits (constant features" in caption
     assert live._cka_pane.object is not None
     row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.FlexBox)
-               and live._utilization_pane in o)
-    after = row.objects[row.objects.index(live._utilization_pane) + 1]
+               and live._utilization_box in o)
+    after = row.objects[row.objects.index(live._utilization_box) + 1]
     assert live._cka_pane in after.objects                                # next to the utilization plot
     live.consume(list(synthetic_run("r2", epochs=0)))                     # no training: nothing moved
     assert "cka_initial" in live.streams

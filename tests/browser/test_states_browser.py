@@ -33,7 +33,7 @@ import states as gallery  # noqa: E402  (docs/states.py: the gallery's server, p
 AGAIN = re.compile(r"[^.\n]*(recorded before|run it again)[^.\n]*", re.IGNORECASE)
 MAY_SAY: dict[str, list[str]] = {}
 """Per state, the "recorded before ..." / "run it again ..." sentences it may show (regular expressions)."""
-NOT_EVALUATED = (r"Best layer", r"best in ", r"\bg = ")
+NOT_EVALUATED = (r"Best layer", r"best in ", r"\bg = ", r"Layers drawn", r"The simplex, seen")
 MUST_NOT_SAY = {
     "running": (r"\bfinished\b", r"Run cancelled", r"interrupted", r"The run failed"),
     "cancelled-early": NOT_EVALUATED,
