@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import panel as pn
 import param
+from panel.theme import fast
 
 from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
+from .base import page_loading
 from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 
@@ -37,6 +39,16 @@ Runs started from this page stop when you press **Stop** or close the tab.
 """
 
 
+class _OfflineFast(fast.Fast):
+    """Panel's Fast design without its Google Fonts stylesheet: the page asks no other host for anything
+    (offline, it waited on that request). Panel finds a design's own files by its class name, hence ``Fast``."""
+
+    _resources = {kind: files for kind, files in fast.Fast._resources.items() if kind != "font"}
+
+
+_OfflineFast.__name__ = "Fast"
+
+
 class LayerScope(pn.viewable.Viewer):
     """Top-level component: one per browser session (or notebook cell).
 
@@ -50,6 +62,7 @@ class LayerScope(pn.viewable.Viewer):
 
     def __init__(self, store=None, **params):
         super().__init__(**params)
+        page_loading(pn.state.curdoc)       # the other sessions' redraws make way until this page has rendered
         if store is None:
             import lab.store
 
@@ -75,8 +88,8 @@ class LayerScope(pn.viewable.Viewer):
             ("Compare & export", pn.Column(self.runs, self.run_collapse, sizing_mode="stretch_width")),
             ("Studies", self.studies),
             ("About", pn.pane.Markdown(_ABOUT, sizing_mode="stretch_width", max_width=900)),
-            dynamic=False, sizing_mode="stretch_width",
-        )
+            dynamic=True, sizing_mode="stretch_width",     # a tab's plots are made when it is first shown:
+        )                                                   # half the page's models, its build and its JSON
         self._tabs.link(self, active="active_tab", bidirectional=True)
 
     def _apply_view(self, *_events) -> None:
@@ -118,7 +131,7 @@ class LayerScope(pn.viewable.Viewer):
     def template(self, title: str = "layerscope — which layer generalizes?"):
         """The served page: settings in the sidebar, the tabs in the main area."""
         template = pn.template.FastListTemplate(
-            title=title, sidebar=[self.sidebar], main=[self._tabs], sidebar_width=380,
+            title=title, sidebar=[self.sidebar], main=[self._tabs], sidebar_width=380, design=_OfflineFast,
             accent="#08519c", header_background="#08306b", main_layout=None,
         )
         return template

@@ -1,5 +1,5 @@
-"""A pytest plugin: ``--suite-report PATH`` writes the run's wall time, outcome counts and its 20 slowest tests
-to PATH as JSON (``make test`` writes ``test-artifacts/suite.json``, which ``.ci/run`` prints), so that each
+"""A pytest plugin: ``--suite-report PATH`` writes the run's wall time, outcome counts and its 20 slowest tests and
+each file's total to PATH as JSON (``make test`` writes ``test-artifacts/suite.json``, which ``.ci/run`` prints), so that each
 change sees what it costs the suite.
 
 Under pytest-xdist the workers' reports reach the controller through ``pytest_runtest_logreport``; only the
@@ -25,6 +25,17 @@ def pytest_configure(config):
     path = config.getoption("--suite-report")
     if path and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SuiteTimer(Path(path)), "suite-timer")
+
+
+def by_file(tests: list[dict]) -> list[dict]:
+    """Each test file's total seconds and test count, the costliest first: where the workers' time goes."""
+    totals: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    for t in tests:
+        entry = totals[t["test"].split("::")[0]]
+        entry[0] += t["seconds"]
+        entry[1] += 1
+    rows = [{"file": f, "seconds": round(s, 1), "tests": n} for f, (s, n) in totals.items()]
+    return sorted(rows, key=lambda r: r["seconds"], reverse=True)
 
 
 class SuiteTimer:
@@ -54,6 +65,6 @@ class SuiteTimer:
         report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),
                   "workers": len(self.workers) or None,
                   "cpus": os.cpu_count(), "tests": len(self.phases), "outcomes": dict(self.outcomes),
-                  "slowest": tests[:SLOWEST]}
+                  "slowest": tests[:SLOWEST], "files": by_file(tests)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(report, indent=1) + "\n")

@@ -4,7 +4,8 @@ The notebook set-up :func:`extension` and the process-wide :func:`shared` resour
 dataset cache) live in :mod:`app.base.resources`; :mod:`app.base.plots` is the one plotting module
 of the app and of every notebook (``from app import plots``). The views import what they share from
 here: :class:`DocDispatcher` and :class:`RedrawQueue` keep a session's document safe from other
-threads (``_dispatch``, ``_redraw``, with ``_doclock``), :func:`notify` shows a notification
+threads (``_dispatch``, ``_redraw``, with ``_doclock``; ``_share`` paces every session's redraws on the server's
+one event loop, and gives a new page priority), :func:`notify` shows a notification
 (``_notify``), :class:`ThumbnailSource` serves hover thumbnails (``_thumbs``), and
 :func:`lazy_exports` gives a view's package names that load on first use; ``_plot_style`` holds the
 plots' shared style. Importing this package loads no UI library; the names that need Panel load it
@@ -15,9 +16,9 @@ from lab.lazy import lazy_exports
 from .resources import extension, shared
 
 __all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "array_thumbnails",
-           "notify"]
+           "notify", "page_loading"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
     "ThumbnailSource": "._thumbs:ThumbnailSource", "array_thumbnails": "._thumbs:array_thumbnails",
-    "notify": "._notify:notify",
+    "notify": "._notify:notify", "page_loading": "._share:page_loading",
 })

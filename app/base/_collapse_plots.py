@@ -253,7 +253,7 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
             color=_LAW_COLOR, line_width=1.8, line_dash=SPLIT_DASH_COLLAPSE.get(split, "solid"), framewise=True))
         elements.append(hv.Scatter(data, "epoch", ["r", "split"], label=label).opts(
             color=_LAW_COLOR, marker=SPLIT_MARKERS.get(split, "circle"), size=6, framewise=True,
-            tools=[HoverTool(tooltips=[("split", "@split"), ("epoch", "@epoch"), ("r", "@r{+0.000}")])]))
+            tools=[HoverTool(tooltips=[("split", "@split"), (axis, "@epoch"), ("r", "@r{+0.000}")])]))
     elements.append(hv.VLine(float(epoch) if epoch is not None else np.nan).opts(color=_CURSOR_COLOR, line_width=2,
                                                                                  alpha=0.6))
     elements.extend(_terminal_marks(terminal, 1.0))

@@ -41,6 +41,7 @@ import panel as pn
 from panel.io.state import set_curdoc
 
 from ._doclock import install as _install_doc_locks, locked
+from ._share import LOOP_SHARE
 
 __all__ = ["DocDispatcher", "kernel_loop"]
 
@@ -122,6 +123,11 @@ class DocDispatcher:
         doc = self._doc
         return doc is not None and getattr(doc, "session_context", None) is not None
 
+    @property
+    def flushing(self) -> bool:
+        """A flush is running now (on the loop's thread)."""
+        return self._flushing
+
     def push(self, item, urgent: bool = False, gap: float = 0.0) -> None:
         """Queue one item; safe from any thread.
 
@@ -186,6 +192,7 @@ class DocDispatcher:
         except Exception:  # never let a view bug kill the session's event loop
             _log.exception("layerscope: failed to apply %d update(s)", len(batch))
         finally:
+            LOOP_SHARE.end()        # a redraw turn of this flush, if any, ends with its patches sent
             cost = time.monotonic() - started
             with self._guard:
                 self._flushing = False

@@ -4,7 +4,8 @@ A HoloViews redraw costs 0.1-0.5 s on a busy CPU. Run all at once, the redraws o
 asks for would keep the session's event loop busy for seconds, and a click on Stop would wait for
 them. :class:`RedrawQueue` runs them in turns: a turn stops after a time budget and asks the view's
 :class:`~app.base._dispatch.DocDispatcher` for the next one, so the loop reads the browser's messages in
-between.
+between. The turns of every view of the process share the loop by :data:`~app.base._share.LOOP_SHARE`: with
+several sessions drawing, and above all while a new page loads, a turn waits its turn.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from typing import Callable
 
 from ._dispatch import DocDispatcher
+from ._share import LOOP_SHARE
 
 __all__ = ["RedrawQueue"]
 
@@ -69,9 +71,18 @@ class RedrawQueue:
             self._dispatcher().push(self.turn, urgent=True, gap=gap)
 
     def turn(self) -> None:
-        """Run waiting redraws, oldest first, for at most the turn's budget; then request the next turn."""
+        """Run waiting redraws, oldest first, for at most the turn's budget; then request the next turn.
+
+        In a session, a turn that comes before :data:`LOOP_SHARE` lets one start asks for a later one instead."""
         self._requested = False
-        budget = _TURN_BUDGET if self._dispatcher().has_session else None
+        dispatcher = self._dispatcher()
+        budget = _TURN_BUDGET if dispatcher.has_session else None
+        if budget is not None and self._tasks:
+            wait = LOOP_SHARE.delay()
+            if wait > 0:
+                self.request(gap=wait)
+                return
+            LOOP_SHARE.begin()       # ended by the dispatcher's flush, once the patches are sent
         start = time.monotonic()
         while self._tasks:
             key = next(iter(self._tasks))
@@ -81,3 +92,5 @@ class RedrawQueue:
                 break
         self.request(gap=0.1)
         self._after_turn()
+        if budget is not None and not dispatcher.flushing:
+            LOOP_SHARE.end()

@@ -44,7 +44,8 @@ __all__ = [
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
                   n_epochs: int, band: bool = False, interval: bool = False, height: int = 290,
-                  width: int = 380, responsive: bool = False, epochs=None, axis: str = "epoch") -> hv.Overlay:
+                  width: int = 380, responsive: bool = False, epochs=None, axis: str = "epoch",
+                  label: str | None = None) -> hv.Overlay:
     """Metric vs layer: one line per epoch and split, the latest epoch bold (with hover).
 
     The element structure is fixed for given ``splits`` and ``band`` (per split:
@@ -69,12 +70,14 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         The run's evaluation epochs when they are not 0..n_epochs (:func:`epoch_keys`).
     axis : {"epoch", "step"}
         What the run's epoch numbers count (its meta ``axis``: a monitored loop may count optimizer steps).
+    label : str, optional
+        The metric's name on the y axis, in the hover and the title (default: :func:`metric_label`).
 
     The title is two lines, what is measured and the key of the lines (:func:`curves_title`); the y axis spans
     every value drawn, bands included, with a little padding (:func:`value_range`).
     """
     log = metric in LOG_METRICS
-    label = ("log10 " if log else "") + metric_label(metric, axis=axis)
+    label = ("log10 " if log else "") + (label or metric_label(metric, axis=axis))
     n = len(layers)
     x = np.arange(n, dtype=float)
     layer_pos = {name: i for i, name in enumerate(layers)}
@@ -398,7 +401,9 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
 
 def layer_epoch_heatmap(record, metric: str = "nmi", split: str = "unseen", *, label: str | None = None,
                         cmap: str = "viridis", height: int = 340, width: int = 440) -> hv.HeatMap:
-    """Layer × epoch heatmap of one stored run: the mean over seeds of ``metric`` (log10 for log metrics)."""
+    """Layer × epoch heatmap of one stored run: the mean over seeds of ``metric`` (log10 for log metrics); the
+    x axis names what the run's epoch numbers count (:func:`lab.export.tables.run_axis`: "step" for a loop
+    counted in optimizer steps)."""
     frame = tables.epoch_table(record, metric, split=split)
     frame = frame.assign(layer=frame["layer"].map(plot_text)).rename(columns={"mean": "value"})
     layers = [plot_text(name) for name in tables.run_layers(record)]
@@ -406,19 +411,21 @@ def layer_epoch_heatmap(record, metric: str = "nmi", split: str = "unseen", *, l
     log = "log10 " if metric in LOG_METRICS else ""
     title = plot_title(f"{name}: {log}{metric_label(metric)} ({split}), mean over seeds")
     return heatmap(frame, metric=metric, split=split, layers=layers, title=title, cmap=cmap,
-                   height=height, width=width)
+                   height=height, width=width, axis=tables.run_axis(record))
 
 
 def epoch_curves(record, metric: str, split: str = "unseen", *, height: int = 360,
                  width: int = 640) -> hv.Overlay:
-    """Metric vs layer of one stored run, one line per epoch (light to dark), the last bold with ± std."""
+    """Metric vs layer of one stored run, one line per epoch (or step: :func:`lab.export.tables.run_axis`),
+    light to dark, the last bold with ± std."""
     frame = tables.epoch_table(record, metric, split=split)
     frame = frame.assign(layer=frame["layer"].map(plot_text), split=split)
     n_epochs = int(frame["epoch"].max()) if len(frame) else 0
     band = bool(len(frame)) and int(frame["n"].max()) > 1
     layers = [plot_text(n) for n in tables.run_layers(record)]
     return metric_curves(frame, metric=metric, splits=(split,), layers=layers, n_epochs=n_epochs, band=band,
-                         height=height, width=width, epochs=sorted(set(frame["epoch"])) if len(frame) else None)
+                         height=height, width=width, epochs=sorted(set(frame["epoch"])) if len(frame) else None,
+                         axis=tables.run_axis(record))
 
 
 def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int | None = None,
@@ -450,32 +457,36 @@ def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int |
     names = [plot_text(n) for n in names]
     frame = pd.DataFrame({"x": coords[:, 0], "y": coords[:, 1], "class": [names[i] for i in classes],
                           "index": indices, "thumb": ""})
-    title = plot_title(f"{method.upper()} of {layer}, seed {seed}, epoch {epoch}: {name}", 50)
+    title = plot_title(f"{method.upper()} of {layer}, seed {seed}, {tables.run_axis(record)} {epoch}: {name}", 50)
     return projection_points(frame, classes=names, title=title, height=height, width=width)
 
 
 def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accuracy", y: str = "g",
-                  height: int = 420, width: int = 560) -> hv.Overlay:
+                  height: int = 420, width: int = 560, axis: str = "epoch") -> hv.Overlay:
     """Seen accuracy against g: one point per row, the rows of one ``by`` group joined in epoch order.
 
     ``table`` is :func:`lab.export.tables.generalization_table` (or any frame with ``by``, ``x``, ``y``);
-    where no row has an ``x`` value, g is drawn against the epoch instead.
+    where no row has an ``x`` value, g is drawn against the epoch instead, named ``axis`` (what the runs' epoch
+    numbers count: :func:`lab.export.tables.runs_axis`).
     """
     if not (len(table) and table[x].notna().any()) and "epoch" in table:
         x = "epoch"
     hover = [c for c in ("epoch", "g_std", "g_layer", "best_layer") if c in table and c not in (x, y)]
     text_cols = [c for c in hover if table[c].dtype == object]
-    xlabel = {"seen_accuracy": "seen accuracy (held-out)", "epoch": "epoch"}.get(x, x)
+    xlabel = {"seen_accuracy": "seen accuracy (held-out)", "epoch": axis}.get(x, x)
+    hover = [hv.Dimension(c, label=axis) if c == "epoch" else c for c in hover]
+    xdim = hv.Dimension(x, label=xlabel)
     elements = []
     for i, (group, rows) in enumerate(table.dropna(subset=[x, y]).groupby(by, sort=False)):
         rows = rows.sort_values("epoch") if "epoch" in rows else rows
         rows = rows.assign(**{c: rows[c].map(plot_text) for c in text_cols})
         color, name = _CATEGORY_COLORS[i % len(_CATEGORY_COLORS)], plot_text(group)
-        elements += [hv.Curve(rows, x, [y, *hover], label=name).opts(color=color),
-                     hv.Scatter(rows, x, [y, *hover], label=name).opts(color=color, size=8, tools=["hover"])]
+        elements += [hv.Curve(rows, xdim, [y, *hover], label=name).opts(color=color),
+                     hv.Scatter(rows, xdim, [y, *hover], label=name).opts(color=color, size=8, tools=["hover"])]
     if not elements:
         elements = [hv.Scatter({x: [], y: []}, x, y)]
-    title = "seen accuracy vs unseen generalization" if x == "seen_accuracy" else f"g per {x} (no seen accuracy stored)"
+    title = ("seen accuracy vs unseen generalization" if x == "seen_accuracy"
+             else f"g per {xlabel} (no seen accuracy stored)")
     return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
                                      legend_position="bottom", legend_cols=1, show_legend=True, title=title,
                                      fontsize=_NOTEBOOK_FONTS, padding=0.1, **WHEEL_ZOOM_OFF)

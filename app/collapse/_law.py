@@ -108,7 +108,7 @@ class LawSection:
             self._intro.object = law_intro(self.axis)
         kwargs = dict(layers=source.layers or None, aliases=source.aliases or None)
         self.law = analysis.separation_law(metrics, **kwargs)
-        self.across = analysis.separation_law_across_seeds(metrics, **kwargs)
+        self.across = analysis.separation_law_across_seeds(self.law)        # the same fits, not fitted again
         seeds = sorted({int(s) for s in self.law["seed"]}) if len(self.law) else []
         self.seed, self.n_seeds = (seeds[0] if seeds else None), len(seeds)
         self.points = (analysis.separation_law_points(metrics, seed=self.seed, **kwargs) if seeds

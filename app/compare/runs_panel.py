@@ -141,7 +141,7 @@ class RunsPanel(pn.viewable.Viewer):
             self._cka_pane,
             pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
             self.embedding,
-            sizing_mode="stretch_width",
+            sizing_mode="stretch_width", css_classes=["ls-runs-panel"],
         )
         self.refresh()
 

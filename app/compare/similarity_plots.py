@@ -34,29 +34,39 @@ def initial_curves(frame: pd.DataFrame, *, layers: list[str], n_epochs: int, hei
     """
     rows = frame[frame["n"] > 0] if len(frame) else frame
     band = bool(len(rows)) and int(rows["n"].max()) > 1
+    # the features it is compared with are those of the first evaluation: epoch 0, or wherever a loop counted in
+    # steps first evaluated (metric_label says so)
+    label = plots.metric_label("cka_initial", axis=axis)
     return plots.metric_curves(rows.assign(split="unseen"), metric="cka_initial", splits=("unseen",),
                                layers=layers, n_epochs=n_epochs, band=band, height=height, width=width,
-                               responsive=responsive, epochs=epochs, axis=axis)
+                               responsive=responsive, epochs=epochs, axis=axis, label=label)
 
 
-def initial_caption(frame: pd.DataFrame) -> str:
-    """:data:`CKA_INITIAL_CAPTION`, with the layers of the latest epoch where CKA is not defined (HTML-escaped)."""
+def initial_caption(frame: pd.DataFrame, axis: str = "epoch") -> str:
+    """:data:`CKA_INITIAL_CAPTION`, with the layers of the latest epoch where CKA is not defined (HTML-escaped).
+    ``axis``: what the run's evaluation numbers count; a loop counted in steps compares with its first evaluation,
+    wherever that was."""
+    caption = CKA_INITIAL_CAPTION if axis == "epoch" else CKA_INITIAL_CAPTION.replace(
+        "its own epoch-0 features", "its own features at the first evaluation")
     if not len(frame):
-        return CKA_INITIAL_CAPTION + " Not measured yet (from epoch 1 of a training run)."
+        first = "from epoch 1 of a training run" if axis == "epoch" else "from the second evaluation"
+        return caption + f" Not measured yet ({first})."
     latest = int(frame["epoch"].max())
     undefined = frame.loc[(frame["epoch"] == latest) & (frame["n"] == 0), "layer"].tolist()
     if not undefined:
-        return CKA_INITIAL_CAPTION
+        return caption
     names = html.escape(", ".join(map(str, undefined)))
-    return CKA_INITIAL_CAPTION + f" Not defined at epoch {latest} for {names} (constant features, or too few images)."
+    return caption + f" Not defined at {axis} {latest} for {names} (constant features, or too few images)."
 
 
 def cka_to_initial(record, *, label: str | None = None, height: int = 320, width: int = 560) -> hv.Overlay:
-    """Each layer's CKA to its own epoch-0 features, one line per epoch (which layers fine-tuning moved).
+    """Each layer's CKA to its own epoch-0 features, one line per epoch (which layers fine-tuning moved); a run
+    counted in optimizer steps (:func:`lab.export.tables.run_axis`) says step.
 
     Runs recorded before this was measured, or that did not train, give an empty figure titled so.
     ``label`` (default: the run's name) starts the title.
     """
+    axis = tables.run_axis(record)
     frame = tables.epoch_table(record, "cka_initial")
     if frame.empty:
         return hv.Overlay([hv.Curve([])]).opts(title="no CKA to epoch 0 stored (the run did not train, or predates it)",
@@ -64,8 +74,9 @@ def cka_to_initial(record, *, label: str | None = None, height: int = 320, width
     frame = frame.assign(layer=frame["layer"].map(plots.plot_text))
     layers = [plots.plot_text(name) for name in tables.run_layers(record)]
     name = label if label is not None else (record.name or record.run_id)
-    return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height,
-                          width=width, epochs=sorted(set(frame["epoch"]))).opts(title=plots.plot_title(f"{name}: CKA to epoch 0, one line per epoch"))
+    title = plots.plot_title(f"{name}: {plots.metric_label('cka_initial', axis=axis)}, one line per {axis}")
+    return initial_curves(frame, layers=layers, n_epochs=int(frame["epoch"].max()), height=height, width=width,
+                          epochs=sorted(set(frame["epoch"])), axis=axis).opts(title=title)
 
 
 def cka_heatmap(record, *, other=None, epoch: int | None = None, other_epoch: int | None = None,

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lab import analysis
+from lab.export import tables
 
 from app.base import plots
 
@@ -38,6 +39,7 @@ class ImageAnswers:
     table : DataFrame or None
         :func:`lab.analysis.image_table` of the evaluation (index: image position).
     seed, epoch : the evaluation read (from the table)
+    axis : what the run's epoch numbers count, "epoch" or "step" (:func:`lab.export.tables.run_axis`)
     """
 
     def __init__(self, store, run_id: str, seed: int | None = None, epoch: int | None = None):
@@ -48,10 +50,12 @@ class ImageAnswers:
         self.record = None
         self.class_names: list[str] = []
         self.seed, self.epoch = seed, epoch
+        self.axis = "epoch"
         try:
             self.problem = analysis.image_record_problem(run_id, seed=seed, epoch=epoch, store=store)
             if self.problem is None:
                 rec = store.load(run_id)                 # read once: the table and every selection use it
+                self.axis = tables.run_axis(rec)
                 self.record = rec.image_record(seed, epoch)
                 self.table = analysis.record_table(rec, self.record)
                 self.seed, self.epoch = int(self.table.attrs["seed"]), int(self.table.attrs["epoch"])
@@ -64,7 +68,7 @@ class ImageAnswers:
         """Answers that are not there, for ``reason`` (one line)."""
         answers = cls.__new__(cls)
         answers.store = answers.run_id = answers.table = answers.record = answers.seed = answers.epoch = None
-        answers.class_names, answers.problem = [], reason
+        answers.class_names, answers.problem, answers.axis = [], reason, "epoch"
         return answers
 
     @property
@@ -80,8 +84,8 @@ class ImageAnswers:
         n = len(self.table)
         outside = np.asarray(indices)[(np.asarray(indices) < 0) | (np.asarray(indices) >= n)]
         if outside.size:
-            return (f"the layouts hold images the per-image record of epoch {self.epoch} does not ({outside.size} "
-                    f"outside positions 0-{n - 1})")
+            return (f"the layouts hold images the per-image record of {self.axis} {self.epoch} does not "
+                    f"({outside.size} outside positions 0-{n - 1})")
         return None
 
     def arrival(self, indices: np.ndarray) -> pd.Categorical:
@@ -118,10 +122,10 @@ def answers_note_html(answers: ImageAnswers | None) -> str:
     best, final = t.attrs.get("best_layer"), t.attrs.get("final_layer")
     forgotten = len(answers.forgotten())
     where = (f"right at the best layer {html.escape(str(best))}, wrong at the final layer {html.escape(str(final))}"
-             if best is not None else "no best layer at this epoch")
+             if best is not None else f"no best layer at this {html.escape(answers.axis)}")
     return (f"<span class='ls-answers-note' data-ok='1' style='color:#555;font-size:12px'>Per-image answers of "
-            f"seed {answers.seed}, epoch {answers.epoch} (leave-one-out kNN votes): {forgotten} of {len(t)} images "
-            f"forgotten ({where})</span>")
+            f"seed {answers.seed}, {html.escape(answers.axis)} {answers.epoch} (leave-one-out kNN votes): "
+            f"{forgotten} of {len(t)} images forgotten ({where})</span>")
 
 
 def arrival_legend_html(answers: ImageAnswers, colors: dict[str, str]) -> str:
@@ -131,6 +135,7 @@ def arrival_legend_html(answers: ImageAnswers, colors: dict[str, str]) -> str:
         f"<span class='ls-arrival-item' style='margin-right:10px'><span style='color:{colors.get(name, '#333')}'>"
         f"&#9679;</span> {html.escape(name)} {int(n)}</span>"
         for name, n in zip([plots.plot_text(x) for x in counts.index], counts.to_numpy()))
-    return (f"<div class='ls-arrival-legend' style='font-size:12px'><b>Arrival layer</b> (epoch {answers.epoch}): "
+    return (f"<div class='ls-arrival-legend' style='font-size:12px'><b>Arrival layer</b> "
+            f"({html.escape(answers.axis)} {answers.epoch}): "
             f"the first layer from which an image's kNN vote is right at every later layer; never: wrong at the "
             f"final layer. {items}</div>")

@@ -87,9 +87,10 @@ class AnswersBar:
         why = None if ok or answers is None else answers.problem
         n = len(answers.forgotten()) if ok else 0
         self.color_w.param.update(disabled=not ok, description=why)
+        none = f"no image is forgotten at this {answers.axis}" if answers is not None else None
         self.forgotten_w.param.update(disabled=not n, label=f"Select forgotten by the final layer ({n})" if ok
                                       else "Select forgotten by the final layer",
-                                      description=why or (None if n else "no image is forgotten at this epoch"))
+                                      description=why or (None if n else none))
         self.note.object = answers_note_html(answers)
         if ok:
             self.legend.object = arrival_legend_html(answers, self.colors)
@@ -102,4 +103,5 @@ class AnswersBar:
         if not self.ok:
             self.measures.show(None, visible=False)
             return
-        self.measures.show(self.answers.measures(selection) if len(selection) else None, epoch=self.answers.epoch)
+        self.measures.show(self.answers.measures(selection) if len(selection) else None, epoch=self.answers.epoch,
+                           axis=self.answers.axis)

@@ -43,16 +43,18 @@ class SelectionMeasures(pn.viewable.Viewer):
         self._layout = pn.Column(self._text, self._measure_w, self._pane, sizing_mode="stretch_width",
                                  visible=False)
 
-    def show(self, frame: pd.DataFrame | None, *, epoch: int | None = None, visible: bool = True) -> None:
-        """Draw ``frame`` (a selection report; None: no selection); ``visible`` False hides the whole part
-        (a view without per-image answers)."""
+    def show(self, frame: pd.DataFrame | None, *, epoch: int | None = None, visible: bool = True,
+             axis: str = "epoch") -> None:
+        """Draw ``frame`` (a selection report; None: no selection) of the evaluation at ``epoch`` (``axis``: what
+        the run's epoch numbers count, "step" for a loop counted in optimizer steps); ``visible`` False hides the
+        whole part (a view without per-image answers)."""
         self._layout.visible = visible
         self.frame = frame if visible else None
         if self.frame is None:
             self._pane.visible = self._measure_w.visible = False
             self._text.object = f"<div style='color:#777;font-size:12px'>{_HINT}</div>" if visible else ""
             return
-        self._text.object = _notes_html(frame, epoch)
+        self._text.object = _notes_html(frame, epoch, axis)
         layers = tuple(frame.index)
         if layers != self._layers or self._pane.object is None:     # new layers: a new x axis
             self._layers = layers
@@ -77,9 +79,9 @@ class SelectionMeasures(pn.viewable.Viewer):
         return self._layout
 
 
-def _notes_html(frame: pd.DataFrame, epoch: int | None) -> str:
+def _notes_html(frame: pd.DataFrame, epoch: int | None, axis: str = "epoch") -> str:
     n, k = int(frame["n"].iloc[0]) if len(frame) else 0, int(frame["n_classes"].iloc[0]) if len(frame) else 0
-    where = f" at epoch {epoch}" if epoch is not None else ""
+    where = f" at {html.escape(axis)} {epoch}" if epoch is not None else ""
     head = (f"<b>Measures on the selection</b>{where}: {n:,} image{'s' if n != 1 else ''} of {k} "
             f"class{'es' if k != 1 else ''}, each layer next to all {int(frame.attrs.get('n_images', 0)):,} "
             "unseen images (NMI against the layer's k-means clusters of all images; CDNV of the selected "

@@ -48,7 +48,11 @@ from ._hover_and_selection import hover_html, selection_html
 __all__ = ["EmbeddingView"]
 
 _HOVER_PX = 8          # plain points: the hovered point is the nearest one within this many pixels
-_GROW = dict(sizing_mode="stretch_width", styles={"flex": "1 1 0"})    # a plot's column: an equal share of the row
+# a plot's column: an equal share of the row, never narrower than its plot (a narrower page wraps it below)
+_GROW = dict(sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH + 10, styles={"flex": "1 1 0"})
+# a row that wraps: Panel gives a Column the least width of its widest child (a Row: the sum of all, the hidden
+# right plot's too), so the page may be as narrow as one plot, and the browser wraps what does not fit below
+_WRAP = dict(sizing_mode="stretch_width", styles={"flex-direction": "row", "flex-wrap": "wrap"})
 
 
 class _Selection(param.List):
@@ -113,7 +117,8 @@ class EmbeddingView(pn.viewable.Viewer):
         self._selection_stream = hv.streams.Params(self, ["selection"])
         self._epoch_w = pn.widgets.Select(label="Epoch", options=[], width=90)
         self._epoch_b_w = pn.widgets.Select(label="Epoch", options=[], width=90)
-        self._layer_w = pn.widgets.Select.from_param(self.param.layer, label="Layer", width=200)
+        self._layer_w = pn.widgets.Select.from_param(self.param.layer, label="Layer", width=200,
+                                                     css_classes=["ls-embedding-layer"])
         self._layer_b_w = pn.widgets.Select.from_param(self.param.layer_b, label="Layer (right)", width=200)
         self._side_w = pn.widgets.Checkbox.from_param(self.param.side_by_side, label="side by side",
                                                       margin=(30, 10, 5, 10), css_classes=["ls-embedding-side"])
@@ -144,8 +149,12 @@ class EmbeddingView(pn.viewable.Viewer):
             pn.Row(self._side_w, self._clear_w, self._info, sizing_mode="stretch_width"),
             self._bar.row,
             self._bar.legend,
-            pn.FlexBox(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
-                       self._hover_card, sizing_mode="stretch_width"),
+            # the plots and the hover card in a row that wraps, as a Bokeh Column laid out by CSS (_WRAP), not a
+            # pn.FlexBox: that is ReactiveHTML, outside BokehJS's layouts, and BokehJS lays a plot out only through
+            # an unbroken chain of layouts, or one level below the last one (bokeh#13384): under Compare's tab and
+            # runs panel (two layouts, for their fixed plots) the plot kept a 0 x 0 frame, a blank canvas
+            pn.Column(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
+                      self._hover_card, **_WRAP),
             self._selection_pane,
             self.measures,
             sizing_mode="stretch_width", css_classes=["ls-embedding"],

@@ -406,7 +406,7 @@ class LiveView(pn.viewable.Viewer):
     def _send_cka(self) -> None:
         data = cka_initial_data(self.model)
         self.streams["cka_initial"].send(data)
-        self._cka_caption.object = similarity_plots.initial_caption(data)
+        self._cka_caption.object = similarity_plots.initial_caption(data, axis=self.model.axis)
 
     def _send_heatmap(self) -> None:
         self.streams["heatmap"].send(self._heatmap_data())

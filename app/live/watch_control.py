@@ -1,13 +1,17 @@
 """Watch a run that another process is writing: a monitored training loop, ``python -m lab run``, a study.
 
 :class:`WatchControl` lists the store's running runs (:meth:`lab.RunStore.running`, which reads only their
-meta and config files, so it can look every few seconds) and, on **Watch**, has the
+meta and config files, so it can look every few seconds; the sessions of one server share what one of them read
+less than a poll ago, so a class of visitors costs one look, not one each) and, on **Watch**, has the
 :class:`~app.live.LiveView` follow the chosen one (:meth:`LiveView.follow`): the same curves, verdict,
 heatmap and explorer as a run started here, updated as each evaluation lands.
 """
 from __future__ import annotations
 
 import html
+import threading
+import time
+from pathlib import Path
 
 import panel as pn
 import param
@@ -16,7 +20,7 @@ from app.base import notify as _notify
 
 from .view import LiveView
 
-__all__ = ["WatchControl", "watched_settings_html"]
+__all__ = ["WatchControl", "running_runs", "watched_settings_html"]
 
 _SETTINGS = (("dataset", "dataset"), ("backbone", "backbone"), ("strategy", "strategy"), ("epochs", "epochs"),
              ("pooling", "pooling"), ("metrics", "metrics"))
@@ -51,6 +55,23 @@ def watched_settings_html(live: LiveView) -> str:
     return (f"<div class='ls-watched-settings' style='font-size:12px;background:#f4f7fb;padding:6px 8px;"
             f"border-radius:4px'><b>Watching run <code>{html.escape(run_id)}</code>.</b> {what}"
             f"The settings below are not this run's: they are for the next run you start here.</div>")
+
+
+_LOOKS: dict[str, tuple[float, object]] = {}     # store folder -> (when, its running() table)
+_LOOKS_GUARD = threading.Lock()
+
+
+def running_runs(store, max_age: float = 0.0):
+    """``store.running()``, or the table a session of this process read less than ``max_age`` seconds ago."""
+    key = str(Path(store.root).resolve())
+    with _LOOKS_GUARD:
+        seen = _LOOKS.get(key)
+    if seen is not None and time.monotonic() - seen[0] <= max_age:
+        return seen[1]
+    table = store.running()
+    with _LOOKS_GUARD:
+        _LOOKS[key] = (time.monotonic(), table)
+    return table
 
 
 def _setting(value) -> str:
@@ -92,14 +113,15 @@ class WatchControl(pn.viewable.Viewer):
         self.refresh_button.on_click(lambda _e: self.refresh())
         self._layout = pn.Column(pn.Row(self.select, self.watch_button, self.refresh_button, margin=0), self.note,
                                  margin=(5, 0))
-        self.refresh()
+        self.refresh(max_age=0.8 * every)
         if every and pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-            pn.state.add_periodic_callback(self.refresh, period=int(every * 1000))
+            pn.state.add_periodic_callback(lambda: self.refresh(max_age=0.8 * every), period=int(every * 1000))
 
-    def refresh(self) -> None:
-        """Look for running runs now (a run this view already shows is left out)."""
+    def refresh(self, max_age: float = 0.0) -> None:
+        """Look for running runs now (a run this view already shows is left out); ``max_age``: a list another
+        session of this server read less than that many seconds ago will do (:func:`running_runs`)."""
         try:
-            table = self.store.running()
+            table = running_runs(self.store, max_age)
         except OSError as exc:
             self.note.object = html.escape(f"Cannot list the runs of {self.store.root}: {exc}")
             return

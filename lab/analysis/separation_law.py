@@ -235,7 +235,9 @@ def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = 
 
     Each seed's values come from :func:`separation_law`; their mean, standard deviation (ddof=1; NaN for one
     seed) and number are :func:`lab.analysis.aggregate_seeds`'s, as for every other measure (a seed without
-    the law counts in none of them).
+    the law counts in none of them). ``metrics`` may also be the table :func:`separation_law` returned: its
+    rows are used as they are (a view that shows both fits the law once); ``split``, ``layers`` and
+    ``aliases`` are then that call's and must not be given again.
 
     Returns
     -------
@@ -244,11 +246,16 @@ def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = 
         ``n_seeds`` (the seeds with a fitted law), one row per (epoch, split), sorted as
         :func:`separation_law`'s. ``ratio`` is the mean of the seeds' ratios.
     """
+    if isinstance(metrics, pd.DataFrame) and {"slope", "r", "seed"} <= set(metrics.columns):
+        if split is not None or layers is not None or aliases is not None:
+            raise ValueError("separation_law_across_seeds: the per-seed table separation_law returned is "
+                             "already fitted; give split, layers and aliases to that call, not this one")
+        return _across(metrics)
     return _across(separation_law(metrics, split=split, layers=layers, aliases=aliases))
 
 
 def _across(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """:func:`separation_law_across_seeds` of the per-seed rows :func:`separation_law` gave (fitted once)."""
+    """:func:`separation_law_across_seeds` of the per-seed rows :func:`separation_law` gave."""
     columns = ["epoch", "split", *[f"{q}{s}" for q in _QUANTITIES for s in ("", "_std")], "n_seeds"]
     if per_seed.empty:
         return pd.DataFrame(columns=columns)

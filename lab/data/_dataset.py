@@ -407,9 +407,16 @@ class ImageDataset(torch.utils.data.Dataset):
 
     def class_thumbnail(self, name: str, size: int = 32) -> str:
         """Thumbnail of a typical image of class ``name``: of up to 64 of its
-        images, the one closest to their mean."""
+        images, the one closest to their mean. Made once per dataset object (every page's class gallery
+        shows them: the app's datasets are shared by its sessions)."""
         if name not in self.classes:
             raise ValueError(f"unknown class {name!r}; expected one of {self.classes}.")
+        made = self.__dict__.setdefault("_class_thumbnails", {})
+        if (name, size) not in made:
+            made[(name, size)] = self._class_thumbnail(name, size)
+        return made[(name, size)]
+
+    def _class_thumbnail(self, name: str, size: int) -> str:
         idx = np.flatnonzero(self.targets == self.classes.index(name))[:64]
         if idx.size == 0:
             raise ValueError(f"class {name!r} has no images in this dataset.")

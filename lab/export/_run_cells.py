@@ -29,27 +29,29 @@ RUN_IDS = {{RUN_IDS}}
 store = lab.RunStore(STORE_ROOT)
 runs = {run_id: store.load(run_id) for run_id in RUN_IDS}
 LABELS = tables.run_labels(runs)   # each run's name, or "name (id)" where names repeat
+AXIS = tables.runs_axis(runs)      # what the runs' epoch numbers count: "epoch", or "step" (optimizer steps)
 METRIC_NAMES = list(dict.fromkeys(store.compare(RUN_IDS)["metric"]))
 
 for run_id, run in runs.items():
     if run.status != "finished":
-        print(f"note: run {LABELS[run_id]!r} is {run.status}: only the epochs it completed are shown")
+        print(f"note: run {LABELS[run_id]!r} is {run.status}: only the {tables.run_axis(run)}s it completed are shown")
 
 # Status, g and its best layer, seen accuracy (RunRecord.summary). The output's metadata carries the
 # exact values for programs that read the executed notebook (lab.export.notebook_summary).
 status = tables.status_table(runs, LABELS)
-display(status, metadata={"layerscope_summary": {run_id: run.summary() for run_id, run in runs.items()}})
+display(status.rename(columns={"epoch": AXIS}),
+        metadata={"layerscope_summary": {run_id: run.summary() for run_id, run in runs.items()}})
 '''
 
 TABLE = r'''
 # Mean over seeds of every metric at each layer, at each run's last complete evaluation.
 TABLE_SPLIT = "unseen"
 table = tables.layer_table(runs, split=TABLE_SPLIT, labels=LABELS)
-table
+table.rename(columns={"epoch": AXIS})
 '''
 
 CURVES = r'''
-# Pick what to draw: any of METRIC_NAMES; SPLIT "unseen" or "seen"; EPOCH None = each run's last epoch.
+# Pick what to draw: any of METRIC_NAMES; SPLIT "unseen" or "seen"; EPOCH None = each run's last evaluation.
 CURVE_METRICS = {{CURVE_METRICS}}
 SPLIT = "unseen"
 EPOCH = None
@@ -74,40 +76,43 @@ hv.Layout(heatmaps).opts(shared_axes=False).cols(2) if heatmaps else None
 
 GENERALIZATION = r'''
 # Seen accuracy (held-out images of the seen classes) vs g = max over layers of the mean unseen NMI,
-# epoch by epoch: does better accuracy on the training classes mean better generalization?
+# at each evaluation: does better accuracy on the training classes mean better generalization?
 generalization = tables.generalization_table(runs, LABELS)
-display(generalization.drop(columns="run_id"))
-plots.accuracy_vs_g(generalization, by="run", x="seen_accuracy", y="g")
+display(generalization.drop(columns="run_id").rename(columns={"epoch": AXIS}))
+plots.accuracy_vs_g(generalization, by="run", x="seen_accuracy", y="g", axis=AXIS)
 '''
 
 SEPARATION_LAW = r'''
 # The law of equi-separation (He & Su 2023; docs/METRICS.md): log10 NC1 fitted against depth. The table: each
 # run's last evaluation per split, mean and std over seeds (the run summary's). The plots: LAW_RUN's first seed at
-# LAW_EPOCH (its points and fitted line), and r at every epoch, mean over seeds (near -1: NC1 falls by the same
+# LAW_EPOCH (its points and fitted line), and r at every evaluation, mean over seeds (near -1: NC1 falls by the same
 # factor at every layer). A ratio below 1: each deeper layer separates the classes better.
 LAW_RUN = {{LAW_RUN}}   # the first exported run that measured NC1 (None: none did)
-LAW_EPOCH = None        # None: the last evaluated epoch
+LAW_EPOCH = None        # None: the last evaluation
 
 law_table = tables.separation_law_table(runs, LABELS)
 # the output's metadata carries each run summary's law exactly, for programs that read the executed notebook
-display(law_table, metadata={"layerscope_law": {key: run.summary()["separation_law"] for key, run in runs.items()}})
+display(law_table.rename(columns={"epoch": AXIS}),
+        metadata={"layerscope_law": {key: run.summary()["separation_law"] for key, run in runs.items()}})
 law_figure = None
 if LAW_RUN is None:
     print("no exported run measured NC1 (nc1 among its metrics): no law of equi-separation")
 else:
-    law = lab.analysis.separation_law(runs[LAW_RUN])              # every seed, epoch and split
+    law = lab.analysis.separation_law(runs[LAW_RUN])              # every seed, evaluation and split
+    law_axis = tables.run_axis(runs[LAW_RUN])                      # "epoch", or "step"
     law_seed = int(law["seed"].min())
     law_epoch = int(law["epoch"].max()) if LAW_EPOCH is None else LAW_EPOCH
     law_points = lab.analysis.separation_law_points(runs[LAW_RUN], seed=law_seed, epoch=law_epoch)
     law_layers = list(dict.fromkeys(law_points.sort_values("index")["layer"]))
     law_at = law[(law["seed"] == law_seed) & (law["epoch"] == law_epoch)]
     terminal = list(lab.analysis.terminal_phase(runs[LAW_RUN].metrics).values())
-    print(f"{LABELS[LAW_RUN]}: seed {law_seed}, epoch {law_epoch}")
-    display(law_at)
+    print(f"{LABELS[LAW_RUN]}: seed {law_seed}, {law_axis} {law_epoch}")
+    display(law_at.rename(columns={"epoch": law_axis}))
     law_title = plots.plot_title(f"{LABELS[LAW_RUN]}: log10 NC1 against depth")
     law_figure = (plots.law_depth(law_points, law_at, layers=law_layers, title=law_title)
                   + plots.law_r_curve(lab.analysis.separation_law_across_seeds(runs[LAW_RUN]), terminal=terminal,
-                                      epoch=law_epoch, title="r against epoch")).opts(shared_axes=False)
+                                      epoch=law_epoch, title=f"r against {law_axis}", axis=law_axis)
+                  ).opts(shared_axes=False)
 law_figure
 '''
 
@@ -115,7 +120,7 @@ PROJECTION = r'''
 # The 2-D layout of the unseen images at one layer. Change LAYER (any of tables.run_layers(run)) and re-run.
 LAYER = {{LAYER}}
 SEED = None       # None: the first stored seed
-EPOCH_2D = None   # None: the last epoch with a stored layout of LAYER
+EPOCH_2D = None   # None: the last evaluation with a stored layout of LAYER
 METHOD = None     # "umap", "pca" or None (UMAP when stored, else PCA)
 
 hv.Layout([plots.projection_plot(run, LAYER, seed=SEED, epoch=EPOCH_2D, method=METHOD, label=LABELS[run_id])
@@ -125,7 +130,7 @@ hv.Layout([plots.projection_plot(run, LAYER, seed=SEED, epoch=EPOCH_2D, method=M
 EXPLORER = r'''
 # The embedding explorer of one run, opened at its best layer (needs a live kernel, e.g. JupyterLab).
 # Hover a point to see its image; a lasso or box selection sets `explorer.selection` (image indices) and is
-# highlighted at every layer and epoch; tick "side by side" to see two layers at once.
+# highlighted at every layer and evaluation; tick "side by side" to see two layers at once.
 # `explorer.selected_frame()` lists the selected images (index, class, layer, epoch, x, y).
 import app
 from app import EmbeddingView
@@ -139,9 +144,9 @@ explorer if explorer is not None else print("no exported run stored a 2-D layout
 
 CKA = r'''
 # Linear CKA (unbiased, lab.metrics.cka) of the unseen images' stored features of each run in CKA_RUNS:
-# the table and heatmap compare every layer with every other at the run's last stored epoch (first seed; NaN: not
-# defined, a layer with constant features); when the run trained, the curves give each layer's CKA to its own
-# epoch-0 features, epoch by epoch (1 = unchanged up to rotation and scale).
+# the table and heatmap compare every layer with every other at the run's last stored evaluation (first seed; NaN:
+# not defined, a layer with constant features); when the run trained, the curves give each layer's CKA to its own
+# features before training, at each evaluation (1 = unchanged up to rotation and scale).
 from app import similarity_plots
 
 CKA_RUNS = {{CKA_RUNS}}   # the exported runs that stored embeddings (a run with projection 'none' stores none)
@@ -170,11 +175,14 @@ if IMAGES_RUN is None:
     print("no per-image record:", lab.analysis.image_record_problem(runs[RUN_IDS[0]]))
 else:
     images = lab.analysis.image_table(runs[IMAGES_RUN])
+    images_axis = lab.export.tables.run_axis(runs[IMAGES_RUN])    # "epoch", or "step"
     forgotten = images.index[images["forgotten"].fillna(False)].tolist()
-    print(f"epoch {images.attrs['epoch']}: {len(forgotten)} of {len(images)} images forgotten by the final layer")
+    print(f"{images_axis} {images.attrs['epoch']}: {len(forgotten)} of {len(images)} images forgotten by the "
+          "final layer")
     display(lab.analysis.arrival_counts(images).to_frame().T)   # images right from that layer to the final one
     report = lab.analysis.selection_report(runs[IMAGES_RUN], forgotten if SELECTION is None else SELECTION)
-    display(report, lab.analysis.measure_agreement(runs[IMAGES_RUN]))
+    display(report.rename(columns={"epoch": images_axis}),
+            lab.analysis.measure_agreement(runs[IMAGES_RUN]).rename(columns={"epoch": images_axis}))
     for note in report.attrs["notes"]:
         print("note:", note)
 '''

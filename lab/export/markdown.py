@@ -14,20 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from lab import analysis
+from lab.export.tables import run_axis
 
 __all__ = ["escape_markdown", "run_summary_markdown", "comparison_markdown", "config_dict"]
 
 _HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
 _BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 _MAX_LISTED_CLASSES = 24
-_STATUS_NOTES = {
-    "running": ("⚠️ **still running**: this notebook shows the epochs completed when it was "
-                "exported; execute it again (or export again) to see later epochs."),
+_STATUS_NOTES = {        # {units}: what the run's epoch numbers count, "epochs" or "steps" (tables.run_axis)
+    "running": ("⚠️ **still running**: this notebook shows the {units} completed when it was "
+                "exported; execute it again (or export again) to see later {units}."),
     "interrupted": ("⚠️ **interrupted**: the process stopped before the run finished (it was "
-                    "killed, crashed or lost its machine); every completed epoch is shown, the "
+                    "killed, crashed or lost its machine); every completed {unit} is shown, the "
                     "rest is missing."),
-    "failed": "❌ **failed**: the run stopped with an error; the epochs completed before it are shown.",
-    "cancelled": "⏹ **cancelled**: the run was stopped by the user; the epochs completed before it are shown.",
+    "failed": "❌ **failed**: the run stopped with an error; the {units} completed before it are shown.",
+    "cancelled": "⏹ **cancelled**: the run was stopped by the user; the {units} completed before it are shown.",
     "finished": "✅ finished",
 }
 
@@ -125,6 +126,7 @@ def run_summary_markdown(index: int, record, store_root: Path) -> str:
     summary = record.summary()
     name = record.name or record.run_id
     n_epochs = getattr(record.config, "n_epochs", cfg.get("epochs"))
+    axis = run_axis(record)         # what its epoch numbers count: "epoch", or "step" (a loop's optimizer steps)
     seeds = _as_list(cfg.get("seeds"))
 
     split = meta.get("split") if isinstance(meta.get("split"), dict) else {}
@@ -150,7 +152,11 @@ def run_summary_markdown(index: int, record, store_root: Path) -> str:
     strategy = escape_markdown(cfg.get("strategy"))
     if cfg.get("block") is not None:
         strategy += f" \\(block {escape_markdown(cfg['block'])}\\)"
-    details = [f"{escape_markdown(n_epochs)} epoch{'' if n_epochs == 1 else 's'}"]
+    if axis == "epoch":
+        details = [f"{escape_markdown(n_epochs)} epoch{'' if n_epochs == 1 else 's'}"]
+    else:                           # a monitored loop: open-ended, counted in its own unit
+        details = [f"counted in {escape_markdown(axis)}s, the last evaluated at {escape_markdown(axis)} "
+                   f"{escape_markdown(meta.get('epochs', summary.get('epoch')))}"]
     lr = getattr(record.config, "learning_rate", cfg.get("lr"))
     if lr:
         details.append(f"lr {escape_markdown(format(lr, 'g'))}")
@@ -170,18 +176,22 @@ def run_summary_markdown(index: int, record, store_root: Path) -> str:
     if summary.get("g") is not None:
         best = (f"**{escape_markdown(summary.get('best_layer'))}**, g = {_fmt_number(summary['g'])}"
                 + (f" ± {_fmt_number(summary['g_std'])}" if summary.get("g_std") is not None else "")
-                + f" \\(unseen NMI, epoch {escape_markdown(summary.get('epoch'))}, "
+                + f" \\(unseen NMI, {escape_markdown(axis)} {escape_markdown(summary.get('epoch'))}, "
                   f"{escape_markdown(summary.get('n_seeds'))} seed{'s' if summary.get('n_seeds') != 1 else ''}\\)")
     else:
         best = "– \\(no unseen NMI stored yet\\)"
     seen_acc = _fmt_number(summary.get("heldout_accuracy"))
     if summary.get("heldout_epoch") is not None:
-        seen_acc += f" \\(held\\-out seen images, epoch {escape_markdown(summary['heldout_epoch'])}\\)"
+        seen_acc += (f" \\(held\\-out seen images, {escape_markdown(axis)} "
+                     f"{escape_markdown(summary['heldout_epoch'])}\\)")
 
-    note = _STATUS_NOTES.get(status, f"**{escape_markdown(status)}**")
+    note = (_STATUS_NOTES[status].format(unit=escape_markdown(axis), units=escape_markdown(axis + "s"))
+            if status in _STATUS_NOTES else f"**{escape_markdown(status)}**")
     status_text = f"**{escape_markdown(status)}**" if status != "finished" else "finished"
     if status in ("running", "interrupted", "failed", "cancelled"):
-        status_text = note + f" Epochs completed: {_epochs_done(record)} of {escape_markdown(n_epochs)}."
+        status_text = note + (f" Epochs completed: {_epochs_done(record)} of {escape_markdown(n_epochs)}."
+                              if axis == "epoch" else
+                              f" Last {escape_markdown(axis)} evaluated: {escape_markdown(summary.get('epoch'))}.")
     if meta.get("message") and status != "finished":
         status_text += f" Message: {escape_markdown(meta['message'])}"
 

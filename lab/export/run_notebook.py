@@ -16,6 +16,9 @@
 - ends with a cell holding each run's exact :class:`lab.config.RunConfig` as a
   Python literal, which re-runs it with :func:`lab.run` when ``RERUN = True``.
 
+Where it names what the runs' epoch numbers count (text, table columns, plot axes and titles) it uses their
+unit, :func:`lab.export.tables.runs_axis`: "step" for a loop :class:`lab.Monitor` counted in optimizer steps.
+
 Security: everything a user typed (run names, class names, paths, ids) reaches
 the notebook only as data. Markdown gets it escaped (HTML entities and
 backslash-escaped punctuation, see :func:`escape_markdown`); code cells get it
@@ -43,6 +46,7 @@ from pathlib import Path
 
 from lab import analysis, catalogue
 from lab.export import _run_cells as template
+from lab.export import tables
 from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
 from lab.store.lookup import is_record, open_store
@@ -92,6 +96,18 @@ def _law_run(records: list) -> str | None:
 def _images_run(records: list) -> str | None:
     """The first run with a per-image record (the images cell's), None if none has one."""
     return next((rec.run_id for rec in records if rec.image_record_problem() is None), None)
+
+
+def _layer_by_epoch(axis: str) -> str:
+    """The heading and sentence of the layer x epoch cell, in the runs' unit (:func:`tables.runs_axis`)."""
+    if axis == "epoch":
+        return ("## Layer × epoch\n\nHow fine-tuning changes each layer, epoch by epoch (epoch 0 is the backbone "
+                "before any training).")
+    if axis == "step":
+        return ("## Layer × step\n\nHow training changes each layer, step by step: the training loop counted its "
+                "evaluations in optimizer steps (step 0: before its first step).")
+    return (f"## Layer × {escape_markdown(axis)}\n\nHow training changes each layer, evaluation by evaluation, "
+            "counted in epochs or in optimizer steps as each run counts them (0: before any training).")
 
 
 def _selection_literal(selection) -> str:
@@ -166,6 +182,8 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
     now = _dt.datetime.now(_dt.timezone.utc).astimezone()
 
     title_names = ", ".join(escape_markdown(r.name or r.run_id) for r in records)
+    axis = tables.runs_axis(records)    # "epoch", "step" (a loop counted in optimizer steps) or "epoch or step"
+    units = escape_markdown(" or ".join(unit + "s" for unit in axis.split(" or ")))
     unfinished = [r for r in records if r.status != "finished"]
     intro = [
         f"# layerscope {'run' if len(records) == 1 else 'runs'}: {title_names}",
@@ -179,7 +197,7 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
         intro += ["", "> ⚠️ Not every run had finished when this notebook was exported: "
                   + "; ".join(f"{escape_markdown(r.name or r.run_id)} is **{escape_markdown(r.status)}**"
                               for r in unfinished)
-                  + ". Their completed epochs are shown."]
+                  + f". Their completed {units} are shown."]
     cells = [v4.new_markdown_cell("\n".join(intro))]
     cells += [v4.new_markdown_cell(run_summary_markdown(i + 1, rec, root)) for i, rec in enumerate(records)]
     if len(records) > 1:
@@ -195,17 +213,16 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
                          metadata={"tags": [SUMMARY_TAG]}),
         v4.new_markdown_cell(
             "## Per-layer metrics\n\nMean over seeds of every metric at each layer, at each run's last "
-            "evaluated epoch, on the **unseen** classes (NMI, kNN and linear-probe accuracy measure how well "
-            "a layer separates classes it was never trained on; NC1, CDNV, rank and NC2 measure collapse)."),
+            f"evaluated {escape_markdown(axis)}, on the **unseen** classes (NMI, kNN and linear-probe accuracy "
+            "measure how well a layer separates classes it was never trained on; NC1, CDNV, rank and NC2 measure "
+            "collapse)."),
         v4.new_code_cell(fill(template.TABLE), metadata={"tags": ["metric-table"]}),
         v4.new_markdown_cell(
             "## Metric vs layer\n\nEach curve is one run; the bars are ± one standard deviation over seeds. "
             "The layer with the highest unseen NMI is the run's *best layer*, and that NMI is its "
             "generalization index *g*. Edit `CURVE_METRICS`, `SPLIT` or `EPOCH` to look elsewhere."),
         v4.new_code_cell(fill(template.CURVES, CURVE_METRICS=py_literal(_curve_metrics(records)))),
-        v4.new_markdown_cell(
-            "## Layer × epoch\n\nHow fine-tuning changes each layer, epoch by epoch (epoch 0 is the backbone "
-            "before any training)."),
+        v4.new_markdown_cell(_layer_by_epoch(axis)),
         v4.new_code_cell(fill(template.HEATMAP)),
         v4.new_markdown_cell(
             "## Seen accuracy vs unseen generalization\n\nThe seed papers' question: does accuracy on the "
@@ -231,7 +248,8 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
         v4.new_markdown_cell(
             "## Which layers changed, and how layers relate (CKA)\n\nLinear CKA compares two sets of features of "
             "the same images, up to rotation and scale. Per run: each layer against every other at the last "
-            "stored epoch, and, for a training run, each layer against its own features before fine-tuning."),
+            f"stored {escape_markdown(axis)}, and, for a training run, each layer against its own features before "
+            "fine-tuning."),
         v4.new_code_cell(fill(template.CKA, CKA_RUNS=py_literal(_cka_runs(records))), metadata={"tags": ["cka"]}),
         v4.new_markdown_cell(
             "## The answer per image\n\nWhere each unseen image's nearest neighbour starts (and stays) in its own "

@@ -26,8 +26,8 @@ import pandas as pd
 from lab import analysis
 
 __all__ = [
-    "as_runs", "run_labels", "run_layers", "run_generalization", "status_table", "layer_table",
-    "curve_table", "epoch_table", "generalization_table", "utilization_table", "contribution_table",
+    "as_runs", "run_labels", "run_layers", "run_axis", "runs_axis", "run_generalization", "status_table",
+    "layer_table", "curve_table", "epoch_table", "generalization_table", "utilization_table", "contribution_table",
     "cka_matrix", "separation_law_table",
 ]
 
@@ -62,6 +62,19 @@ def run_labels(runs) -> dict:
 def run_layers(record) -> list[str]:
     """The run's layers from input to output (:func:`lab.analysis.layer_order` of its meta and metrics)."""
     return analysis.layer_order(record.meta.get("layers"), record.metrics)
+
+
+def run_axis(record) -> str:
+    """What the run's epoch numbers count: "epoch", or "step" for a loop that :class:`lab.Monitor` evaluated every
+    so many optimizer steps (``unit="step"``; the run's meta ``axis``). Tables keep the column name ``epoch``
+    whatever it counts; what shows them names it with this."""
+    return str(record.meta.get("axis") or "epoch")
+
+
+def runs_axis(runs) -> str:
+    """The unit the runs' epoch numbers share (:func:`run_axis`): "epoch", "step", or "epoch or step" when they
+    differ."""
+    return " or ".join(dict.fromkeys(run_axis(record) for record in as_runs(runs).values())) or "epoch"
 
 
 def run_generalization(record, **kwargs: Any) -> pd.DataFrame:

@@ -195,6 +195,23 @@ def test_stored_run_opens_at_its_best_layer(tiny_run):
         EmbeddingView(store=store, run_id=run_id, seed=7)
 
 
+def test_a_run_counted_in_steps_reads_its_answers_at_a_step(monitored_run):
+    """The per-image answers of a lab.Monitor run counted in optimizer steps name the step they read: the note, the
+    arrival legend, the measures of a selection (they said epoch)."""
+    import re
+
+    store, run_id = monitored_run
+    view = EmbeddingView(store=store, run_id=run_id)
+    last = store.load(run_id).summary()["epoch"]
+    view.color_by = "arrival layer"
+    view.select_forgotten()
+    bar = view._bar
+    texts = [bar.note.object, bar.legend.object, view.measures._text.object]
+    assert f"seed 0, step {last} (leave-one-out" in texts[0] and f"(step {last}):" in texts[1], texts
+    assert f"at step {last}:" in texts[2], texts
+    assert not [t for t in texts if re.search(r"\bepochs?\b", t)], texts
+
+
 def test_a_run_without_a_layout_is_refused(make_run, store):
     run_id = make_run(projection="none")
     with pytest.raises(ValueError, match="has no stored 2-D layout"):

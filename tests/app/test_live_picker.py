@@ -78,11 +78,12 @@ def test_before_the_first_complete_epoch_it_shows_the_deepest_layout_so_far(live
 def test_a_layer_picked_by_hand_stays_until_follow_best_layer_is_ticked(live):
     events = _moving_best()
     ends = _epoch_ends(events)
-    _stream(live, events[:ends[0]])
-    picker = live.picker
+    live.consume(events[:ends[0]])          # in batches, as a session's queue hands them over (one at a time
+    picker = live.picker                    # is the first test's; each event alone redraws every plot)
     picker.player._process_events({"value": 0})           # the browser moves the player to stem
     assert (picker.layer, picker.follow_best, live.embedding.layer) == ("stem", False, "stem")
-    _stream(live, events[ends[0]:])                       # the best layer moves on twice
+    live.consume(events[ends[0]:ends[1]])                 # the best layer moves on twice
+    live.consume(events[ends[1]:])
     assert live._verdict_data["layer"] == "pre_logits"
     assert (picker.layer, live.embedding.layer, picker.player.value) == ("stem", "stem", "stem")
     assert picker.epoch == live.embedding.epoch == 2     # the epoch still follows the newest layout
@@ -126,11 +127,11 @@ def test_the_player_label_names_the_layer_shown(live):
     from Python it named the previous layer while the slider and plot had moved on (seen in JupyterLab)."""
     events = _moving_best()
     ends = _epoch_ends(events)
-    _stream(live, events[:ends[0]])
+    live.consume(events[:ends[0]])
     model = _player_model(live.picker)
     assert model.options[model.value] == "block1"
     assert not model.show_value and model.title == "Layer: block1"
-    _stream(live, events[ends[0]:ends[1]])                # moved from Python, to block2
+    live.consume(events[ends[0]:ends[1]])                 # moved from Python, to block2
     assert (model.options[model.value], model.title) == ("block2", "Layer: block2")
     live.picker.player._process_events({"value": 0})      # moved in the browser
     assert model.title == "Layer: stem"

@@ -115,8 +115,15 @@ def test_the_live_nmi_axis_is_its_own_beside_the_compare_tabs_nmi_plot(tmp_path)
 
     app = LayerScope(store=lab.store.RunStore(tmp_path / "runs"))
     root = app.__panel__().get_root(Document())
+
+    def figures_on_show():
+        return {f.title.text.split("\n")[0]: f for f in root.references() if isinstance(f, Plot) and f.title}
+
+    app.active_tab = 1                  # the Compare tab's plots are made when it is first shown
+    figures = figures_on_show()
+    app.active_tab = 0
     app.live.consume(_confidence(synthetic_run(epochs=2)))
-    figures = {f.title.text.split("\n")[0]: f for f in root.references() if isinstance(f, Plot) and f.title}
+    figures.update(figures_on_show())
     nmi = figures["NMI (unseen)"]
     data = app.live.streams["curves:nmi"].data
     assert data["low"].notna().all()

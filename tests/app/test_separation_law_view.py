@@ -237,3 +237,14 @@ def test_the_notes_of_a_law_without_reasons_read_plainly(deep_run):
     notes = view.law.notes_html(law, view.shown_epoch())
     assert "per layer over" in notes and "r = " in notes
     assert "nan" not in notes.lower()
+
+
+def test_a_run_counted_in_steps_says_step_on_both_panels(monitored_run):
+    store, run_id = monitored_run
+    view = _view(store.load(run_id))
+    law = view.law
+    assert len(law.law), "the monitored loop's MLP measures NC1 on enough layers for the law"
+    depth, r = law._depth_data(law.epoch)["title"], law._r_data(law.epoch)["title"]
+    assert depth.startswith("log10 NC1 against depth · step ") and r.startswith("r against step"), (depth, r)
+    rendered = hv.render(law._render_r(law._r_data(law.epoch)))
+    assert rendered.xaxis[0].axis_label == "step"

@@ -63,3 +63,16 @@ def test_similarity_figures(tmp_path):
     curves = similarity_plots.cka_to_initial(rec)
     latest = [el for el in curves if isinstance(el, hv.Curve)][-1]
     np.testing.assert_allclose(latest.dimension_values("cka_initial"), [1.0, 0.9, 0.8])
+
+
+def test_the_cka_caption_of_a_loop_counted_in_steps_names_no_epoch():
+    import pandas as pd
+
+    from app.compare.similarity_plots import initial_caption
+
+    frame = pd.DataFrame({"epoch": [4, 8], "layer": ["fc1", "fc1"], "mean": [0.9, float("nan")], "std": [0.0, 0.0],
+                          "n": [1, 0]})
+    for caption in (initial_caption(frame.iloc[:0], axis="step"), initial_caption(frame, axis="step")):
+        assert "epoch" not in caption and "features at the first evaluation" in caption, caption
+    assert "Not defined at step 8 for fc1" in initial_caption(frame, axis="step")
+    assert "its own epoch-0 features" in initial_caption(frame) and "at epoch 8" in initial_caption(frame)

@@ -44,9 +44,13 @@ def page(browser, server):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    elsewhere: list[str] = []               # requests to any host but the server's: the app works offline
+    page.on("request", lambda req: None if req.url.startswith(("data:", "blob:", "http://127.0.0.1:", "ws://127.0.0.1:"))
+            else elsewhere.append(req.url))
     page.goto(server["url"], timeout=180_000)
     page.wait_for_selector(".ls-run button", timeout=180_000)
     page.errors = errors
+    page.elsewhere = elsewhere
     yield page
     context.close()
 
@@ -115,6 +119,55 @@ def click_run(page) -> float:
     return t0
 
 
+_COMPARE_EXPLORER = """
+() => {
+  // the explorer's plot in Compare & export (under .ls-runs-panel; Run & watch draws one too)
+  const inside = (view) => { for (let v = view; v != null; v = v.parent)
+                               if ((v.model.css_classes || []).includes("ls-runs-panel")) return true;
+                             return false; };
+  for (const doc of (window.Bokeh ? Bokeh.documents : [])) {
+    for (const m of doc._all_models.values()) {
+      if (!(m.css_classes || []).includes("ls-embedding-plot") || !("renderers" in m)) continue;
+      for (const view of Bokeh.index.find(m)) {
+        if (!inside(view)) continue;
+        const canvas = view.canvas_view.el.getBoundingClientRect(), f = view.frame.bbox;
+        let points = 0;
+        for (const r of m.renderers) {
+          const d = r.data_source ? r.data_source.data : null, x = d ? (d instanceof Map ? d.get("x") : d.x) : null;
+          if (x) points = Math.max(points, Array.from(x).filter((v) => isFinite(v)).length);
+        }
+        return {frame: {x: canvas.x + f.x, y: canvas.y + f.y, width: f.width, height: f.height}, points};
+      }
+    }
+  }
+  return null;
+}
+"""
+
+
+def compare_explorer(page) -> dict | None:
+    """Compare's explorer plot as the browser lays it out: its data frame's box in the viewport (0 x 0 when
+    BokehJS never laid the plot out) and the points its data holds; None before it exists."""
+    return page.evaluate(_COMPARE_EXPLORER)
+
+
+def coloured_pixels(page, box: dict) -> int:
+    """Pixels of the viewport's ``box`` in a saturated colour (the class colours of the points; the frame's
+    background and grid are white and grey)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(page.screenshot(clip=box))).convert("RGB")).astype(int)
+    return int(((rgb.max(axis=2) - rgb.min(axis=2)) > 80).sum())
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and \
+        a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
 def record_timing(name: str, seconds: float) -> None:
     path = ARTIFACTS / "timings.json"
     data = json.loads(path.read_text()) if path.exists() else {}
@@ -127,6 +180,7 @@ def test_page_loads(page):
     page.screenshot(path=str(ARTIFACTS / "01-initial.png"), full_page=True)
     assert probe(page)["status"] == "idle"
     assert not page.errors, page.errors
+    assert not page.elsewhere, f"the page asked another host: {page.elsewhere}"   # e.g. Fast's Google font
 
 
 def test_tiny_run_streams_every_view(page):
@@ -192,6 +246,43 @@ def test_the_plots_grow_with_the_page(page):
     # at 1920 px the first row of curves reaches the page's right side (it ended at 1560 px, 3 plots of 380 px)
     assert len(first_row) >= 3 and right > 0.92 * 1920, (widths, first_row)
     assert layout_1920 > 600, widths
+    assert not page.errors, page.errors
+
+
+def test_compare_explorer_draws_a_selected_finished_run(page):
+    """Compare's explorer draws the Tiny run selected in the runs' table: a laid-out frame with its points in
+    colour, the legend beside the frame. (BokehJS left the plot at 0 x 0 behind a pn.FlexBox two computed
+    layouts below the tabs: a blank canvas, the toolbar squashed to one dot and the legend floating over the
+    'Colour by' and 'Layer' controls.) Runs after the Tiny run above; leaves nothing selected, Run & watch shown."""
+    run_id = probe(page)["run_id"]
+    page.locator(".bk-tab", has_text="Compare & export").click()
+    row = page.locator(".ls-runs-table .tabulator-row", has_text=run_id)
+    row.wait_for(timeout=30_000)
+    row.locator("input[type=checkbox]").click()
+    panel = page.locator(".ls-runs-panel")
+    panel.locator(".ls-embedding-plot").scroll_into_view_if_needed()
+    deadline = time.monotonic() + 30
+    while True:
+        plot = compare_explorer(page)
+        if plot and plot["points"] > 0 and plot["frame"]["width"] > 0:
+            break
+        if time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(500)         # the canvas paints a frame after its layout
+    page.screenshot(path=str(ARTIFACTS / "03c-compare-explorer.png"), full_page=True)
+    assert plot is not None and plot["points"] > 0, plot
+    frame = plot["frame"]
+    assert frame["width"] >= 300 and frame["height"] >= 300, plot
+    assert coloured_pixels(page, frame) > 200, plot           # the points drawn, not a blank canvas
+    legend = panel.locator(".ls-embedding-plot .bk-Legend").bounding_box()
+    top = panel.locator(".ls-embedding-plot").bounding_box()["y"]
+    assert legend is not None and legend["y"] >= top, (legend, top)        # beside the frame, not above the plot
+    for control in (".ls-color-by", ".ls-embedding-layer"):
+        box = panel.locator(control).bounding_box()
+        assert not overlaps(legend, box), (control, legend, box)
+    row.locator("input[type=checkbox]").click()
+    page.locator(".bk-tab", has_text="Run & watch").click()
     assert not page.errors, page.errors
 
 

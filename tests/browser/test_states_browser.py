@@ -71,27 +71,6 @@ MUST_SAY = {
 }
 """Per (state, view), what the view must say."""
 
-KNOWN_OPEN = [
-    ("compare", "blank plot", "ls-embedding-plot"),
-]
-"""Problems another change is fixing now, excused until it lands (remove each with its fix): (view, check, the app
-class around the plot). Compare's explorer leaves its canvas blank and its legend over "Colour by" and "Layer"."""
-OPEN_IN_OTHER_HANDS = {
-    "monitored-steps": [
-        # app/explorer/_answers_bar.py: the per-image answers name the evaluation "epoch 8" for a loop counted in steps
-        r"^Per-image answers of seed 0, epoch 8 ",
-        # app/compare/similarity_plots.py: the caption of CKA to the first evaluation says "epoch-0 features"
-        r"^Linear CKA of each layer's unseen-image features to its own epoch-0 features",
-    ],
-}
-"""Words found wrong in files other changes own now (app/explorer, app/compare), excused here until those changes
-take them up: per state, the lines (regular expressions) MUST_NOT_SAY lets pass."""
-
-
-def _known_open(view: str, check: str, where: list[str]) -> bool:
-    return any(view.startswith(v) and check == c and w in where for v, c, w in KNOWN_OPEN)
-
-
 def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[str]:
     """What is wrong with the view ``view`` of the run (or study) in ``state``, from what the page shows
     (``docs/states.py``'s ``facts``) and its errors since the previous view."""
@@ -100,9 +79,9 @@ def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[st
         out.append(f"{a['kind']} {a['name']!r} ({a['x']}, {a['y']}, {a['w']}x{a['h']}) overlaps "
                    f"{b['kind']} {b['name']!r} ({b['x']}, {b['y']}, {b['w']}x{b['h']})")
     for plot in seen["plots"]:
-        if not plot["drawn"] and not _known_open(view, "empty plot", plot["where"]):
+        if not plot["drawn"]:
             out.append(f"plot {plot['title']!r} has empty axes (say why in a sentence instead)")
-        if not plot["ink"] and not _known_open(view, "blank plot", plot["where"]):
+        if not plot["ink"]:
             out.append(f"plot {plot['title']!r} is blank: its canvas drew nothing")
     text = seen["text"]
     for match in AGAIN.finditer(text):
@@ -110,7 +89,7 @@ def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[st
             out.append(f"says {match.group(0).strip()!r}")
     for pattern in MUST_NOT_SAY.get(state, ()) if view.startswith("run-watch") else ():
         for line in seen["main_text"].splitlines():
-            if re.search(pattern, line) and not any(re.search(ok, line) for ok in OPEN_IN_OTHER_HANDS.get(state, ())):
+            if re.search(pattern, line):
                 out.append(f"says {line!r}, which is not true of a run in state {state}")
     plot_words = "\n".join(f"{p['title']} | {p['x_label']} | {p['y_label']}" for p in seen["plots"])
     for pattern in PLOT_MUST_NOT_SAY.get(state, ()):

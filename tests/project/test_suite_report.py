@@ -53,6 +53,10 @@ def test_the_report_gives_wall_time_outcomes_and_the_20_slowest_tests(tmp_path):
     seconds = [t["seconds"] for t in slowest]
     assert seconds == sorted(seconds, reverse=True)
     assert all(t["test"].startswith("test_tiny.py::") and "setup" in t for t in slowest)
+    (tiny,) = report["files"]                   # one file: its total is every test's seconds summed
+    assert tiny["file"] == "test_tiny.py" and tiny["tests"] == 26
+    every = sum(sum(t[w] for w in ("setup", "call", "teardown") if w in t) for t in slowest)
+    assert tiny["seconds"] >= round(every, 1) - 0.1
 
 
 def test_make_tests_report_option_works_when_the_report_is_already_there(tmp_path):

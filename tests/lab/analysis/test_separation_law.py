@@ -137,6 +137,11 @@ def test_across_seeds_is_the_seed_aggregation_of_each_seeds_law():
     expected = analysis.aggregate_seeds(per_seed.melt(id_vars=["seed", "epoch", "split"], value_vars=["r"],
                                                       var_name="metric"), by=("epoch", "split", "metric"))
     assert row["r_std"] == pytest.approx(float(expected["std"].iloc[0]), abs=1e-12)
+    # the table separation_law returned gives the same rows without fitting again (the collapse card's use)
+    pd.testing.assert_frame_equal(analysis.separation_law_across_seeds(per_seed),
+                                  analysis.separation_law_across_seeds(metrics, layers=LAYERS))
+    with pytest.raises(ValueError, match="already fitted; give split, layers and aliases to that call"):
+        analysis.separation_law_across_seeds(per_seed, layers=LAYERS)
 
 
 def test_points_are_the_fitted_values_and_the_line_is_numpys_polyfit():

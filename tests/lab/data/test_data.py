@@ -210,6 +210,8 @@ def test_thumbnails_are_png_data_uris():
     img = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])))
     assert img.size == (24, 24) and img.mode == "L"
     assert ds.class_thumbnail("Smiley Sans").startswith("data:image/png;base64,")
+    assert ds.class_thumbnail("Smiley Sans") is ds.class_thumbnail("Smiley Sans")     # made once: every page shows it
+    assert ds.class_thumbnail("Smiley Sans", size=16) != ds.class_thumbnail("Smiley Sans")
     with pytest.raises(ValueError, match="unknown class 'nobody'; expected one of"):
         ds.class_thumbnail("nobody")
 
