@@ -14,12 +14,20 @@ from lab.runs.timings import describe
 
 from ._model import STAGE_LABELS, RunModel
 
-__all__ = ["PLACEHOLDER", "end_message", "fmt_seconds", "placeholder_html", "probe_html", "status_html"]
+__all__ = ["PLACEHOLDER", "UNMEASURED", "end_message", "ended_unmeasured", "fmt_seconds", "placeholder_html",
+           "probe_html", "status_html"]
 
 PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
                "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
                "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
 """What the view shows before its first run."""
+UNMEASURED = "The run ended before any layer was measured: no curves, heatmap or layouts to draw."
+"""What the view shows in place of the plots of a run that ended before measuring anything (the alert says why)."""
+
+
+def ended_unmeasured(model: RunModel) -> bool:
+    """The run ended before any layer was measured: its plots would stay empty axes."""
+    return model.status in ("finished", "failed", "cancelled", "interrupted") and not len(model.metrics)
 
 
 def fmt_seconds(seconds: float | None) -> str:

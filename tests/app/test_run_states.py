@@ -219,13 +219,13 @@ def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_trainin
             assert gaps["loss"].startswith("No training loss yet: it comes when the first training epoch ends")
             assert gaps["accuracy"].startswith("No seen-accuracy curve yet")
             # utilization at the first evaluation is 0 by definition: a sentence, not bars of height 0
-            assert not view._utilization_box.visible
+            assert not view.training.utilization_box.visible
             assert "No layer utilization yet" in view.training.gap.object
     view = _followed(store, failed)
     gaps = _gaps(view)
     assert "the run failed before its first training epoch ended" in gaps["loss"]
     assert gaps["accuracy"].startswith("No seen-accuracy curve: the held-out images were measured at one evaluation")
-    assert not view._utilization_box.visible
+    assert not view.training.utilization_box.visible
     assert "No layer utilization: the run failed before its first training epoch ended." in view.training.gap.object
 
 

@@ -71,6 +71,7 @@ MUST_SAY = {
 }
 """Per (state, view), what the view must say."""
 
+
 def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[str]:
     """What is wrong with the view ``view`` of the run (or study) in ``state``, from what the page shows
     (``docs/states.py``'s ``facts``) and its errors since the previous view."""
