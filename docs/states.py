@@ -187,16 +187,24 @@ class Walker:
     def tab(self, name: str) -> None:
         self.page.locator(".bk-tab", has_text=name).click()
 
-    def _row(self, run_id: str):
-        """The runs table's row of ``run_id``, turning its pages as needed (they turn in the browser)."""
+    def _row(self, run_id: str, timeout: float = 120):
+        """The runs table's row of ``run_id``, turning its pages as needed (they turn in the browser); the table may
+        still be filling when the page opens."""
         table = self.page.locator(".ls-runs-table")
-        for _ in range(4):
+        deadline = time.monotonic() + timeout
+        while True:
             row = table.locator(".tabulator-row", has_text=run_id)
             if row.count():
                 return row.first
-            step = table.locator(".tabulator-page[data-page=next]")
-            (step if step.is_enabled() else table.locator(".tabulator-page[data-page=first]")).click()
-        raise AssertionError(f"run {run_id} is not in the runs table")
+            for step in ("next", "first"):
+                button = table.locator(f".tabulator-page[data-page={step}]")
+                if button.count() and button.is_enabled():
+                    button.click()
+                    break
+            else:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"run {run_id} is not in the runs table")
+                self.page.wait_for_timeout(200)
 
     def _layout_options(self) -> str:
         return " ".join(self.page.locator(".ls-layout-run select option").all_inner_texts())
@@ -245,7 +253,8 @@ class Walker:
 
     # -- the walks ------------------------------------------------------------------------------------------------
     def walk_runs(self, states=WALK) -> None:
-        """Each run of ``states`` in Run & watch, then in Compare ticked with the next (the last with the first)."""
+        """Each run of ``states`` in Run & watch, then in Compare ticked with the next (the last with the first; one
+        run alone)."""
         self.tab("Compare & export")
         self.tick(states[0])
         for i, state in enumerate(states):
@@ -253,7 +262,9 @@ class Walker:
             self.unfold("watch")
             self.shoot(state, "run-watch")
             self.tab("Compare & export")
-            self.tick(states[(i + 1) % len(states)] if len(states) > 1 else state, True)
+            if len(states) > 1:                 # the pair: its CKA, both in the overlay
+                self.tick(states[(i + 1) % len(states)], True)
+            self.settle()
             self.shoot(state, "compare")
             if len(states) > 1:
                 self.tick(state, False)
