@@ -98,10 +98,11 @@ class Gallery:
 
 
 @contextlib.contextmanager
-def gallery(tmp: Path, port: int):
+def gallery(tmp: Path, port: int, wanted=None):
     """Serve the app and the component page on 127.0.0.1:``port`` and a fresh store in ``tmp`` filled with every
-    state (filled while the server starts and builds a first page); yield a :class:`Gallery`. The server's log goes
-    to ``test-artifacts/server-states.log``; a traceback from app/ or lab/ in it fails on exit."""
+    state (``wanted``: those only), filled while the server starts and builds a first page; yield a
+    :class:`Gallery`. The server's log goes to ``test-artifacts/server-states.log``; a traceback from app/ or lab/
+    in it fails on exit."""
     from lab.store import RunStore
 
     runs, studies = tmp / "runs", tmp / "studies"
@@ -117,7 +118,7 @@ def gallery(tmp: Path, port: int):
         up: list[BaseException] = []
         warm = threading.Thread(target=lambda: _catch(server.wait_up, up), daemon=True)
         warm.start()                     # its first page imports the app's libraries while the store fills
-        with filled_store(RunStore(runs), studies) as ids:
+        with filled_store(RunStore(runs), studies, wanted) as ids:
             warm.join()
             if up:
                 raise up[0]
@@ -186,16 +187,24 @@ class Walker:
     def tab(self, name: str) -> None:
         self.page.locator(".bk-tab", has_text=name).click()
 
-    def _row(self, run_id: str):
-        """The runs table's row of ``run_id``, turning its pages as needed (they turn in the browser)."""
+    def _row(self, run_id: str, timeout: float = 120):
+        """The runs table's row of ``run_id``, turning its pages as needed (they turn in the browser); the table may
+        still be filling when the page opens."""
         table = self.page.locator(".ls-runs-table")
-        for _ in range(4):
+        deadline = time.monotonic() + timeout
+        while True:
             row = table.locator(".tabulator-row", has_text=run_id)
             if row.count():
                 return row.first
-            step = table.locator(".tabulator-page[data-page=next]")
-            (step if step.is_enabled() else table.locator(".tabulator-page[data-page=first]")).click()
-        raise AssertionError(f"run {run_id} is not in the runs table")
+            for step in ("next", "first"):
+                button = table.locator(f".tabulator-page[data-page={step}]")
+                if button.count() and button.is_enabled():
+                    button.click()
+                    break
+            else:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"run {run_id} is not in the runs table")
+                self.page.wait_for_timeout(200)
 
     def _layout_options(self) -> str:
         return " ".join(self.page.locator(".ls-layout-run select option").all_inner_texts())
@@ -244,7 +253,8 @@ class Walker:
 
     # -- the walks ------------------------------------------------------------------------------------------------
     def walk_runs(self, states=WALK) -> None:
-        """Each run of ``states`` in Run & watch, then in Compare ticked with the next (the last with the first)."""
+        """Each run of ``states`` in Run & watch, then in Compare ticked with the next (the last with the first; one
+        run alone)."""
         self.tab("Compare & export")
         self.tick(states[0])
         for i, state in enumerate(states):
@@ -252,7 +262,9 @@ class Walker:
             self.unfold("watch")
             self.shoot(state, "run-watch")
             self.tab("Compare & export")
-            self.tick(states[(i + 1) % len(states)] if len(states) > 1 else state, True)
+            if len(states) > 1:                 # the pair: its CKA, both in the overlay
+                self.tick(states[(i + 1) % len(states)], True)
+            self.settle()
             self.shoot(state, "compare")
             if len(states) > 1:
                 self.tick(state, False)
@@ -266,18 +278,21 @@ class Walker:
         self.shoot(STUDY_STATE, "studies")
 
 
-def walk_all(browser, g: Gallery, out: Path, on_view=None) -> list[tuple[str, str]]:
-    """Every state and view of the gallery: the served app, then the component page; the (state, view) walked.
-    The seconds each view took (from the previous view) go to ``out/seconds.json``."""
+def walk_all(browser, g: Gallery, out: Path, on_view=None, walk=WALK, component_states=COMPONENT_STATES,
+             study: bool = True) -> list[tuple[str, str]]:
+    """The gallery's states and views: the runs of ``walk`` in the served app, the study (``study``), then the runs
+    of ``component_states`` on the component page; the (state, view) walked. The seconds each view took (from the
+    previous view) go to ``out/seconds.json``."""
     out.mkdir(parents=True, exist_ok=True)
     app_page = new_page(browser, g.app_url, WIDTH)
     walker = Walker(app_page, g.ids, out, on_view)
-    walker.walk_runs()
-    walker.walk_study()
+    walker.walk_runs(walk)
+    if study:
+        walker.walk_study()
     component = Walker(new_page(browser, g.component_url, COMPONENT_WIDTH), g.ids, out, on_view,
                        suffix="-jupyterlab")
     # the component's own table: the walk opens and compares the states chosen, in the same way
-    component.walk_runs(COMPONENT_STATES)
+    component.walk_runs(component_states)
     (out / "seconds.json").write_text(json.dumps({**walker.seconds, **component.seconds}, indent=1))
     return walker.walked + component.walked
 

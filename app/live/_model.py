@@ -78,6 +78,7 @@ class RunModel:
     axis: str = "epoch"
     started_at: float | None = None
     ended_at: float | None = None
+    seconds: float | None = None            # the run's duration as its end event gives it
     progress: ev.Progress | None = None
     generalization: ev.Generalization | None = None      # latest across-seed (or only-seed) value
     aliases: dict = field(default_factory=dict)           # {tap: deeper tap with identical features}
@@ -161,13 +162,13 @@ class RunModel:
             return {"verdict"}
         if kind == ev.RunFinished.kind:
             self.summary = dict(event.summary or {})
-            return self._end("finished", "")
+            return self._end("finished", "", event.seconds)
         if kind == ev.RunFailed.kind:
-            return self._end("failed", event.message)
+            return self._end("failed", event.message, event.seconds)
         if kind == ev.RunCancelled.kind:
-            return self._end("cancelled", event.message)
+            return self._end("cancelled", event.message, event.seconds)
         if kind == ev.RunInterrupted.kind:
-            return self._end("interrupted", event.message)
+            return self._end("interrupted", event.message, event.seconds)
         return set()
 
     def _grow(self, epoch) -> None:
@@ -197,10 +198,13 @@ class RunModel:
         self.started_at = self.started_at or time.monotonic()
         return {"status", "progress", "curves", "heatmap", "projection", "training", "utilization", "verdict"}
 
-    def _end(self, status: str, message: str) -> set[str]:
+    def _end(self, status: str, message: str, seconds: float | None = None) -> set[str]:
         self.status = status
         self.message = message or ""
         self.ended_at = time.monotonic()
+        # how long the run took, as it reports it: a run read from the store arrives all at once, and the time
+        # between its first and last event here is not its duration
+        self.seconds = float(seconds) if seconds else None
         return {"status", "progress", "verdict"}
 
     # ------------------------------------------------------------------ frames

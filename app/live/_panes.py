@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import panel as pn
 
-__all__ = ["CURVE_WIDTH", "WHOLE_ROW", "fillers", "grow", "plot_pane"]
+__all__ = ["CURVE_WIDTH", "EXPLORER_LEAST", "WHOLE_ROW", "fillers", "grow", "plot_pane"]
 
 CURVE_WIDTH = 380
 """Least width in pixels of a metric-vs-layer plot (it grows with the page; its title's two lines fit at this)."""
+EXPLORER_LEAST = 720
+"""Least width of the explorer's column: its plot (at least 520 px, margins 10) beside its hover card (170 px, margins
+10). Narrower, the plot ran under the hover card; the heatmap then takes a row of its own."""
 
 
 def grow(basis: int, share: int = 1) -> dict:

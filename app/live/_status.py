@@ -14,12 +14,20 @@ from lab.runs.timings import describe
 
 from ._model import STAGE_LABELS, RunModel
 
-__all__ = ["PLACEHOLDER", "end_message", "fmt_seconds", "placeholder_html", "probe_html", "status_html"]
+__all__ = ["PLACEHOLDER", "UNMEASURED", "end_message", "ended_unmeasured", "fmt_seconds", "placeholder_html",
+           "probe_html", "status_html"]
 
 PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
                "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
                "Curves, heatmap and the embedding map fill in here as every layer is measured.</div>")
 """What the view shows before its first run."""
+UNMEASURED = "The run ended before any layer was measured: no curves, heatmap or layouts to draw."
+"""What the view shows in place of the plots of a run that ended before measuring anything (the alert says why)."""
+
+
+def ended_unmeasured(model: RunModel) -> bool:
+    """The run ended before any layer was measured: its plots would stay empty axes."""
+    return model.status in ("finished", "failed", "cancelled", "interrupted") and not len(model.metrics)
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -72,8 +80,8 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
             parts.append(f"about {fmt_seconds(eta)} left")
         if m.epoch_timings:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
-    elif status in ("finished", "cancelled", "failed", "interrupted") and m.started_at and m.ended_at:
-        parts.append(f"after {fmt_seconds(m.ended_at - m.started_at)}")
+    elif status in ("finished", "cancelled", "failed", "interrupted") and (m.seconds or (m.started_at and m.ended_at)):
+        parts.append(f"after {fmt_seconds(m.seconds if m.seconds else m.ended_at - m.started_at)}")
     if message and status in ("starting", "queued", "idle", "stopping"):
         parts.append(html.escape(message))
     return " &nbsp;·&nbsp; ".join(parts)

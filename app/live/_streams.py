@@ -13,7 +13,7 @@ from app.base import ThumbnailSource, plots
 
 from ._model import RunModel
 
-__all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "heatmap_data", "projection_data",
+__all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "has_seen_split", "heatmap_data", "projection_data",
            "cka_initial_data", "training_gaps"]
 
 _ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
@@ -31,12 +31,12 @@ def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
     specs = catalogue.curve_specs()
     if wanted:
         specs = [s for s in specs if s[0] in wanted]
-    absent = set() if _has_seen_split(model) else {"seen"}
+    absent = set() if has_seen_split(model) else {"seen"}
     specs = [(metric, tuple(s for s in splits if s not in absent)) for metric, splits in specs]
     return [(metric, splits) for metric, splits in specs if splits]
 
 
-def _has_seen_split(model: RunModel) -> bool:
+def has_seen_split(model: RunModel) -> bool:
     """Whether the run measures held-out images of its seen classes (a run the engine trains always does)."""
     heldout = (model.n_images or {}).get("heldout")
     return bool(model.seen) and (heldout is None or int(heldout) > 0)
@@ -64,8 +64,8 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 
 
 def training_gaps(model: RunModel) -> dict[str, str]:
-    """Why a training plot ("loss", "accuracy") would be empty axes, in one sentence that says what would fill
-    it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
+    """Why a training plot ("loss", "accuracy", "utilization") would be empty axes, in one sentence that says what
+    would fill it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
     training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
     one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
     t = model.training
@@ -99,6 +99,15 @@ def training_gaps(model: RunModel) -> dict[str, str]:
         elif points < 2:
             out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
                                f"(before training), a single point: {why}.")
+    utilization = model.utilization_frame()
+    trains = model.open_ended or model.config.get("strategy", "full") != "none"
+    if trains and (not len(utilization) or int(utilization["epoch"].iloc[0]) <= min(model.epoch_axis() or [0])):
+        # only the first evaluation's, 0 by definition: how far each layer's weights moved comes with training
+        out["utilization"] = (
+            f"No layer utilization: the run {_ENDED.get(model.status, model.status)} before its first training "
+            f"epoch ended." if model.status in _ENDED and not model.open_ended else
+            f"No layer utilization yet: how far each layer's weights moved from their first evaluation comes "
+            f"with the next {'evaluation' if model.open_ended else 'training epoch'}.")
     if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
         values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
                            for row in loss.itertuples())

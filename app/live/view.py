@@ -32,22 +32,20 @@ from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, heatmap_data, projection_data
+from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
+                       projection_data)
 from ._training import TrainingPanes
 from ._agreement import AgreementTable
-from ._panes import CURVE_WIDTH, WHOLE_ROW, fillers, grow, plot_pane
+from ._panes import CURVE_WIDTH, EXPLORER_LEAST, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
 from ._render import LiveRenderers
 from ._probe import live_probe
-from ._status import PLACEHOLDER, end_message, placeholder_html, probe_html, status_html
+from ._status import (PLACEHOLDER, UNMEASURED, end_message, ended_unmeasured, placeholder_html, probe_html,
+                      status_html)
 from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView"]
 
-_ENDED = ("finished", "failed", "cancelled", "interrupted")
-_EXPLORER_LEAST = 720
-"""Least width of the explorer's column: its plot (at least 520 px, margins 10) beside its hover card (170 px, margins
-10). Narrower, the plot ran under the hover card; the heatmap then takes a row of its own."""
 
 class LiveView(pn.viewable.Viewer):
     """Live plots of one run at a time, driven by :mod:`lab.events` events.
@@ -108,10 +106,6 @@ class LiveView(pn.viewable.Viewer):
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
-        self._utilization_pane = plot_pane(None, 360)
-        self._cka_pane = plot_pane(None, 360)        # which layers fine-tuning moved
-        self._cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
-                                         styles={"color": "#555", "font-size": "12px"})
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
                                                               width=190)
         self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
@@ -172,8 +166,7 @@ class LiveView(pn.viewable.Viewer):
         self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=WHOLE_ROW)
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
-        for pane in (self._heatmap_pane, self._utilization_pane, self._cka_pane, self._cka_caption):
-            pane.object = None
+        self._heatmap_pane.object = None
         self.embedding.clear()
         self.collapse.clear()
         self.training.clear()
@@ -263,6 +256,11 @@ class LiveView(pn.viewable.Viewer):
                 self.heatmap_metric = metrics_in_run[0]
         self._verdict_data = {}
         self.picker.start()
+        # a run without a seen split (a loop given unseen images only): no "seen" button that would show nothing
+        seen = has_seen_split(m)
+        if not seen and self.heatmap_split != "unseen":
+            self.heatmap_split = "unseen"
+        self._heatmap_split_w.visible = seen
         streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
         streams["projection"] = hv.streams.Pipe(data=self._projection_data())
         streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
@@ -291,21 +289,8 @@ class LiveView(pn.viewable.Viewer):
         box = getattr(self, "_curves_box", None)
         return box is not None and any(isinstance(o, pn.pane.HoloViews) for o in box.objects)
 
-    @property
-    def _ended_unmeasured(self) -> bool:
-        """The run ended before any layer was measured: its plots would stay empty axes."""
-        return self.model.status in _ENDED and not len(self.model.metrics)
-
-    def _show_unmeasured(self) -> None:
-        """One sentence in place of the plots of a run that ended before measuring anything (the alert says why)."""
-        self._curves_box.objects = [pn.pane.HTML(placeholder_html(
-            "The run ended before any layer was measured: no curves, heatmap or layouts to draw."),
-            css_classes=["ls-placeholder"], styles=WHOLE_ROW)]
-        self._details.visible = False
-        self._unmeasured_shown = True
-
     def _build_curve_pane(self, metric: str, splits, first: bool) -> None:
-        if self._ended_unmeasured:
+        if ended_unmeasured(self.model):
             return
         pipe = self.streams[f"curves:{metric}"]
         self._redraws.discard(f"send:curves:{metric}")
@@ -316,7 +301,7 @@ class LiveView(pn.viewable.Viewer):
         self._curves_box.objects = [*drawn, pane, *fillers()]
 
     def _build_heatmap_pane(self) -> None:
-        if self._ended_unmeasured:
+        if ended_unmeasured(self.model):
             return
         self._redraws.discard("send:heatmap")
         self.streams["heatmap"].send(self._heatmap_data())
@@ -326,26 +311,19 @@ class LiveView(pn.viewable.Viewer):
     def _build_training_panes(self) -> None:
         self._redraws.discard("send:training")
         self._send_training()
-        seeds, buffer = list(self.model.seeds), self.streams["training"]
-        loss = hv.DynamicMap(partial(self._render.training, which="loss", seeds=seeds), streams=[buffer])
-        acc = hv.DynamicMap(partial(self._render.training, which="accuracy", seeds=seeds), streams=[buffer])
-        self.training.build(loss, acc, self.model)
+        self.training.build(self.model, self.streams, self._render)
 
     def _build_utilization_pane(self) -> None:
-        util = self.streams.get("utilization")
-        if util is not None:
+        if "utilization" in self.streams:
             self._redraws.discard("send:utilization")
-            util.send(self.model.utilization_frame())
-        self._utilization_pane.object = None if util is None else hv.DynamicMap(
-            partial(self._render.utilization, layers=list(self.model.layers)), streams=[util])
+            self.streams["utilization"].send(self.model.utilization_frame())
+        self.training.build_utilization(self.model, self.streams.get("utilization"), self._render)
 
     def _build_cka_pane(self) -> None:
-        pipe = self.streams.get("cka_initial")
-        if pipe is not None:
+        if "cka_initial" in self.streams:
             self._redraws.discard("send:cka_initial")
             self._send_cka()
-        self._cka_pane.object = None if pipe is None else hv.DynamicMap(
-            partial(self._render.cka, layers=list(self.model.layers)), streams=[pipe])
+        self.training.build_cka(self.model, self.streams.get("cka_initial"), self._render)
 
     # ------------------------------------------------------------------ stream payloads
     def _heatmap_data(self) -> dict:
@@ -370,8 +348,8 @@ class LiveView(pn.viewable.Viewer):
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
-            if changed & {"training", "status"}:
-                self.training.show_gaps(self.model)
+            if changed & {"training", "status", "utilization"}:
+                self.training.show_gaps(self.model, utilization="utilization" in self.streams)
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",
                                        lambda: self.streams["utilization"].send(m.utilization_frame()))
@@ -391,7 +369,7 @@ class LiveView(pn.viewable.Viewer):
     def _send_cka(self) -> None:
         data = cka_initial_data(self.model)
         self.streams["cka_initial"].send(data)
-        self._cka_caption.object = similarity_plots.initial_caption(data, axis=self.model.axis)
+        self.training.cka_caption.object = similarity_plots.initial_caption(data, axis=self.model.axis)
 
     def _send_heatmap(self) -> None:
         self.streams["heatmap"].send(self._heatmap_data())
@@ -427,7 +405,8 @@ class LiveView(pn.viewable.Viewer):
         self.embedding.refresh_answers()
 
     def selection_report(self):
-        """:meth:`app.EmbeddingView.selection_report`: the layout's selection at the evaluation it shows."""
+        """:func:`lab.analysis.selection_report` of the layout's selection (``embedding.selection``) at the
+        evaluation it shows: :meth:`app.EmbeddingView.selection_report`."""
         return self.embedding.selection_report()
 
     def _on_pick(self) -> None:
@@ -465,8 +444,13 @@ class LiveView(pn.viewable.Viewer):
             if not self.streams and self._placeholder is not None:
                 self._placeholder.object = placeholder_html(
                     "The run ended before any layer was measured; see the message above.")
-            elif self.streams and self._ended_unmeasured and not self._unmeasured_shown:
-                self._show_unmeasured()
+            if ended_unmeasured(m) and not self._unmeasured_shown:
+                if self.streams:        # one sentence in place of the plots (no dead player, no empty axes)
+                    self._curves_box.objects = [pn.pane.HTML(placeholder_html(UNMEASURED), styles=WHOLE_ROW,
+                                                             css_classes=["ls-placeholder"])]
+                    self._details.visible = False
+                self._unmeasured_shown = True
+                self.collapse.refresh()         # its sentence, not what an earlier run left in it
         self._probe.object = probe_html(self.probe())
 
     probe = live_probe          # counts of what the views show, for tests and the browser-test hook
@@ -477,13 +461,9 @@ class LiveView(pn.viewable.Viewer):
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **grow(_EXPLORER_LEAST, share=2))
-        cka_col = pn.Column(self._cka_pane, self._cka_caption, **grow(360))
-        train_col = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                              pn.FlexBox(self.training.gap, self.training.panes, self._utilization_pane, cka_col,
-                                         sizing_mode="stretch_width"),
-                              sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
-        self._details = pn.FlexBox(heat_col, proj_col, train_col, sizing_mode="stretch_width", visible=False)
+        proj_col = pn.Column(self.picker, self.embedding, **grow(EXPLORER_LEAST, share=2))
+        self._details = pn.FlexBox(heat_col, proj_col, self.training.section, sizing_mode="stretch_width",
+                                   visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
             self._verdict,

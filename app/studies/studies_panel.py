@@ -121,6 +121,12 @@ class StudiesPanel(pn.viewable.Viewer):
         # objects and value changed one after the other reach the browser as a blank choice)
         self.layer_select = pn.widgets.Select(label="Layer", options=[], width=200, css_classes=["ls-study-layer"])
         self.layer_select.param.watch(lambda e: setattr(self, "layer", e.new), "value")
+        # the condition heatmap and its controls, for a study of two condition axes or more; else one line says so
+        grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200),
+                               self.layer_select)
+        self._grid_box = pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900)
+        self._grid_note = pn.pane.Markdown("", visible=False, sizing_mode="stretch_width",
+                                           css_classes=["ls-study-grid-note"])
         self.param.watch(lambda _e: self._draw_grid(), ["quantity", "layer"])
         self.refresh()
 
@@ -176,6 +182,11 @@ class StudiesPanel(pn.viewable.Viewer):
         self._transfer_box.visible = bool(transfer.get("scores")) or finished is None or not len(finished)
         self.agreement_text.object = agreement_text(figs)
         self.agreement.value = agreement_frame(figs)
+        axes = list(figs.get("axes") or [])
+        self._grid_box.visible = len(axes) >= 2
+        self._grid_note.param.update(visible=len(axes) < 2, object=(
+            "The condition heatmap needs a study of two condition axes; this one has "
+            + (f"one ({axes[0]})." if axes else "none.") if len(axes) < 2 else ""))
         grid = figs.get("grid")
         layers = list(dict.fromkeys(str(x) for x in grid["layer"] if str(x))) if grid is not None and "layer" in grid else []
         layer = self.layer if self.layer in layers else (layers[0] if layers else None)
@@ -281,13 +292,11 @@ class StudiesPanel(pn.viewable.Viewer):
                           pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100,
                                                         css_classes=["ls-study-workers"]),
                           self.run_button, self.stop_button, sizing_mode="stretch_width")
-        grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200),
-                               self.layer_select)
         # one figure per row: the legends (one entry per condition, long labels) sit right of the plots
         return pn.Column(
             controls, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
-            pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900),
+            self._grid_box, self._grid_note,
             self.plots["nc1"], self._transfer_box, self.transfer_text, self.agreement_text, self.agreement,
             sizing_mode="stretch_width",
         )

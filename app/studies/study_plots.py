@@ -67,9 +67,11 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
         if mark_best and rows["best"].any():
             layers.append(hv.Scatter(rows[rows["best"]], "depth", ["mean", "layer_name"], label=label).opts(
                 color=color, marker="star", size=14, tools=["hover"]))
+    # padding: the first and last layers' marks and bars sit at depth 0 and 1; without it they were cut in half
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=title, xlabel="relative depth (input = 0, output = 1)", ylabel=ylabel, logy=logy,
-                        legend_position="right", responsive=True, min_height=320, **WHEEL_ZOOM_OFF))
+                        legend_position="right", responsive=True, min_height=320, padding=(0.03, 0.05),
+                        **WHEEL_ZOOM_OFF))
 
 
 def layer_depth_curves(figs: dict):
@@ -250,7 +252,9 @@ def agreement_frame(figs: dict) -> pd.DataFrame:
     return pd.DataFrame({"label": label, "n_runs": table["n_runs"].astype(int).to_numpy(),
                          "same_best_layer": table["same_best_layer"].astype(int).to_numpy(),
                          "share_same": table["share_same"].astype(float).to_numpy(),
-                         "median_spearman": table["median_spearman"].astype(float).to_numpy()})
+                         # blank, not "NaN", where no run gave a rank correlation (too few layers)
+                         "median_spearman": [float(v) if np.isfinite(v) else None
+                                             for v in table["median_spearman"].astype(float)]})
 
 
 def agreement_text(figs: dict) -> str:

@@ -257,20 +257,20 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     latest = [el for el in overlay if isinstance(el, hv.Curve)][-1]
     np.testing.assert_allclose(latest.dimension_values("cka_initial")[:3], [1.01, 0.81, 0.61])
     assert np.isnan(latest.dimension_values("cka_initial")[3])            # a gap, not a point
-    caption = live._cka_caption.object
+    caption = live.training.cka_caption.object
     assert caption.startswith(CKA_INITIAL_CAPTION) and "1 = unchanged up to rotation and scale" in caption
     assert "Not defined at epoch 2 for pre_logits (constant features" in caption
-    assert live._cka_pane.object is not None
+    assert live.training.cka.object is not None
     row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.FlexBox)
-               and live._utilization_pane in o)
-    after = row.objects[row.objects.index(live._utilization_pane) + 1]
-    assert live._cka_pane in after.objects                                # next to the utilization plot
+               and live.training.utilization_box in o)
+    after = row.objects[row.objects.index(live.training.utilization_box) + 1]
+    assert live.training.cka in after.objects                                # next to the utilization plot
     live.consume(list(synthetic_run("r2", epochs=0)))                     # no training: nothing moved
     assert "cka_initial" in live.streams
     frozen = [e for e in synthetic_run("r3", epochs=0)]
     frozen[0] = dataclasses.replace(frozen[0], config={**frozen[0].config, "strategy": "none"})
     live.consume(frozen)
-    assert "cka_initial" not in live.streams and live._cka_pane.object is None
+    assert "cka_initial" not in live.streams and live.training.cka.object is None
 
 
 # ------------------------------------------------------------------ RunModel (the events behind the view)

@@ -148,8 +148,8 @@ def test_the_live_plots_and_the_layout_grow_with_the_page():
     # after the curves, empty cells of their width: a plot alone in the last row keeps the width of those above
     fillers = live._curves_box.objects[len(curves):]
     assert fillers and all(isinstance(f, pn.Spacer) and f.styles == curves[0].styles for f in fillers)
-    panes = [*curves, live._heatmap_pane, *live.training.panes.objects, live._utilization_pane,
-             live._cka_pane, live.embedding._panels[0].pane]
+    panes = [*curves, live._heatmap_pane, *live.training.panes.objects, live.training.utilization,
+             live.training.cka, live.embedding._panels[0].pane]
     assert all(isinstance(p, pn.pane.HoloViews) for p in panes)
     for pane in panes:
         assert pane.sizing_mode == "stretch_width" and not pane.linked_axes, pane

@@ -218,9 +218,15 @@ def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_trainin
             gaps = _gaps(view)
             assert gaps["loss"].startswith("No training loss yet: it comes when the first training epoch ends")
             assert gaps["accuracy"].startswith("No seen-accuracy curve yet")
-    gaps = _gaps(_followed(store, failed))
+            # utilization at the first evaluation is 0 by definition: a sentence, not bars of height 0
+            assert not view.training.utilization_box.visible
+            assert "No layer utilization yet" in view.training.gap.object
+    view = _followed(store, failed)
+    gaps = _gaps(view)
     assert "the run failed before its first training epoch ended" in gaps["loss"]
     assert gaps["accuracy"].startswith("No seen-accuracy curve: the held-out images were measured at one evaluation")
+    assert not view.training.utilization_box.visible
+    assert "No layer utilization: the run failed before its first training epoch ended." in view.training.gap.object
 
 
 def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
@@ -250,3 +256,41 @@ def test_a_run_of_one_training_epoch_gives_its_loss_in_a_sentence_not_a_line_of_
     losses = view.model.training.dropna(subset=["train_loss"])
     said = ", ".join(f"{v:.3g} (seed {s})" for s, v in zip(losses["seed"], losses["train_loss"]))
     assert _gaps(view) == {"loss": f"Training loss {said} at epoch 1: one value per seed, no curve."}
+
+
+def test_a_run_read_at_once_says_how_long_it_took_not_how_long_reading_it_took():
+    """A run followed from the store arrives in one batch: the status line gives the run's own duration (its end
+    event's), not the moment between its first and last event here."""
+    from app.live import LiveView
+    from tests.fixtures.live_runs import synthetic_run
+
+    view = LiveView()
+    view.consume(list(synthetic_run()))                  # its RunFinished says 3 s
+    assert view.status == "finished" and view.model.seconds == 3.0
+    assert "after 3 s" in view._status_md.object
+
+
+def test_a_run_without_a_seen_split_offers_no_seen_heatmap(monitored_run, tiny_run):
+    view = _followed(*monitored_run)                        # a loop given unseen images only
+    assert view.heatmap_split == "unseen" and not view._heatmap_split_w.visible
+    store, run_id, _ = tiny_run
+    assert _followed(store, run_id)._heatmap_split_w.visible
+
+
+def test_a_run_that_failed_before_it_started_leaves_nothing_of_the_run_shown_before(tmp_path, tiny_run):
+    """It failed on a layer its backbone lacks, before its RunStarted: the collapse card says so, not what the run
+    shown before it left in it (its layers, its simplex)."""
+    import holoviews.plotting.bokeh  # noqa: F401  (the card's plots are the bokeh backend's)
+
+    from lab.store import RunStore
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_before_first_evaluation(store)
+    view = _followed(*tiny_run[:2])
+    view.collapse.collapsed = False
+    view.follow(failed, store=store)
+    assert view._following.wait(120)
+    assert view.status == "failed" and view.collapse._nothing.visible and not view.collapse._measured.visible
+    assert f"run {failed!r} failed before its first evaluation" in html.unescape(view.collapse._nothing.object)

@@ -69,3 +69,22 @@ def test_a_study_that_measured_no_transferability_says_so_once_not_in_a_box_too(
     panel.spec = "agree.yaml"
     assert "did not measure transferability scores" in panel.transfer_text.object
     assert not panel._transfer_box.visible and panel._transfer_box in panel.__panel__().objects
+
+
+def test_a_study_of_one_condition_axis_has_no_heatmap_controls_that_do_nothing(study_dir):
+    from app.studies.studies_panel import StudiesPanel
+
+    panel = StudiesPanel(study_dir)
+    panel.spec = "agree.yaml"                                  # one axis: lr
+    assert not panel._grid_box.visible and panel._grid_note.visible
+    assert panel._grid_note.object == "The condition heatmap needs a study of two condition axes; this one has one (lr)."
+
+
+def test_a_measure_without_a_rank_correlation_shows_a_blank_not_nan():
+    import pandas as pd
+
+    from app import study_plots
+
+    table = pd.DataFrame({"label": ["kNN accuracy"], "n_runs": [2], "same_best_layer": [0], "share_same": [0.0],
+                          "median_spearman": [np.nan]}, index=["knn_accuracy"])
+    assert study_plots.agreement_frame({"agreement": table})["median_spearman"].tolist() == [None]

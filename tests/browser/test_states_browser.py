@@ -1,11 +1,13 @@
 """Every view in every state: the state gallery (``docs/states.py``) walked in the browser, each view checked.
 
-One store holds a run of every state (:mod:`tests.fixtures.gallery`: running, finished with one seed and with three,
-failed before its first evaluation and mid-run, cancelled before its first evaluation, interrupted, monitored in
-epochs with the loop's loss and in steps without it, no trained head, module taps, embeddings off, a study with a
-failed cell). One ``panel serve`` serves the app and the JupyterLab component's page on it; one page walks Run &
-watch and Compare & export for each run, then the Studies tab; a second page walks the component for a few states.
-The screenshots go to ``test-artifacts/states/<state>-<view>.png``. For every state x view:
+One store holds a run of each state walked (:mod:`tests.fixtures.gallery`; the suite walks :data:`SUITE_WALK`,
+``LAYERSCOPE_ALL_STATES=1`` every state: running, finished with one seed and with three, failed before its first
+evaluation and mid-run, cancelled before its first evaluation, interrupted, monitored in epochs with the loop's loss
+and in steps without it, no trained head, module taps, embeddings off) and a study with a failed cell. One ``panel
+serve`` serves the app and the JupyterLab component's page on it; one page walks Run & watch and Compare & export
+for each run, then the Studies tab; a second page walks the component. The screenshots go to
+``test-artifacts/states/<state>-<view>.png``, the seconds of each view to ``seconds.json`` there. For every
+state x view:
 
 - no page error (nor console error), and no traceback from app/ or lab/ in the server's log (``served.serve``);
 - no two visible controls or plots overlap (Bokeh plots, Panel and Bokeh widgets, text panes, cards' headers;
@@ -17,6 +19,7 @@ The screenshots go to ``test-artifacts/states/<state>-<view>.png``. For every st
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -30,10 +33,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]
 sys.path.insert(0, str(ROOT / "docs"))
 import states as gallery  # noqa: E402  (docs/states.py: the gallery's server, page and walk)
 
+ALL_STATES = os.environ.get("LAYERSCOPE_ALL_STATES") == "1"
+SUITE_WALK = ("finished", "monitored-steps", "embeddings-off", "running", "failed-diverged", "failed-early",
+              "cancelled-early")
+"""The runs the suite walks (each view of one costs the app 10-20 s to draw on 2 cores): one of each kind of path
+through the views: every collapse panel and the terminal phase; a loop counted in steps without a seen split or a
+loss; no embeddings; a run still training; one evaluation, then a failure; a failure before the run started; a
+run that measured nothing. ``LAYERSCOPE_ALL_STATES=1`` walks every state of the gallery (``docs/states.py`` always
+does): three seeds, module taps, no trained head, a loop counted in epochs, an interrupted run besides."""
+SUITE_COMPONENT = ("monitored-steps",)
+"""The runs the suite walks in the JupyterLab component's layout (all: ``docs/states.py``'s COMPONENT_STATES)."""
+
 AGAIN = re.compile(r"[^.\n]*(recorded before|run it again)[^.\n]*", re.IGNORECASE)
 MAY_SAY: dict[str, list[str]] = {}
 """Per state, the "recorded before ..." / "run it again ..." sentences it may show (regular expressions)."""
-NOT_EVALUATED = (r"Best layer", r"best in ", r"\bg = ")
+NOT_EVALUATED = (r"Best layer", r"best in ", r"\bg = ", r"Layers drawn", r"The simplex, seen")
 MUST_NOT_SAY = {
     "running": (r"\bfinished\b", r"Run cancelled", r"interrupted", r"The run failed"),
     "cancelled-early": NOT_EVALUATED,
@@ -56,6 +70,7 @@ MUST_SAY = {
     ("study-failed-cell", "studies"): ("failed",),
 }
 """Per (state, view), what the view must say."""
+
 
 def problems_of(state: str, view: str, seen: dict, errors: list[str]) -> list[str]:
     """What is wrong with the view ``view`` of the run (or study) in ``state``, from what the page shows
@@ -96,13 +111,15 @@ def test_every_view_of_every_state(chromium, free_port, tmp_path):
     def check(state, view, seen, errors):
         found[f"{state}-{view}"] = problems_of(state, view, seen, errors)
 
+    walk, component = (gallery.WALK, gallery.COMPONENT_STATES) if ALL_STATES else (SUITE_WALK, SUITE_COMPONENT)
     t0 = time.monotonic()
-    with sync_playwright() as p, gallery.gallery(tmp_path, free_port()) as g:
+    with sync_playwright() as p, gallery.gallery(tmp_path, free_port(), {*walk, *component,
+                                                                        gallery.STUDY_STATE}) as g:
         browser = p.chromium.launch(executable_path=chromium, args=gallery.CHROMIUM_ARGS)
-        walked = gallery.walk_all(browser, g, ARTIFACTS / "states", check)
+        walked = gallery.walk_all(browser, g, ARTIFACTS / "states", check, walk=walk, component_states=component)
         browser.close()
     print(f"{len(walked)} views of {len(g.ids)} states in {time.monotonic() - t0:.0f} s")
-    runs = [(state, view) for state in gallery.WALK for view in ("run-watch", "compare")]
+    runs = [(state, view) for state in walk for view in ("run-watch", "compare")]
     assert set(walked) >= {*runs, (gallery.STUDY_STATE, "studies")}, walked
     assert all((ARTIFACTS / "states" / f"{s}-{v}.png").exists() for s, v in walked)
     wrong = {view: problems for view, problems in found.items() if problems}
