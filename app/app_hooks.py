@@ -1,9 +1,9 @@
 """Bokeh server hooks of the directory app (``panel serve app``).
 
 At server start: make the checkout importable, import the heavy libraries once
-(so the first Run does not pay for them), start umap's JIT warm-up in the
-background (:func:`app.base.resources.warm_up`) and compile Datashader's kernels for the
-embedding explorer (:func:`app.explorer._plot.warm_up`).
+(so the first Run does not pay for them) and start umap's JIT warm-up in the
+background (:func:`app.base.resources.warm_up`). Datashader's kernels are compiled
+only when a run that needs them starts (:meth:`app.EmbeddingView.expect_points`).
 """
 import logging
 import sys
@@ -21,9 +21,6 @@ def _preload():
         from app.base.resources import warm_up
 
         warm_up()
-        from app.explorer import warm_up as warm_up_embedding
-
-        warm_up_embedding()
     except Exception as exc:  # the app still works; the first run just starts slower
         logging.getLogger("layerscope").warning("preload failed: %s", exc)
 

@@ -9,6 +9,8 @@ values travel). The selection is drawn on top, in the same colours with a dark r
 """
 from __future__ import annotations
 
+import threading
+
 import datashader as ds
 import holoviews as hv
 import numpy as np
@@ -20,7 +22,7 @@ from holoviews.operation.datashader import datashade, dynspread, spread
 from app.base.plots import WHEEL_ZOOM_OFF
 
 __all__ = ["PlotPanel", "points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
-           "hovered_row", "warm_up"]
+           "hovered_row", "warm_up", "warm_up_in_background"]
 
 PLOT_WIDTH, PLOT_HEIGHT = 520, 460
 """Least width and height of one plot in pixels, legend included (it grows with the page's width)."""
@@ -156,9 +158,13 @@ def hovered_row(rgb: hv.RGB | None, x: float, y: float) -> int | None:
     return row if row >= 0 else None
 
 
+_WARM_LOCK = threading.Lock()
+_WARM_THREAD: threading.Thread | None = None
+
+
 def warm_up() -> None:
-    """Compile Datashader's kernels (a few seconds of numba JIT, once per process) on a tiny layout, so that
-    the first real layout draws in well under a second; the server calls it at start (``app/app_hooks.py``)."""
+    """Compile Datashader's kernels (numba JIT, once per process: about 10 s of CPU on 2 cores) on a tiny
+    layout, so that the first real layout draws in well under a second."""
     import holoviews.plotting.bokeh  # noqa: F401  (the options below need a plotting backend loaded)
 
     frame = points_frame(np.array([[0.0, 0.0], [1.0, 1.0], [0.5, 0.2]]), np.array([0, 1, 1]), np.arange(3),
@@ -167,3 +173,19 @@ def warm_up() -> None:
     size = dict(x_range=(0.0, 1.0), y_range=(0.0, 1.0), width=20, height=20)
     raster_base(frame, colors, title="", dim=False, **size)
     raster_highlight(frame, colors, **size)
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Start :func:`warm_up` in a daemon thread, once per process (later calls return that thread).
+
+    Called when a run that will be rasterized starts (its unseen images outnumber the view's threshold), not
+    at server start: most runs draw their points as glyphs and never need the kernels, and compiling them
+    at start took the CPU from the first page (a numba compile holds the GIL). The layouts come after the
+    run's features, metrics and projection, by when the kernels are ready; a draw that comes sooner waits
+    on numba's compiler lock rather than compiling twice."""
+    global _WARM_THREAD
+    with _WARM_LOCK:
+        if _WARM_THREAD is None:
+            _WARM_THREAD = threading.Thread(target=warm_up, name="layerscope-datashader-warm-up", daemon=True)
+            _WARM_THREAD.start()
+        return _WARM_THREAD

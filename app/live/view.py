@@ -30,6 +30,7 @@ from lab import events as ev
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots
 from app.collapse import CollapseView
 from app.compare import similarity_plots
+from app.explorer._plot import warm_up_in_background
 from app.explorer.embedding import EmbeddingView
 
 from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
@@ -227,6 +228,8 @@ class LiveView(pn.viewable.Viewer):
                 continue
             if item.kind == ev.RunStarted.kind:
                 self._build_run_views()
+                if item.n_images.get("unseen", 0) > self.embedding.rasterize_above:
+                    warm_up_in_background()     # its layouts will be rasterized: compile the kernels meanwhile
             if item.kind == ev.ProjectionReady.kind and self.thumbnails is not None:
                 self.thumbnails.get(item.indices)   # fill the cache (no-op when warmed by the worker)
             changed |= touched

@@ -156,6 +156,19 @@ def test_metrics_not_requested_get_no_curve(live):
     assert {k for k in live.streams if k.startswith("curves:")} == {"curves:nmi", "curves:nc1"}
 
 
+def test_a_run_whose_layouts_will_be_rasterized_starts_the_kernels_warm_up_when_it_starts(live, monkeypatch):
+    """Datashader's kernels are compiled when a run that needs them starts, not for runs drawn as glyphs."""
+    import app.live.view as view_module
+
+    started = []
+    monkeypatch.setattr(view_module, "warm_up_in_background", lambda: started.append(True))
+    live.consume(list(synthetic_run("small", epochs=1, n=30)))
+    assert started == []                        # 30 unseen images: glyphs, no kernels needed
+    live.embedding.rasterize_above = 29
+    live.consume(list(synthetic_run("large", epochs=1, n=30)))
+    assert started == [True]                    # once, at its RunStarted
+
+
 def test_a_second_run_starts_from_a_clean_slate(live):
     live.consume(list(synthetic_run("r1", epochs=2)))
     live.consume(list(synthetic_run("r2", layers=("x", "y"), epochs=0)))

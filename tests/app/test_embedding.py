@@ -164,6 +164,19 @@ def test_hover_on_a_raster_names_the_point_under_the_pointer():
 
 
 # ------------------------------------------------------------------ 100,000 points
+def test_the_rasterizer_warms_up_once_in_the_background_and_then_draws():
+    from app.explorer import _plot as ep
+
+    first, second = ep.warm_up_in_background(), ep.warm_up_in_background()
+    assert first is second and first.daemon         # one thread per process, never holding the server up
+    first.join(timeout=300)
+    assert not first.is_alive()
+    frame = ep.points_frame(np.array([[0.0, 0.0], [1.0, 1.0]]), np.array([0, 1]), np.arange(2), ["a", "b"])
+    rgb = ep.raster_base(frame, {"a": "#ff0000", "b": "#0000ff"}, x_range=(0.0, 1.0), y_range=(0.0, 1.0),
+                         width=20, height=20, title="", dim=False)
+    assert (rgb.data["A"].values > 0).any()          # the points were drawn
+
+
 def test_100k_points_build_a_bokeh_model_of_one_image_not_100k_rows():
     from bokeh.models import ColumnDataSource, ImageRGBA
 
