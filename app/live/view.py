@@ -27,7 +27,7 @@ import param
 
 from lab import events as ev
 
-from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots
+from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
 from app.collapse import CollapseView
 from app.compare import similarity_plots
 from app.explorer.embedding import EmbeddingView
@@ -96,7 +96,8 @@ class LiveView(pn.viewable.Viewer):
                                     css_classes=["ls-alert"])
         self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW), sizing_mode="stretch_width")
+        # rows of curves that wrap: Bokeh layouts (app.base.wrap_row), not a pn.FlexBox, which blanks plots inside
+        self._curves_box = wrap_row(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW))
         self._heatmap_pane = plot_pane(None, plots.HEATMAP_WIDTH)
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
@@ -462,8 +463,7 @@ class LiveView(pn.viewable.Viewer):
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
         proj_col = pn.Column(self.picker, self.embedding, **grow(EXPLORER_LEAST, share=2))
-        self._details = pn.FlexBox(heat_col, proj_col, self.training.section, sizing_mode="stretch_width",
-                                   visible=False)
+        self._details = wrap_row(heat_col, proj_col, self.training.section, visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
             self._verdict,

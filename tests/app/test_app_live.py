@@ -261,7 +261,7 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     assert caption.startswith(CKA_INITIAL_CAPTION) and "1 = unchanged up to rotation and scale" in caption
     assert "Not defined at epoch 2 for pre_logits (constant features" in caption
     assert live.training.cka.object is not None
-    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.FlexBox)
+    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.Column)
                and live.training.utilization_box in o)
     after = row.objects[row.objects.index(live.training.utilization_box) + 1]
     assert live.training.cka in after.objects                                # next to the utilization plot
