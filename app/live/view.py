@@ -345,7 +345,7 @@ class LiveView(pn.viewable.Viewer):
                     if {metric, f"{metric}_low", f"{metric}_high"} & dirty and f"curves:{metric}" in self.streams:
                         self._redraws.schedule(f"send:curves:{metric}",
                                                partial(self._send_curves, metric, splits))
-            if "heatmap" in changed and self.heatmap_metric in dirty:
+            if "heatmap" in changed and (self.heatmap_metric in dirty or m.ended):     # ended: its columns change
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
