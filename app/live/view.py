@@ -136,6 +136,7 @@ class LiveView(pn.viewable.Viewer):
 
         self.stop_following()
         self._following = follow_in(self, run_id, store, every=every)
+        self._following.start()
 
     def stop_following(self) -> None:
         """Stop following the stored run (what it showed stays)."""

@@ -152,6 +152,30 @@ def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_s
     assert not scope.watched_settings.visible
 
 
+def test_the_sidebar_says_a_watched_run_that_failed_before_it_started_resolved_no_settings(tmp_path):
+    """It failed before its RunStarted (a tap its backbone lacks): no "Reading its settings…" for ever, but that it
+    failed before it started, with the settings it was given as its store keeps them."""
+    from lab.store import RunStore
+
+    from app.layerscope import LayerScope
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_before_first_evaluation(store)
+    scope = LayerScope(store=store)
+    scope.watch(failed)
+    assert scope.live._following.wait(120)
+    assert scope.live.status == "failed" and not scope.live.model.config      # no RunStarted: no settings there
+    text = html.unescape(scope.watched_settings.object)
+    assert "Reading its settings" not in text
+    assert "It failed before it started: it resolved no layers or classes." in text, text
+    config = store.load(failed).config_dict
+    assert f"backbone: <code>{config['backbone']}</code>" in text and "layers: <code>fc1, fc9</code>" in text
+    assert "classes:" not in text                                   # none were resolved
+    assert "they are for the next run you start here" in text
+
+
 def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(monitored_run):
     import numpy as np
     import torch
