@@ -19,6 +19,7 @@ document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
+import html
 from functools import partial
 
 import holoviews as hv
@@ -30,6 +31,7 @@ from lab import events as ev
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
 from app.collapse import CollapseView
 from app.compare import similarity_plots
+from app.explorer import no_layouts
 from app.explorer.embedding import EmbeddingView
 
 from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
@@ -105,6 +107,10 @@ class LiveView(pn.viewable.Viewer):
                                                 lambda: (self.store, self.model.run_id))
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
+        # a run stored without layouts: one sentence in place of a player and an explorer that would do nothing
+        self._no_layouts = pn.pane.HTML("", visible=False, margin=(10, 10), styles={"color": "#555"},
+                                        css_classes=["ls-no-layouts"])
+        self._explorer = pn.Column(self.picker, self.embedding, margin=0, sizing_mode="stretch_width")
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
@@ -258,6 +264,9 @@ class LiveView(pn.viewable.Viewer):
                 self.heatmap_metric = metrics_in_run[0]
         self._verdict_data = {}
         self.picker.start()
+        why = no_layouts(m.run_id, m.config)
+        self._no_layouts.param.update(object=html.escape(why or ""), visible=bool(why))
+        self._explorer.visible = not why
         # a run without a seen split (a loop given unseen images only): no "seen" button that would show nothing
         seen = has_seen_split(m)
         if not seen and self.heatmap_split != "unseen":
@@ -463,7 +472,7 @@ class LiveView(pn.viewable.Viewer):
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **grow(EXPLORER_LEAST, share=2))
+        proj_col = pn.Column(self._no_layouts, self._explorer, **grow(EXPLORER_LEAST, share=2))
         self._details = wrap_row(heat_col, proj_col, self.training.section, visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
