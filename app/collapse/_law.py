@@ -18,7 +18,7 @@ import panel as pn
 
 from lab import analysis
 
-from app.base import plots
+from app.base import KEEP_SIZE, plots, wrap_row
 
 from ._rows import SPLITS, Source
 
@@ -90,12 +90,12 @@ class LawSection:
                                              css_classes=["ls-law-depth"])
         self._r_pane = pn.pane.HoloViews(None, sizing_mode="fixed", margin=4, linked_axes=False,
                                          css_classes=["ls-law-r"])
-        self._depth_box = pn.Column(margin=0)
-        self._r_box = pn.Column(margin=0)
+        self._depth_box = pn.Column(margin=0, styles=KEEP_SIZE)
+        self._r_box = pn.Column(margin=0, styles=KEEP_SIZE)
         self._notes = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-law-notes"])
         self._intro = pn.pane.HTML(LAW_INTRO, sizing_mode="stretch_width")
         self.panel = pn.Column(self._intro, self._notes,
-                               pn.FlexBox(self._depth_box, self._r_box, sizing_mode="stretch_width"),
+                               wrap_row(self._depth_box, self._r_box),     # not pn.FlexBox: it blanks plots
                                sizing_mode="stretch_width", css_classes=["ls-law"])
 
     # ------------------------------------------------------------------ reading a run

@@ -26,7 +26,7 @@ from lab import analysis
 from lab import events as ev
 from lab.errors import not_evaluated
 
-from app.base import plots
+from app.base import KEEP_SIZE, plots, wrap_row
 
 from ._law import LawSection
 from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
@@ -103,7 +103,8 @@ class CollapseView(pn.viewable.Viewer):
         self._key = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-collapse-key-pane"])
         self._notes = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["ls-collapse-notes"])
         self._layers_w = pn.widgets.MultiChoice.from_param(self.param.layers, name="Layers drawn", width=420)
-        self._panels = pn.FlexBox(sizing_mode="stretch_width")
+        # the panels side by side, wrapping: Bokeh layouts (app.base.wrap_row), not a pn.FlexBox, which blanks plots
+        self._panels = wrap_row()
         self._simplex_intro = pn.pane.HTML(_simplex_intro("epoch"), sizing_mode="stretch_width")
         self._layer_w = pn.widgets.Select.from_param(self.param.simplex_layer, name="Layer", width=180)
         # not from_param: its options and value change together (options changed first reach a page as no value,
@@ -118,12 +119,12 @@ class CollapseView(pn.viewable.Viewer):
         self._epoch_label = pn.pane.HTML("", margin=(30, 10))
         self._deviation = pn.pane.HTML("", sizing_mode="stretch_width")
         # each plot keeps its own axes (panes that share dimension names would link them)
-        self._cos_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
-        self._ideal_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
+        self._cos_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False, styles=KEEP_SIZE)
+        self._ideal_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False, styles=KEEP_SIZE)
         self._plane_pane = pn.pane.HoloViews(None, sizing_mode="fixed", linked_axes=False)
         # shown for three classes by its box: a served HoloViews pane passes a change of its own `visible` to the Bokeh
         # pane inside, which then copies the figure's stylesheets into a parameter that only takes strings (TypeError)
-        self._plane_box = pn.Column(self._plane_pane, visible=False, margin=0)
+        self._plane_box = pn.Column(self._plane_pane, visible=False, margin=0, styles=KEEP_SIZE)
         self._simplex_classes = None
         self.law = LawSection()
         self._choosing = False
@@ -138,7 +139,7 @@ class CollapseView(pn.viewable.Viewer):
             self._simplex_intro,
             pn.Row(self._layer_w, self._split_w, self.player, self._epoch_label),
             self._deviation,
-            pn.FlexBox(self._cos_pane, self._ideal_pane, self._plane_box, sizing_mode="stretch_width"),
+            wrap_row(self._cos_pane, self._ideal_pane, self._plane_box),
             self.law.panel,
             sizing_mode="stretch_width", margin=0,
         )
@@ -275,12 +276,13 @@ class CollapseView(pn.viewable.Viewer):
             if reason:
                 objects.append(pn.pane.HTML(f"<div style='width:{_PANEL_WIDTH}px;padding:40px 10px;color:#555'>"
                                             f"<b>{html.escape(panel.title)}</b><br>{html.escape(reason)}</div>",
-                                            css_classes=["ls-collapse-reason"]))
+                                            css_classes=["ls-collapse-reason"], styles=KEEP_SIZE))
                 continue
             self.streams[f"panel:{panel.key}"] = pipe = hv.streams.Pipe(data=data)
             render = partial(self._render_panel, panel=panel, metrics=metrics, layers=list(layers), head=head)
             objects.append(pn.pane.HoloViews(hv.DynamicMap(render, streams=[pipe]), sizing_mode="fixed",
-                                             margin=4, linked_axes=False, css_classes=["ls-collapse-panel"]))
+                                             margin=4, linked_axes=False, css_classes=["ls-collapse-panel"],
+                                             styles=KEEP_SIZE))
         self._panels.objects = objects
 
     def _render_panel(self, data, panel, metrics, layers, head):

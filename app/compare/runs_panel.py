@@ -124,6 +124,9 @@ class RunsPanel(pn.viewable.Viewer):
                                              css_classes=["ls-layout-run"])
         self._layout_note = pn.pane.HTML("<i>Select a run in the table to explore its unseen-image layouts.</i>",
                                          sizing_mode="stretch_width")
+        # shown while it shows a run's layouts: else its player, "Colour by" and "Layer" would do nothing (the note
+        # says why there is none)
+        self._explorer = pn.Column(self.embedding, visible=False, margin=0, sizing_mode="stretch_width")
         self._layout_run.param.watch(lambda e: self.show_layouts(e.new), "value")
         self.param.watch(self._on_selected_layouts, "selected")
         self.param.watch(lambda e: setattr(self._status, "object", html.escape(e.new)), "message")
@@ -140,7 +143,7 @@ class RunsPanel(pn.viewable.Viewer):
             self._cka_note,
             self._cka_pane,
             pn.Row(self._layout_run, self._layout_note, sizing_mode="stretch_width"),
-            self.embedding,
+            self._explorer,
             sizing_mode="stretch_width", css_classes=["ls-runs-panel"],
         )
         self.refresh()
@@ -269,12 +272,16 @@ class RunsPanel(pn.viewable.Viewer):
         """Show the stored layouts of ``run_id`` (None: none) in :attr:`embedding`, at the run's best layer."""
         if run_id is None:
             self.embedding.clear()
+            self._explorer.visible = False
             self._layout_note.object = "<i>Select a run in the table to explore its unseen-image layouts.</i>"
             return
         try:
-            self.embedding.set_source(StoredLayouts(self.store.load(run_id), store=self.store))
+            source = StoredLayouts(self.store.load(run_id), store=self.store)
+            self._explorer.visible = True       # before its plots are made: BokehJS lays them out visible
+            self.embedding.set_source(source)
         except (ValueError, KeyError, OSError) as exc:   # a run stored without layouts (projection: none), or gone
             self.embedding.clear()
+            self._explorer.visible = False
             self._layout_note.object = html.escape(str(exc))
             return
         self._layout_note.object = ("<span style='color:#555'>The run's unseen images, laid out at each layer and "

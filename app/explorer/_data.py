@@ -22,7 +22,21 @@ import numpy as np
 from app.base import ThumbnailSource
 
 __all__ = ["Layout", "ArrayLayouts", "StoredLayouts", "LiveLayouts", "check_selection", "points_in_polygon",
-           "points_in_box", "image_data_uri", "neighbour_layer"]
+           "points_in_box", "image_data_uri", "neighbour_layer", "no_layouts"]
+
+
+def no_layouts(run_id: str | None, config: dict) -> str | None:
+    """The sentence an explorer shows in place of its controls for a run stored without its layouts (projection
+    "none": embeddings off), saying how to get them; None for a run that stores layouts."""
+    if (config or {}).get("projection") != "none":
+        return None
+    from lab.monitor import is_monitored
+
+    if is_monitored(config):            # a loop's Monitor, not the form's Layout
+        off, again = "projection='none'", "run the loop again with lab.Monitor(..., projection='pca')"
+    else:
+        off, again = "its Layout was 'none'", "run it again with Layout 'pca' or 'umap'"
+    return f"run {run_id!r} was stored without its 2-D layouts (embeddings off: {off}); {again} to explore them here."
 
 
 @dataclass(frozen=True)
@@ -261,6 +275,8 @@ class StoredLayouts:
                              f"first")
         if not len(keys) and not record.evaluated:
             raise ValueError(not_evaluated(record.run_id, "2-D layout", record.status))
+        if not len(keys) and no_layouts(record.run_id, record.config_dict):
+            raise ValueError(no_layouts(record.run_id, record.config_dict))
         if not len(keys):
             raise ValueError(f"run {record.run_id!r} has no stored 2-D layout (its config has projection="
                              f"{record.config_dict.get('projection')!r}); run it with projection 'pca' or 'umap'.")

@@ -36,7 +36,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from app.base import plots
+from app.base import KEEP_SIZE, plots, wrap_row
 
 from . import _plot as ep
 from ._answers import NO_RUN
@@ -50,9 +50,6 @@ __all__ = ["EmbeddingView"]
 _HOVER_PX = 8          # plain points: the hovered point is the nearest one within this many pixels
 # a plot's column: an equal share of the row, never narrower than its plot (a narrower page wraps it below)
 _GROW = dict(sizing_mode="stretch_width", min_width=ep.PLOT_WIDTH + 10, styles={"flex": "1 1 0"})
-# a row that wraps: Panel gives a Column the least width of its widest child (a Row: the sum of all, the hidden
-# right plot's too), so the page may be as narrow as one plot, and the browser wraps what does not fit below
-_WRAP = dict(sizing_mode="stretch_width", styles={"flex-direction": "row", "flex-wrap": "wrap"})
 
 
 class _Selection(param.List):
@@ -125,7 +122,7 @@ class EmbeddingView(pn.viewable.Viewer):
         self._clear_w = pn.widgets.Button(label="Clear selection", width=130, margin=(24, 10, 5, 10))
         self._clear_w.on_click(lambda _e: setattr(self, "selection", []))
         self._info = pn.pane.HTML("", margin=(28, 10, 5, 10), sizing_mode="stretch_width")
-        self._hover_card = pn.pane.HTML(hover_html(None), width=170, margin=(40, 5, 5, 5),
+        self._hover_card = pn.pane.HTML(hover_html(None), width=170, margin=(40, 5, 5, 5), styles=KEEP_SIZE,
                                         css_classes=["ls-embedding-hover"])
         self._selection_pane = pn.pane.HTML(selection_html([], {}, [], 0), sizing_mode="stretch_width",
                                             css_classes=["ls-embedding-selection"])
@@ -149,12 +146,11 @@ class EmbeddingView(pn.viewable.Viewer):
             pn.Row(self._side_w, self._clear_w, self._info, sizing_mode="stretch_width"),
             self._bar.row,
             self._bar.legend,
-            # the plots and the hover card in a row that wraps, as a Bokeh Column laid out by CSS (_WRAP), not a
-            # pn.FlexBox: that is ReactiveHTML, outside BokehJS's layouts, and BokehJS lays a plot out only through
-            # an unbroken chain of layouts, or one level below the last one (bokeh#13384): under Compare's tab and
-            # runs panel (two layouts, for their fixed plots) the plot kept a 0 x 0 frame, a blank canvas
-            pn.Column(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
-                      self._hover_card, **_WRAP),
+            # the plots and the hover card in a row that wraps (app.base.wrap_row), not a pn.FlexBox: that is
+            # ReactiveHTML, outside BokehJS's layouts, and under Compare's tab and runs panel (two layouts, for their
+            # fixed plots) the plot kept a 0 x 0 frame, a blank canvas (bokeh#13384)
+            wrap_row(pn.Column(self._controls_a, self._panels[0].pane, margin=0, **_GROW), self._right,
+                     self._hover_card),
             self._selection_pane,
             self.measures,
             sizing_mode="stretch_width", css_classes=["ls-embedding"],

@@ -84,8 +84,10 @@ class Following:
 
 def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following:
     """Have ``view`` (a :class:`~app.live.LiveView`) show ``run_id`` of ``store`` (None: the view's store, else
-    the default store) and follow it: reset the view, route its events through the session's document, start
-    the thread (stopped when the session ends). Raises KeyError for a run the store does not have."""
+    the default store) and follow it: reset the view and route its events through the session's document. The
+    :class:`Following` returned is not started: the view keeps it before it starts, so that it names the run it
+    follows (``LiveView.followed``) from the first event on, even one applied on the thread (no session). Stopped
+    when the session ends. Raises KeyError for a run the store does not have."""
     import panel as pn
 
     import lab.store
@@ -99,7 +101,7 @@ def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following
     view.bind_document(doc)
     if doc is not None and doc.session_context is not None:
         pn.state.on_session_destroyed(lambda _ctx, f=following: f.stop())
-    return following.start()
+    return following
 
 
 def _thumbnails_for(view, store, event: ev.RunStarted) -> None:

@@ -205,7 +205,12 @@ class RunModel:
         # how long the run took, as it reports it: a run read from the store arrives all at once, and the time
         # between its first and last event here is not its duration
         self.seconds = float(seconds) if seconds else None
-        return {"status", "progress", "verdict"}
+        return {"status", "progress", "verdict", "heatmap"}        # the heatmap drops the epochs never reached
+
+    @property
+    def ended(self) -> bool:
+        """The run has ended: finished, failed, cancelled or interrupted."""
+        return self.status in ("finished", "failed", "cancelled", "interrupted")
 
     # ------------------------------------------------------------------ frames
     @property
@@ -262,8 +267,8 @@ class RunModel:
         return rows.drop(columns=["metric", "split"]).reset_index(drop=True)
 
     def heatmap_frame(self, metric: str, split: str) -> pd.DataFrame:
-        """Every (epoch, layer) cell of the run with the metric's mean; NaN where not yet measured."""
-        epochs = self.epoch_axis()
+        """Every (epoch, layer) cell of :meth:`heatmap_epochs` with the metric's mean; NaN where not measured."""
+        epochs = self.heatmap_epochs()
         grid = pd.MultiIndex.from_product([epochs, self.layers], names=["epoch", "layer"]).to_frame(index=False)
         summary = self.summary_frame(metric, split)
         if summary.empty:
@@ -293,6 +298,15 @@ class RunModel:
         if not self.open_ended:
             return list(range(self.n_epochs + 1))
         return sorted(self._epochs_seen) or [0]
+
+    def heatmap_epochs(self) -> list[int]:
+        """The heatmap's columns. While the run goes, every epoch it plans (:meth:`epoch_axis`): the empty columns
+        show how far it has to go, and the grid keeps its size and place as each evaluation fills a column. Once it
+        has ended, only the epochs it evaluated: a failed, cancelled or interrupted run never reaches the rest, and
+        columns that stay empty for good would read as values missing from the evaluations it made."""
+        if self.ended and self._epochs_seen:
+            return sorted(self._epochs_seen)
+        return self.epoch_axis()
 
     def curve_epochs(self) -> list[int] | None:
         """What :func:`app.base.plots.metric_curves` takes as ``epochs`` (None: 0..n_epochs)."""

@@ -27,7 +27,7 @@ UNMEASURED = "The run ended before any layer was measured: no curves, heatmap or
 
 def ended_unmeasured(model: RunModel) -> bool:
     """The run ended before any layer was measured: its plots would stay empty axes."""
-    return model.status in ("finished", "failed", "cancelled", "interrupted") and not len(model.metrics)
+    return model.ended and not len(model.metrics)
 
 
 def fmt_seconds(seconds: float | None) -> str:

@@ -10,6 +10,8 @@ from functools import partial
 import holoviews as hv
 import panel as pn
 
+from app.base import wrap_row
+
 from ._panes import grow, plot_pane
 from ._streams import training_gaps
 
@@ -17,12 +19,12 @@ __all__ = ["TrainingPanes"]
 
 
 class TrainingPanes:
-    """``panes``: the training plots' FlexBox; ``gap``: the note beside it; ``slots``: {"loss", "accuracy": plot
+    """``panes``: the training plots' wrapping row (:func:`app.base.wrap_row`); ``gap``: the note beside it; ``slots``: {"loss", "accuracy": plot
     pane}; ``utilization`` and ``cka``: the plot panes of layer utilization and CKA to the first evaluation (the
     view fills them), ``cka_caption`` the line under the latter; ``section``: all of it, laid out."""
 
     def __init__(self):
-        self.panes = pn.FlexBox(sizing_mode="stretch_width", min_width=560, styles={"flex": "2 1 560px"})
+        self.panes = wrap_row(min_width=560, styles={"flex": "2 1 560px"})
         self.slots: dict[str, pn.pane.HoloViews] = {}
         self.gap = pn.pane.HTML("", visible=False, css_classes=["ls-training-gap"], min_width=280,
                                 sizing_mode="stretch_width", margin=(0, 10),
@@ -35,9 +37,8 @@ class TrainingPanes:
                                         styles={"color": "#555", "font-size": "12px"})
         # the training plots share the row's width, beside utilization and CKA
         self.section = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                                 pn.FlexBox(self.gap, self.panes, self.utilization_box,
-                                            pn.Column(self.cka, self.cka_caption, **grow(360)),
-                                            sizing_mode="stretch_width"),
+                                 wrap_row(self.gap, self.panes, self.utilization_box,
+                                          pn.Column(self.cka, self.cka_caption, **grow(360))),
                                  sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
 
     def clear(self) -> None:

@@ -19,6 +19,7 @@ document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 """
 from __future__ import annotations
 
+import html
 from functools import partial
 
 import holoviews as hv
@@ -27,9 +28,10 @@ import param
 
 from lab import events as ev
 
-from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots
+from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
 from app.collapse import CollapseView
 from app.compare import similarity_plots
+from app.explorer import no_layouts
 from app.explorer._plot import warm_up_in_background
 from app.explorer.embedding import EmbeddingView
 
@@ -97,7 +99,8 @@ class LiveView(pn.viewable.Viewer):
                                     css_classes=["ls-alert"])
         self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
                                    styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        self._curves_box = pn.FlexBox(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW), sizing_mode="stretch_width")
+        # rows of curves that wrap: Bokeh layouts (app.base.wrap_row), not a pn.FlexBox, which blanks plots inside
+        self._curves_box = wrap_row(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW))
         self._heatmap_pane = plot_pane(None, plots.HEATMAP_WIDTH)
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
@@ -105,6 +108,10 @@ class LiveView(pn.viewable.Viewer):
                                                 lambda: (self.store, self.model.run_id))
         # which layer and epoch it shows: the verdict's best layer until the user picks one
         self.picker = LayoutPicker(lambda: self.model, lambda: self._verdict_data.get("layer"), self._on_pick)
+        # a run stored without layouts: one sentence in place of a player and an explorer that would do nothing
+        self._no_layouts = pn.pane.HTML("", visible=False, margin=(10, 10), styles={"color": "#555"},
+                                        css_classes=["ls-no-layouts"])
+        self._explorer = pn.Column(self.picker, self.embedding, margin=0, sizing_mode="stretch_width")
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
         self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
@@ -136,6 +143,7 @@ class LiveView(pn.viewable.Viewer):
 
         self.stop_following()
         self._following = follow_in(self, run_id, store, every=every)
+        self._following.start()
 
     def stop_following(self) -> None:
         """Stop following the stored run (what it showed stays)."""
@@ -259,6 +267,9 @@ class LiveView(pn.viewable.Viewer):
                 self.heatmap_metric = metrics_in_run[0]
         self._verdict_data = {}
         self.picker.start()
+        why = no_layouts(m.run_id, m.config)
+        self._no_layouts.param.update(object=html.escape(why or ""), visible=bool(why))
+        self._explorer.visible = not why
         # a run without a seen split (a loop given unseen images only): no "seen" button that would show nothing
         seen = has_seen_split(m)
         if not seen and self.heatmap_split != "unseen":
@@ -347,7 +358,7 @@ class LiveView(pn.viewable.Viewer):
                     if {metric, f"{metric}_low", f"{metric}_high"} & dirty and f"curves:{metric}" in self.streams:
                         self._redraws.schedule(f"send:curves:{metric}",
                                                partial(self._send_curves, metric, splits))
-            if "heatmap" in changed and self.heatmap_metric in dirty:
+            if "heatmap" in changed and (self.heatmap_metric in dirty or m.ended):     # ended: its columns change
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
@@ -464,9 +475,8 @@ class LiveView(pn.viewable.Viewer):
         # the layout share theirs 1 : 2, and the training plots theirs
         heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
                              **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self.picker, self.embedding, **grow(EXPLORER_LEAST, share=2))
-        self._details = pn.FlexBox(heat_col, proj_col, self.training.section, sizing_mode="stretch_width",
-                                   visible=False)
+        proj_col = pn.Column(self._no_layouts, self._explorer, **grow(EXPLORER_LEAST, share=2))
+        self._details = wrap_row(heat_col, proj_col, self.training.section, visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
             self._verdict,

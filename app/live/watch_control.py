@@ -24,6 +24,8 @@ __all__ = ["WatchControl", "running_runs", "watched_settings_html"]
 
 _SETTINGS = (("dataset", "dataset"), ("backbone", "backbone"), ("strategy", "strategy"), ("epochs", "epochs"),
              ("pooling", "pooling"), ("metrics", "metrics"))
+_ENDED_BEFORE = {"failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted",
+                 "finished": "ended"}
 
 _EMPTY = ("No run is being written now. A run appears here while it runs: <code>lab.Monitor</code> in a "
           "training loop, <code>python -m lab run</code>, a study's worker.")
@@ -37,19 +39,19 @@ def watched_settings_html(live: LiveView) -> str:
     if run_id is None:
         return ""
     m = live.model
-    config = m.config if m.run_id == run_id else {}
-    if config:
-        from lab.monitor import is_monitored
-
-        shown = [(label, config.get(key)) for key, label in _SETTINGS if config.get(key) not in (None, "", [], ())]
-        if is_monitored(config):            # a loop's own data and model: lab trained nothing, epochs are its own
-            shown = [(label, value) for label, value in shown if label not in ("strategy", "epochs")]
+    ours = m.run_id == run_id
+    if ours and m.config:
+        shown = _settings(m.config)
         if m.unseen:
             shown.append(("unseen classes", ", ".join(map(str, m.unseen))))
         shown.append(("seen classes", ", ".join(map(str, m.seen)) if m.seen else "none measured"))
-        items = "".join(f"<li>{html.escape(label)}: <code>{html.escape(_setting(value))}</code></li>"
-                        for label, value in shown)
-        what = f"It was configured with (read-only):<ul style='margin:4px 0 4px 16px;padding:0'>{items}</ul>"
+        what = _configured(shown)
+    elif ours and m.ended:
+        # it ended before its RunStarted: no layers or classes were resolved; what it was given, the store keeps
+        config = _stored_config(live.store, run_id)
+        why = f"It {_ENDED_BEFORE.get(m.status, m.status)} before it started: it resolved no layers or classes. "
+        what = why + (_configured(_settings(config, given=True)) if config else
+                      "It recorded no settings, so there are none to show. ")
     else:
         what = "Reading its settings from the store… "
     return (f"<div class='ls-watched-settings' style='font-size:12px;background:#f4f7fb;padding:6px 8px;"
@@ -72,6 +74,35 @@ def running_runs(store, max_age: float = 0.0):
     with _LOOKS_GUARD:
         _LOOKS[key] = (time.monotonic(), table)
     return table
+
+
+def _settings(config: dict, given: bool = False) -> list[tuple[str, object]]:
+    """(label, value) of the settings the sidebar lists; ``given``: also the layers named (a run that ended before
+    it started never resolved them, so the list it was given is all there is)."""
+    from lab.monitor import is_monitored
+
+    keys = (*_SETTINGS, ("layers", "layers")) if given else _SETTINGS
+    shown = [(label, config.get(key)) for key, label in keys if config.get(key) not in (None, "", [], ())]
+    if is_monitored(config):            # a loop's own data and model: lab trained nothing, epochs are its own
+        shown = [(label, value) for label, value in shown if label not in ("strategy", "epochs")]
+    return shown
+
+
+def _configured(shown) -> str:
+    items = "".join(f"<li>{html.escape(label)}: <code>{html.escape(_setting(value))}</code></li>"
+                    for label, value in shown)
+    return f"It was configured with (read-only):<ul style='margin:4px 0 4px 16px;padding:0'>{items}</ul>"
+
+
+def _stored_config(store, run_id: str) -> dict:
+    """The config ``store`` keeps for ``run_id`` ({} when there is none or it cannot be read)."""
+    if store is None:
+        return {}
+    try:
+        config = store.load(run_id).config_dict
+    except (KeyError, ValueError, OSError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _setting(value) -> str:

@@ -180,7 +180,8 @@ def test_compare_tab_explores_the_layouts_of_a_selected_run(tiny_run, make_run):
     bare = make_run(target=store, name="no layouts", projection="none")
     panel.refresh()
     panel.select([bare])
-    assert "has no stored 2-D layout" in panel._layout_note.object and view.n_points == 0
+    assert "was stored without its 2-D layouts" in panel._layout_note.object and view.n_points == 0
+    assert not panel._explorer.visible
     store.delete(bare)
 
 

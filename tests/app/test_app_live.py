@@ -80,6 +80,23 @@ def test_run_failed_becomes_a_visible_message_and_keeps_epochs(live):
     assert set(live.streams["curves:nmi"].data["epoch"]) == {0, 1}
 
 
+def test_the_heatmap_of_an_ended_run_shows_only_the_evaluations_it_made(live):
+    """While a run goes, its heatmap keeps a column for each planned epoch; once it failed, was cancelled or
+    interrupted, the columns of epochs it never reached go (they would stay empty)."""
+    events = list(synthetic_run(epochs=3, fail_at=2))           # epochs 0 and 1 measured, then it fails
+    live.consume(events[:-1])
+    assert live.status == "running"
+    assert sorted(set(live.streams["heatmap"].data["frame"]["epoch"])) == [0, 1, 2, 3]
+    live.consume(events[-1:])
+    assert live.status == "failed"
+    frame = live.streams["heatmap"].data["frame"]
+    assert sorted(set(frame["epoch"])) == [0, 1] and frame["value"].notna().all()
+    heat = live._render.heatmap(live.streams["heatmap"].data)
+    assert hv.Store.lookup_options("bokeh", heat, "plot").kwargs["xlim"] == (-0.5, 1.5)
+    live.consume(list(synthetic_run("r2", epochs=2))[:-1] + [ev.RunCancelled("r2", seconds=1.0)])
+    assert sorted(set(live.streams["heatmap"].data["frame"]["epoch"])) == [0, 1, 2]      # all it planned, made
+
+
 def test_cancelled_run_is_marked(live):
     events = list(synthetic_run(epochs=2))[:-1] + [ev.RunCancelled("r1", seconds=1.0)]
     live.consume(events)
@@ -274,7 +291,7 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     assert caption.startswith(CKA_INITIAL_CAPTION) and "1 = unchanged up to rotation and scale" in caption
     assert "Not defined at epoch 2 for pre_logits (constant features" in caption
     assert live.training.cka.object is not None
-    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.FlexBox)
+    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.Column)
                and live.training.utilization_box in o)
     after = row.objects[row.objects.index(live.training.utilization_box) + 1]
     assert live.training.cka in after.objects                                # next to the utilization plot

@@ -227,7 +227,7 @@ def test_a_run_counted_in_steps_reads_its_answers_at_a_step(monitored_run):
 
 def test_a_run_without_a_layout_is_refused(make_run, store):
     run_id = make_run(projection="none")
-    with pytest.raises(ValueError, match="has no stored 2-D layout"):
+    with pytest.raises(ValueError, match="was stored without its 2-D layouts"):
         EmbeddingView(store=store, run_id=run_id)
     with pytest.raises(ValueError, match="needs run_id="):
         EmbeddingView(store=store)

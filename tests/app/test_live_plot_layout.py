@@ -160,3 +160,57 @@ def test_the_live_plots_and_the_layout_grow_with_the_page():
     (model, _), = curve._models.values()
     figure = model.children[0] if hasattr(model, "children") else model
     assert figure.sizing_mode == "stretch_width" and figure.min_width == CURVE_WIDTH
+
+
+# ------------------------------------------------------------------ 5. every plot inside Bokeh layouts
+def _plots_behind_reactive_html(root) -> tuple[list, list]:
+    """The Bokeh plots under ``root`` and those of them reached only through a ReactiveHTML model (pn.FlexBox):
+    BokehJS lays a plot out only through an unbroken chain of Bokeh layouts (bokeh#13384), so nested two
+    computed layouts below the page's root such a plot kept a 0 x 0 frame, a blank canvas."""
+    from bokeh.model.util import visit_immediate_value_references
+    from panel.models.reactive_html import ReactiveHTML
+
+    found, clear, stack, seen = [], set(), [(root, False)], set()
+    while stack:
+        model, hidden = stack.pop()
+        if (model.id, hidden) in seen:
+            continue
+        seen.add((model.id, hidden))
+        if isinstance(model, Plot):
+            found.append(model)
+            if not hidden:
+                clear.add(model.id)
+            continue                        # a plot's own parts hold no other plot
+        hidden = hidden or isinstance(model, ReactiveHTML)
+        for name in model.properties_with_refs():
+            visit_immediate_value_references(getattr(model, name), lambda m, h=hidden: stack.append((m, h)))
+    plots_ = list({p.id: p for p in found}.values())
+    return plots_, [p for p in plots_ if p.id not in clear]
+
+
+def _wrap_rows(obj) -> list:
+    """The layouts under ``obj`` laid out as wrapping rows (:func:`app.base.wrap_row`)."""
+    return [c for c in obj.select(pn.Column) if (c.styles or {}).get("flex-wrap") == "wrap"]
+
+
+def test_every_plot_of_the_live_view_and_its_collapse_card_sits_in_bokeh_layouts():
+    """No plot behind a pn.FlexBox (ReactiveHTML): the curves, heatmap, layout, training, utilization and CKA, the
+    collapse panels, the simplex and the separation law. Each item of a wrapping row says its own flex (else
+    BokehJS gives it its height as its width)."""
+    from app.live.view import LiveView
+
+    live = LiveView()
+    page = pn.Column(pn.Column(live, sizing_mode="stretch_width"), sizing_mode="stretch_width")   # as in a tab
+    root = page.get_root(Document())
+    live.consume(list(synthetic_run(collapse=True, epochs=2)))
+    live.collapse.collapsed = False
+    live.collapse.simplex_split = "unseen"          # three classes: their plane too
+    found, behind = _plots_behind_reactive_html(root)
+    titles = [p.title.text.split("\n")[0] if p.title else type(p).__name__ for p in found]
+    assert len(found) >= 20 and any("NC1" in t for t in titles) and any("layer ×" in t for t in titles), titles
+    assert not behind, [p.title.text if p.title else p for p in behind]
+    rows = _wrap_rows(live.__panel__())
+    assert rows
+    for row in rows:
+        for item in row.objects:
+            assert "flex" in (item.styles or {}), (row, item)

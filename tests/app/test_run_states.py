@@ -29,6 +29,35 @@ def test_the_overlay_says_a_selected_run_has_no_evaluations_instead_of_empty_axe
     assert not panel._compare_note.visible and panel._compare_box.visible
 
 
+def test_a_run_stored_without_layouts_says_so_in_one_sentence_instead_of_explorer_controls(tmp_path):
+    """Embeddings off (projection "none"): Compare's explorer and Run & watch's layout give one sentence saying the
+    run was stored without its layouts and how to get them, not a player, "Colour by" and "Layer" that do
+    nothing; a run with layouts shows its explorer again."""
+    from lab.store import RunStore
+
+    from app.compare import RunsPanel
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        bare = states.embeddings_off(store)
+        laid_out = states.finished(store)
+    said = (f"run {bare!r} was stored without its 2-D layouts (embeddings off: its Layout was 'none'); run it "
+            f"again with Layout 'pca' or 'umap' to explore them here.")
+    panel = RunsPanel(store)
+    assert not panel._explorer.visible                          # nothing selected: no explorer to work
+    panel.select([bare])
+    assert html.unescape(panel._layout_note.object) == said
+    assert not panel._explorer.visible and panel.embedding.n_points == 0
+    panel.select([laid_out])
+    assert panel._explorer.visible and panel.embedding.n_points > 0
+    live = _followed(store, bare)
+    assert not live._explorer.visible                           # the layer player and the explorer
+    assert live._no_layouts.visible and said in html.unescape(live._no_layouts.object)
+    live = _followed(store, laid_out)
+    assert live._explorer.visible and not live._no_layouts.visible and live.embedding.n_points > 0
+
+
 def _followed(store, run_id):
     from app.live import LiveView
 
@@ -150,6 +179,30 @@ def test_the_sidebar_says_what_a_watched_run_was_configured_with_and_whose_its_s
     scope.live.stop_following()                                       # a run started here replaces it
     scope.live.reset("Starting…")
     assert not scope.watched_settings.visible
+
+
+def test_the_sidebar_says_a_watched_run_that_failed_before_it_started_resolved_no_settings(tmp_path):
+    """It failed before its RunStarted (a tap its backbone lacks): no "Reading its settings…" for ever, but that it
+    failed before it started, with the settings it was given as its store keeps them."""
+    from lab.store import RunStore
+
+    from app.layerscope import LayerScope
+    from tests.fixtures import states
+
+    store = RunStore(tmp_path / "runs")
+    with states.one_thread():
+        failed = states.failed_before_first_evaluation(store)
+    scope = LayerScope(store=store)
+    scope.watch(failed)
+    assert scope.live._following.wait(120)
+    assert scope.live.status == "failed" and not scope.live.model.config      # no RunStarted: no settings there
+    text = html.unescape(scope.watched_settings.object)
+    assert "Reading its settings" not in text
+    assert "It failed before it started: it resolved no layers or classes." in text, text
+    config = store.load(failed).config_dict
+    assert f"backbone: <code>{config['backbone']}</code>" in text and "layers: <code>fc1, fc9</code>" in text
+    assert "classes:" not in text                                   # none were resolved
+    assert "they are for the next run you start here" in text
 
 
 def test_a_monitored_runs_explorer_shows_thumbnails_of_the_images_it_was_given(monitored_run):
