@@ -49,10 +49,10 @@ def placeholder_html(message: str) -> str:
     return f"<div style='color:#666;padding:24px 8px'>{html.escape(message)}</div>"
 
 
-def status_html(model: RunModel, status: str, message: str = "") -> str:
+def status_html(model: RunModel, status: str, message: str = "", *, pinned: bool = False) -> str:
     """The status line: the view's ``status``, the run, its stage and time left (or taken), where the
     last finished epoch's time went (:func:`lab.runs.timings.describe`), and ``message`` while nothing
-    is measured."""
+    is measured (``pinned``: whatever the status, e.g. a refused Run after a cancelled run)."""
     m = model
     parts = [f"<b class='ls-run-status' data-status='{status}'>{status}</b>"]
     if m.run_id:
@@ -82,7 +82,7 @@ def status_html(model: RunModel, status: str, message: str = "") -> str:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
     elif status in ("finished", "cancelled", "failed", "interrupted") and (m.seconds or (m.started_at and m.ended_at)):
         parts.append(f"after {fmt_seconds(m.seconds if m.seconds else m.ended_at - m.started_at)}")
-    if message and status in ("starting", "queued", "idle", "stopping"):
+    if message and (pinned or status in ("starting", "queued", "idle", "stopping")):
         parts.append(html.escape(message))
     return " &nbsp;·&nbsp; ".join(parts)
 

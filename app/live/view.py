@@ -79,7 +79,7 @@ class LiveView(pn.viewable.Viewer):
         self._dispatcher = DocDispatcher(self.consume, doc=None)
         self._following = None              # the run this view follows from the store (app.live._follow)
         self._n_events = 0
-        self._message = ""
+        self._message, self._notice = "", None     # _notice: (message, alert type) the alert box keeps
         self._placeholder = None
         self._shown_projection = None
         self._projection_points = 0
@@ -171,7 +171,7 @@ class LiveView(pn.viewable.Viewer):
         self._n_events = 0
         self._projection_points = 0
         self._unmeasured_shown = False
-        self._message = message
+        self._message, self._notice = message, None
         self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=WHOLE_ROW)
         self._curves_box.objects = [self._placeholder]
         self._details.visible = False
@@ -189,13 +189,13 @@ class LiveView(pn.viewable.Viewer):
     def set_message(self, message: str, status: str | None = None, alert: str | None = None) -> None:
         """Show a status message (e.g. "queued behind another run"); ``alert`` shows it in a box of that type."""
         self._message = message
+        if alert:     # kept over the last run's end (its worker may settle after a refusal) until a run starts
+            self._notice = (message, alert)
         if not self.streams and self._placeholder is not None:     # no plots yet: the placeholder says it too
             self._placeholder.object = placeholder_html(message)
         if status is not None:
             self._set_status(status)
         self._refresh_status()
-        if alert:             # after the refresh, which shows the last run's end in the same box
-            self._alert.param.update(object=message, alert_type=alert, visible=True)
 
     def settle(self) -> None:
         """After the worker has ended: show the run's final status (clears a pending "stopping")."""
@@ -445,7 +445,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _refresh_status(self) -> None:
         m = self.model
-        self._status_md.object = status_html(m, self.status, self._message)
+        self._status_md.object = status_html(m, self.status, self._message, pinned=self._notice is not None)
         running = self.status in ("running", "starting", "queued", "stopping")
         self._progress.param.update(
             value=int(1000 * m.fraction_done()) if self.status != "queued" else 0,
@@ -465,6 +465,8 @@ class LiveView(pn.viewable.Viewer):
                     self._details.visible = False
                 self._unmeasured_shown = True
                 self.collapse.refresh()         # its sentence, not what an earlier run left in it
+        if self._notice is not None:
+            self._alert.param.update(object=self._notice[0], alert_type=self._notice[1], visible=True)
         self._probe.object = probe_html(self.probe())
 
     probe = live_probe          # counts of what the views show, for tests and the browser-test hook

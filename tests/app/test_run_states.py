@@ -347,3 +347,22 @@ def test_a_run_that_failed_before_it_started_leaves_nothing_of_the_run_shown_bef
     assert view._following.wait(120)
     assert view.status == "failed" and view.collapse._nothing.visible and not view.collapse._measured.visible
     assert f"run {failed!r} failed before its first evaluation" in html.unescape(view.collapse._nothing.object)
+
+
+def test_a_refused_run_keeps_its_reason_when_the_last_runs_worker_settles_afterwards():
+    """Run pressed with a mistyped name just after Stop: the cancelled run's worker may settle after the refusal;
+    the page must still say why nothing started (the status line and the alert), not the cancelled run's end."""
+    from app.live import LiveView
+    from lab import events as ev
+    from tests.fixtures.live_runs import synthetic_run
+
+    view = LiveView()
+    events = [e for e in synthetic_run(epochs=2) if e.kind in (ev.RunStarted.kind, ev.LayerMetrics.kind)][:3]
+    view.consume(events + [ev.RunCancelled(events[0].run_id, message="stopped by the user", seconds=1.0)])
+    view.set_message("Cannot start: unknown backbone 'resnet1800'", status="idle", alert="danger")
+    view.settle()                                    # the cancelled run's worker ends now
+    assert view.status == "cancelled"
+    assert "Cannot start: unknown backbone" in html.unescape(view._status_md.object)
+    assert view._alert.visible and view._alert.object.startswith("Cannot start") and view._alert.alert_type == "danger"
+    view.reset()                                     # a run starts: the refusal is over
+    assert "Cannot start" not in view._status_md.object and not view._alert.visible
