@@ -7,7 +7,8 @@ builds the Datashader and HoloViews elements.
 """
 from app.base import lazy_exports
 
-__all__ = ["EmbeddingView", "StoredLayouts", "no_layouts", "warm_up"]
+__all__ = ["EmbeddingView", "StoredLayouts", "no_layouts", "warm_up", "warm_up_in_background"]
 __getattr__, __dir__ = lazy_exports(__name__, {"EmbeddingView": ".embedding:EmbeddingView",
                                                "StoredLayouts": "._data:StoredLayouts", "no_layouts": "._data:no_layouts",
-                                               "warm_up": "._plot:warm_up"})
+                                               "warm_up": "._plot:warm_up",
+                                               "warm_up_in_background": "._plot:warm_up_in_background"})
