@@ -64,7 +64,7 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 
 
 def training_gaps(model: RunModel) -> dict[str, str]:
-    """Why a training plot ("loss", "accuracy", "utilization") would be empty axes, in one sentence that says what
+    """Why a training plot ("loss", "accuracy", "utilization", "cka") would be empty axes (or a flat line), in one sentence that says what
     would fill it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
     training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
     one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
@@ -108,6 +108,15 @@ def training_gaps(model: RunModel) -> dict[str, str]:
             f"epoch ended." if model.status in _ENDED and not model.open_ended else
             f"No layer utilization yet: how far each layer's weights moved from their first evaluation comes "
             f"with the next {'evaluation' if model.open_ended else 'training epoch'}.")
+    cka = cka_initial_data(model)
+    cka = cka[cka["n"] > 0] if len(cka) else cka
+    if trains and (not len(cka) or int(cka["epoch"].max()) <= min(model.epoch_axis() or [0])):
+        # only the first evaluation's, 1 by definition (each layer against itself): a flat line says nothing
+        out["cka"] = (
+            f"No CKA to the first evaluation: the run {_ENDED.get(model.status, model.status)} before its first "
+            f"training epoch ended." if model.status in _ENDED and not model.open_ended else
+            f"No CKA curve yet: each layer's CKA to its first evaluation is 1 there by definition; the curve "
+            f"comes with the next {'evaluation' if model.open_ended else 'training epoch'}.")
     if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
         values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
                            for row in loss.itertuples())

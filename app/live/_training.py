@@ -35,10 +35,10 @@ class TrainingPanes:
         self.cka = plot_pane(None, 360)            # which layers fine-tuning moved
         self.cka_caption = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10),
                                         styles={"color": "#555", "font-size": "12px"})
+        self.cka_box = pn.Column(self.cka, self.cka_caption, **grow(360))
         # the training plots share the row's width, beside utilization and CKA
         self.section = pn.Column(pn.pane.HTML("<b>Training</b> (seen classes)", margin=(5, 10)),
-                                 wrap_row(self.gap, self.panes, self.utilization_box,
-                                          pn.Column(self.cka, self.cka_caption, **grow(360))),
+                                 wrap_row(self.gap, self.panes, self.utilization_box, self.cka_box),
                                  sizing_mode="stretch_width", styles={"flex": "1 1 100%"})
 
     def clear(self) -> None:
@@ -66,9 +66,11 @@ class TrainingPanes:
 
     def show_gaps(self, model, utilization: bool = True) -> None:
         """Take out a plot that will stay empty (not by its visible: Panel fails to sync a HoloViews pane's own
-        visible to its plot); the note says why, one sentence each. ``utilization``: the run draws utilization."""
+        visible to its plot); the note says why, one sentence each. ``utilization``: the run draws utilization
+        and CKA to the first evaluation (a run that trains)."""
         gaps = training_gaps(model) if self.slots else {}
         self.utilization_box.visible = utilization and "utilization" not in gaps
+        self.cka_box.visible = utilization and "cka" not in gaps
         shown = [pane for which, pane in self.slots.items() if which not in gaps]
         if shown != self.panes.objects:
             self.panes.objects = shown

@@ -31,8 +31,7 @@ from lab import events as ev
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
 from app.collapse import CollapseView
 from app.compare import similarity_plots
-from app.explorer import no_layouts
-from app.explorer._plot import warm_up_in_background
+from app.explorer import no_layouts, warm_up_in_background
 from app.explorer.embedding import EmbeddingView
 
 from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
@@ -362,7 +361,7 @@ class LiveView(pn.viewable.Viewer):
                 self._redraws.schedule("send:heatmap", self._send_heatmap)
             if "training" in changed:
                 self._redraws.schedule("send:training", self._send_training)
-            if changed & {"training", "status", "utilization"}:
+            if changed & {"training", "status", "utilization", "curves"}:     # curves: CKA to the first evaluation
                 self.training.show_gaps(self.model, utilization="utilization" in self.streams)
             if "utilization" in changed and "utilization" in self.streams:
                 self._redraws.schedule("send:utilization",

@@ -274,12 +274,19 @@ def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_trainin
             # utilization at the first evaluation is 0 by definition: a sentence, not bars of height 0
             assert not view.training.utilization_box.visible
             assert "No layer utilization yet" in view.training.gap.object
+            # CKA to the first evaluation is 1 there by definition: a sentence, not a flat line
+            assert not view.training.cka_box.visible
+            assert "No CKA curve yet: each layer's CKA to its first evaluation is 1" in html.unescape(
+                view.training.gap.object)
     view = _followed(store, failed)
     gaps = _gaps(view)
     assert "the run failed before its first training epoch ended" in gaps["loss"]
     assert gaps["accuracy"].startswith("No seen-accuracy curve: the held-out images were measured at one evaluation")
     assert not view.training.utilization_box.visible
     assert "No layer utilization: the run failed before its first training epoch ended." in view.training.gap.object
+    assert not view.training.cka_box.visible
+    assert "No CKA to the first evaluation: the run failed before its first training epoch ended." in html.unescape(
+        view.training.gap.object)
 
 
 def test_the_simplex_offers_only_the_splits_with_class_means(monitored_run):
