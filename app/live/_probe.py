@@ -7,7 +7,7 @@ __all__ = ["live_probe"]
 
 def live_probe(view) -> dict:
     """Counts of what a :class:`~app.live.view.LiveView` shows: its status, the layers with curves drawn, the
-    heatmap's cells, the layout's points and layer, and the redraws still waiting (0: every plot is current)."""
+    heatmap's cells, the layout's points and layer (and whether it follows the best layer), and the redraws still waiting (0: every plot is current)."""
     m = view.model
     frame = m.metrics
     unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame
@@ -21,6 +21,9 @@ def live_probe(view) -> dict:
         "metric_layers": int(unseen["layer"].nunique()) if len(unseen) and view._curves_drawn else 0,
         "heatmap_cells": cells, "projection_points": view._projection_points if shown else 0,
         "layout_layer": view.picker.layer if shown else None,
+        # whether the layout still follows the verdict's best layer (a pick on the player stops it), and that layer
+        "follow_best": getattr(getattr(view, "picker", None), "follow_best", None),
+        "best_layer": getattr(view, "_verdict_data", {}).get("layer"),
         "epochs_done": m.epochs_done, "message": m.message, "notice": view._message,
         "stage": m.progress.stage if m.progress is not None else None,
         "redraws": len(view._redraws),
