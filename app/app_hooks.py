@@ -3,7 +3,8 @@
 At server start: make the checkout importable, import the heavy libraries once
 (so the first Run does not pay for them) and start umap's JIT warm-up in the
 background (:func:`app.base.resources.warm_up`). Datashader's kernels are compiled
-only when a run that needs them starts (:meth:`app.EmbeddingView.expect_points`).
+only when a run whose layouts will be rasterized starts (the live view calls
+:func:`app.explorer.warm_up_in_background` at its RunStarted).
 """
 import logging
 import sys

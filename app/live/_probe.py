@@ -7,7 +7,8 @@ __all__ = ["live_probe"]
 
 def live_probe(view) -> dict:
     """Counts of what a :class:`~app.live.view.LiveView` shows: its status, the layers with curves drawn, the
-    heatmap's cells, the layout's points and layer (and whether it follows the best layer), and the redraws still waiting (0: every plot is current)."""
+    heatmap's cells, the layout's points and layer (and whether it follows the best layer), and the redraws still
+    waiting (0: every plot is current)."""
     m = view.model
     frame = m.metrics
     unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame

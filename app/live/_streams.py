@@ -64,10 +64,10 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
 
 
 def training_gaps(model: RunModel) -> dict[str, str]:
-    """Why a training plot ("loss", "accuracy", "utilization", "cka") would be empty axes (or a flat line), in one sentence that says what
-    would fill it: a monitored loop's evaluations that came without its numbers, a run that ended without any, a run still
-    training whose first training epoch has not ended (its plot comes back when it does); also a value measured at
-    one evaluation only (a line of one point draws nothing: the sentence gives the value)."""
+    """Why a training plot ("loss", "accuracy", "utilization", "cka") would be empty axes (or a flat line), in one
+    sentence that says what would fill it: a monitored loop's evaluations that came without its numbers, a run that
+    ended without any, a run still training whose first training epoch has not ended (its plot comes back when it
+    does); also a value measured at one evaluation only (a line of one point draws nothing: the sentence gives it)."""
     t = model.training
     if not len(t) and model.status not in _ENDED:
         return {}                               # nothing evaluated yet: the plots wait for the first evaluation
@@ -99,24 +99,19 @@ def training_gaps(model: RunModel) -> dict[str, str]:
         elif points < 2:
             out["accuracy"] = ("No seen-accuracy curve: the held-out images were measured at one evaluation only "
                                f"(before training), a single point: {why}.")
-    utilization = model.utilization_frame()
     trains = model.open_ended or model.config.get("strategy", "full") != "none"
-    if trains and (not len(utilization) or int(utilization["epoch"].iloc[0]) <= min(model.epoch_axis() or [0])):
+    first = min(model.epoch_axis() or [0])
+    utilization = model.utilization_frame()
+    if trains and (not len(utilization) or int(utilization["epoch"].iloc[0]) <= first):
         # only the first evaluation's, 0 by definition: how far each layer's weights moved comes with training
-        out["utilization"] = (
-            f"No layer utilization: the run {_ENDED.get(model.status, model.status)} before its first training "
-            f"epoch ended." if model.status in _ENDED and not model.open_ended else
-            f"No layer utilization yet: how far each layer's weights moved from their first evaluation comes "
-            f"with the next {'evaluation' if model.open_ended else 'training epoch'}.")
+        out["utilization"] = _before_training(model, "No layer utilization", "No layer utilization yet: how far each "
+                                              "layer's weights moved from their first evaluation comes")
     cka = cka_initial_data(model)
     cka = cka[cka["n"] > 0] if len(cka) else cka
-    if trains and (not len(cka) or int(cka["epoch"].max()) <= min(model.epoch_axis() or [0])):
+    if trains and (not len(cka) or int(cka["epoch"].max()) <= first):
         # only the first evaluation's, 1 by definition (each layer against itself): a flat line says nothing
-        out["cka"] = (
-            f"No CKA to the first evaluation: the run {_ENDED.get(model.status, model.status)} before its first "
-            f"training epoch ended." if model.status in _ENDED and not model.open_ended else
-            f"No CKA curve yet: each layer's CKA to its first evaluation is 1 there by definition; the curve "
-            f"comes with the next {'evaluation' if model.open_ended else 'training epoch'}.")
+        out["cka"] = _before_training(model, "No CKA to the first evaluation", "No CKA curve yet: each layer's CKA "
+                                      "to its first evaluation is 1 there by definition; the curve comes")
     if "loss" not in out and _most_per_seed(t, "train_loss") == 1:    # one training epoch (or one loss passed)
         values = ", ".join(f"{float(row.train_loss):.3g}" + (f" (seed {int(row.seed)})" if len(loss) > 1 else "")
                            for row in loss.itertuples())
@@ -125,6 +120,15 @@ def training_gaps(model: RunModel) -> dict[str, str]:
                        f", no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
                                         else "."))
     return out
+
+
+def _before_training(model: RunModel, ended: str, waiting: str) -> str:
+    """The sentence of a training measure taken at the first evaluation only: ``ended`` and that the run ended
+    before its first training epoch did, or ``waiting`` and what brings it (a loop's next evaluation, or the next
+    training epoch)."""
+    if model.status in _ENDED and not model.open_ended:
+        return f"{ended}: the run {_ENDED[model.status]} before its first training epoch ended."
+    return f"{waiting} with the next {'evaluation' if model.open_ended else 'training epoch'}."
 
 
 def _most_per_seed(frame: pd.DataFrame, *columns: str) -> int:
