@@ -116,6 +116,11 @@ class DocDispatcher:
         self._sync_lock = threading.RLock()
 
     @property
+    def doc(self):
+        """The document the items go to (None: applied at once)."""
+        return self._doc
+
+    @property
     def has_session(self) -> bool:
         """True when items are flushed later on a session or kernel loop (not applied in the caller)."""
         if self._loop is not None:

@@ -68,7 +68,10 @@ class RedrawQueue:
             self._requested = False
         if self._tasks and not self._requested:
             self._requested = True
-            self._dispatcher().push(self.turn, urgent=True, gap=gap)
+            dispatcher = self._dispatcher()
+            if dispatcher.has_session:
+                LOOP_SHARE.want(self)
+            dispatcher.push(self.turn, urgent=True, gap=gap)
 
     def turn(self) -> None:
         """Run waiting redraws, oldest first, for at most the turn's budget; then request the next turn.
@@ -78,11 +81,11 @@ class RedrawQueue:
         dispatcher = self._dispatcher()
         budget = _TURN_BUDGET if dispatcher.has_session else None
         if budget is not None and self._tasks:
-            wait = LOOP_SHARE.delay()
+            wait = LOOP_SHARE.delay(self)
             if wait > 0:
                 self.request(gap=wait)
                 return
-            LOOP_SHARE.begin()       # ended by the dispatcher's flush, once the patches are sent
+            LOOP_SHARE.begin(self, dispatcher.doc)   # ended by the dispatcher's flush, once the patches are sent
         start = time.monotonic()
         while self._tasks:
             key = next(iter(self._tasks))

@@ -8,10 +8,11 @@ sessions drawing their runs kept the loop busy all the time, and a fifth visitor
 
 :data:`LOOP_SHARE` paces the turns of every view of the process together: after a turn that took ``d``
 seconds (its redraws and the document patches they send), no view starts another before ``d * (1 - s) / s``
-seconds have passed, ``s`` being the redraws' share of the loop: :data:`SHARE` normally, :data:`LOADING_SHARE`
-while a new page is loading (from its session's start until the browser says it has rendered it, see
-:meth:`LoopShare.page_loading`). A waiting view's redraws coalesce meanwhile (only the newest data is drawn),
-so a busy server draws less often, not later.
+seconds have passed, ``s`` being the redraws' share of the loop: :data:`SHARE` while another view wants it too,
+:data:`LOADING_SHARE` while a new page is loading (from its session's start until the browser says it has
+rendered it, see :meth:`LoopShare.page_loading`), and all of it (no pause) while one view draws and no page
+loads: a pause nobody else uses is lost time (a stored run opened alone drew at half speed). A waiting view's
+redraws coalesce meanwhile (only the newest data is drawn), so a busy server draws less often, not later.
 """
 from __future__ import annotations
 
@@ -24,9 +25,15 @@ SHARE = 0.5
 """The redraws' share of the event loop (all views together) while no page is loading."""
 LOADING_SHARE = 0.1
 """Their share while a new page is loading: the running views still move, a little."""
+CONTENDED_S = 2.0
+"""A view that started or asked for a turn this many seconds ago still wants the loop: while another does, the
+turns take :data:`SHARE` of it."""
 LOADING_MAX_S = 30.0
-"""A page that has not said it is rendered after this many seconds no longer counts: a tab closed early, or a GET
-that opens no websocket (a health check), whose session Bokeh discards only after 15-30 s of disuse."""
+"""A page that has not said it is rendered after this many seconds no longer counts (a tab closed early)."""
+CONNECT_S = 10.0
+"""A page whose browser has not opened its websocket this many seconds after the page was made does not count until
+it does: a GET that never connects (a health check, a test waiting for the server to answer) made every view draw
+at a tenth of its pace for 30 s."""
 
 
 class LoopShare:
@@ -34,7 +41,9 @@ class LoopShare:
     their own).
 
     A turn calls :meth:`delay` first (and waits that long if it is not 0), :meth:`begin` as it starts, and
-    :meth:`end` once its document changes have been sent (the dispatcher's flush ends).
+    :meth:`end` once its document changes have been sent (the dispatcher's flush ends); a view asking for a turn
+    calls :meth:`want`. All but :meth:`end` name the view (``who``: any hashable), so that a view drawing alone
+    is not paced.
     """
 
     def __init__(self, share: float = SHARE, loading_share: float = LOADING_SHARE, clock=time.monotonic):
@@ -43,17 +52,29 @@ class LoopShare:
         self._guard = threading.Lock()
         self._next = 0.0                        # no turn starts before this (on ``clock``)
         self._open: float | None = None         # start of the turn in progress
-        self._loading: dict[object, float] = {}  # page -> when it stops counting
+        # by id(): a view or page of a closed session is not kept alive here
+        self._drawing: int | None = None        # the view whose turn is in progress
+        self._drawing_page: int | None = None   # and its page
+        self._wanting: dict[int, float] = {}    # view -> when it last started or asked for a turn
+        self._loading: dict[object, tuple] = {}  # page -> (when it stops counting, when made, connected())
 
-    def delay(self) -> float:
-        """Seconds before a turn may start (0: now)."""
+    def want(self, who: object = None) -> None:
+        """View ``who`` has asked for a turn: the loop is shared from now on."""
         with self._guard:
-            return max(0.0, self._next - self._clock())
+            self._wanting[id(who)] = self._clock()
 
-    def begin(self) -> None:
-        """A turn starts now."""
+    def delay(self, who: object = None) -> float:
+        """Seconds before a turn of view ``who`` may start (0: now)."""
         with self._guard:
-            self._open = self._clock()
+            now = self._clock()
+            self._wanting[id(who)] = now
+            return max(0.0, self._next - now)
+
+    def begin(self, who: object = None, page: object = None) -> None:
+        """A turn of view ``who`` (on ``page``: its own page loading does not slow it) starts now."""
+        with self._guard:
+            self._open = self._wanting[id(who)] = self._clock()
+            self._drawing, self._drawing_page = id(who), id(page)
 
     def end(self) -> None:
         """The turn in progress (if any) has ended: the next may start after its cost times the pause ratio."""
@@ -65,11 +86,13 @@ class LoopShare:
             self._next = now + (now - self._open) * (1 - share) / share
             self._open = None
 
-    def page_loading(self, page, max_s: float = LOADING_MAX_S) -> None:
-        """``page`` (any hashable: a session's document) is loading: the redraws take :attr:`loading_share`
-        until :meth:`page_loaded` (at most ``max_s`` seconds)."""
+    def page_loading(self, page, max_s: float = LOADING_MAX_S, connected=None) -> None:
+        """``page`` (any hashable: a session's document) is loading: the redraws of the other pages take
+        :attr:`loading_share` until :meth:`page_loaded`, at most ``max_s`` seconds; after :data:`CONNECT_S`
+        seconds only while ``connected()`` (None: always) says its browser has connected."""
         with self._guard:
-            self._loading[page] = self._clock() + max_s
+            now = self._clock()
+            self._loading[page] = (now + max_s, now, connected)
 
     def page_loaded(self, page) -> None:
         """``page`` has loaded (or gone); idempotent."""
@@ -82,13 +105,21 @@ class LoopShare:
         with self._guard:
             return self._count_locked(self._clock())
 
-    def _count_locked(self, now: float) -> int:
-        for page in [p for p, until in self._loading.items() if until <= now]:
-            del self._loading[page]
-        return len(self._loading)
+    def _count_locked(self, now: float, besides: int | None = None) -> int:
+        count = 0
+        for page, (until, made, connected) in list(self._loading.items()):
+            if until <= now:
+                del self._loading[page]
+            elif id(page) != besides and (connected is None or now - made <= CONNECT_S or connected()):
+                count += 1              # one that connects late (a busy server) counts again
+        return count
 
     def _share_locked(self, now: float) -> float:
-        return self.loading_share if self._count_locked(now) else self.share
+        if self._count_locked(now, besides=self._drawing_page):
+            return self.loading_share
+        for who in [w for w, at in self._wanting.items() if at < now - CONTENDED_S]:
+            del self._wanting[who]
+        return self.share if any(w != self._drawing for w in self._wanting) else 1.0
 
 
 LOOP_SHARE = LoopShare()
@@ -102,6 +133,10 @@ def page_loading(doc) -> None:
         return
     import panel as pn
 
-    LOOP_SHARE.page_loading(doc)
+    def connected() -> bool:
+        session = doc.session_context.session
+        return session is not None and session.connection_count > 0
+
+    LOOP_SHARE.page_loading(doc, connected=connected)
     pn.state.onload(lambda: LOOP_SHARE.page_loaded(doc))
     doc.on_session_destroyed(lambda _ctx: LOOP_SHARE.page_loaded(doc))

@@ -43,27 +43,52 @@ class _ServedDoc(Document):
 def test_the_redraws_take_their_share_of_the_loop_and_less_while_a_page_loads():
     clock = _Clock()
     share = LoopShare(share=0.5, loading_share=0.1, clock=clock)
-    assert share.delay() == 0
-    share.begin()
+    assert share.delay("b") == 0                         # view b wants the loop too
+    assert share.delay("a") == 0
+    share.begin("a")
     clock.now += 0.2
     share.end()
-    assert share.delay() == pytest.approx(0.2)          # as long again: half the loop
+    assert share.delay("a") == pytest.approx(0.2)       # as long again: half the loop
     clock.now += 0.2
-    assert share.delay() == 0
+    assert share.delay("a") == 0
     share.end()                                          # no turn open: nothing changes
-    assert share.delay() == 0
+    assert share.delay("a") == 0
     share.page_loading("page", max_s=30)
     assert share.loading == 1
-    share.begin()
+    share.begin("a")
     clock.now += 0.2
     share.end()
-    assert share.delay() == pytest.approx(1.8)          # nine times as long: a tenth of the loop
+    assert share.delay("a") == pytest.approx(1.8)       # nine times as long: a tenth of the loop
     share.page_loaded("page")
     share.page_loaded("page")                            # idempotent
     assert share.loading == 0
     share.page_loading("closed early", max_s=30)
     clock.now += 31
     assert share.loading == 0                            # a page that never said it loaded stops counting
+
+
+def test_a_view_drawing_alone_is_not_paced():
+    clock = _Clock()
+    share = LoopShare(share=0.5, loading_share=0.1, clock=clock)
+    share.begin("a")
+    clock.now += 0.2
+    share.end()
+    assert share.delay("a") == 0                         # nobody else wants the loop: no pause
+    share.delay("b")                                     # another view asks for a turn
+    share.begin("a")
+    clock.now += 0.2
+    share.end()
+    assert share.delay("a") == pytest.approx(0.2)       # now the two share it
+    clock.now += 3                                       # b has not asked for over 2 s: it is gone
+    share.begin("a")
+    clock.now += 0.2
+    share.end()
+    assert share.delay("a") == 0
+    share.page_loading("page", max_s=30)                 # a page loading has its priority all the same
+    share.begin("a")
+    clock.now += 0.2
+    share.end()
+    assert share.delay("a") == pytest.approx(1.8)
 
 
 def test_a_view_waits_while_another_views_turn_has_its_share(monkeypatch):
@@ -136,3 +161,31 @@ def test_the_sessions_share_one_look_at_the_running_runs(tmp_path):
     assert running_runs(second, max_age=3600) is table and Store.looks == 1   # read a moment ago: it will do
     assert running_runs(second, max_age=0) is not table and Store.looks == 2  # ↻ and a test look afresh
     assert running_runs(Store(tmp_path / "other"), max_age=3600).empty and Store.looks == 3   # another store
+
+
+def test_a_page_whose_browser_never_connects_stops_counting_and_a_view_is_not_slowed_by_its_own_page():
+    clock = _Clock()
+    share = LoopShare(share=0.5, loading_share=0.1, clock=clock)
+    link = {"up": False}
+    share.page_loading("health check", max_s=30, connected=lambda: False)
+    share.page_loading("visitor", max_s=30, connected=lambda: link["up"])
+    assert share.loading == 2
+    clock.now += _share.CONNECT_S + 0.1
+    link["up"] = True                                    # the visitor's browser opened its websocket
+    assert share.loading == 1                            # the GET that never connected no longer counts
+    share.begin("a", page="visitor")                     # the visitor's own view, drawing as its page loads
+    clock.now += 0.2
+    share.end()
+    assert share.delay("a") == 0                         # its own page loading does not slow it
+    share.begin("b", page="another")                     # another page's view makes way for the visitor's page
+    clock.now += 0.2
+    share.end()
+    assert share.delay("b") == pytest.approx(1.8)
+    clock.now += 30
+    assert share.loading == 0                            # connected but never rendered: gone after max_s
+    share.page_loading("late", max_s=30, connected=lambda: link["late"])
+    link["late"] = False
+    clock.now += _share.CONNECT_S + 1
+    assert share.loading == 0
+    link["late"] = True                                  # a busy server's visitor connects late: it counts again
+    assert share.loading == 1
