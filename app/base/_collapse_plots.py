@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from ._plot_style import SPLIT_DASH_COLLAPSE, WHEEL_ZOOM_OFF, _width, class_colors, metric_label, plot_text
+from ._plot_style import SPLIT_DASH_COLLAPSE, PLOT_OPTS, _width, class_colors, metric_label, plot_text
 
 __all__ = ["CLASSIFIER_COLOR", "TERMINAL_LABEL", "SPLIT_NAMES", "SPLIT_MARKERS", "collapse_curves", "cosine_heatmap",
            "simplex_plane", "layer_colors", "law_depth", "law_r_curve", "law_label"]
@@ -105,7 +105,7 @@ def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: li
         title=title, height=height, **_width(width, responsive), show_legend=False, logy=log, xlabel=axis,
         ylabel=("log scale" if log else ""), fontsize=_FONTS, toolbar="right",
         xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], padding=0.06,
-        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **PLOT_OPTS)
 
 
 def _terminal_marks(terminal, top: float, label: bool = True) -> list:
@@ -135,7 +135,7 @@ def cosine_heatmap(matrix: np.ndarray, classes: list[str], *, title: str, height
                       vdims=[hv.Dimension("cosine", range=(-1, 1))]).opts(
         cmap="RdBu_r", clim=(-1, 1), colorbar=True, tools=["hover"], title=title, height=height, width=width,
         xrotation=45, xlabel="", ylabel="", fontsize=_FONTS, toolbar="above", framewise=True,
-        default_tools=["save"], **WHEEL_ZOOM_OFF)
+        default_tools=["save"], **PLOT_OPTS)
 
 
 def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height: int = 300,
@@ -161,7 +161,7 @@ def simplex_plane(coords: np.ndarray, classes: list[str], *, title: str, height:
                                                              show_legend=True, legend_position="top_right")
             ).opts(title=title, height=height, width=width, xaxis=None, yaxis=None, data_aspect=1,
                    xlim=(-span, span), ylim=(-span, span), fontsize=_FONTS, toolbar="above",
-                   default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+                   default_tools=["pan", "wheel_zoom", "reset", "save"], **PLOT_OPTS)
 
 
 def _finite(value) -> bool:
@@ -225,7 +225,7 @@ def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], spl
         title=title, height=height, width=width, xlabel="layer (input → output)", ylabel="log10 NC1",
         xticks=[(i, str(names[i])) for i in range(len(layers))], xrotation=45, fontsize=_FONTS, toolbar="right",
         padding=0.08, default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **_law_legend(),
-        **WHEEL_ZOOM_OFF)
+        **PLOT_OPTS)
 
 
 def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), terminal=(), epoch=None,
@@ -261,4 +261,4 @@ def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), ter
         title=title, height=height, width=width, xlabel=axis, ylabel="r (log10 NC1 against depth)",
         ylim=(-1.08, 1.08), xticks=[int(e) for e in epochs][::max(1, len(epochs) // 10)], fontsize=_FONTS,
         toolbar="right", default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **_law_legend(),
-        **WHEEL_ZOOM_OFF)
+        **PLOT_OPTS)

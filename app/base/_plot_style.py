@@ -13,7 +13,8 @@ from lab import analysis, catalogue
 
 __all__ = [
     "METRIC_LABELS", "LOG_METRICS", "metric_label", "HEATMAP_WIDTH", "plot_text", "plot_title", "epoch_keys",
-    "curves_title", "value_range", "class_colors", "arrival_colors", "NEVER", "wheel_zoom_off", "WHEEL_ZOOM_OFF",
+    "curves_title", "value_range", "class_colors", "arrival_colors", "NEVER", "wheel_zoom_off", "draw_on_canvas",
+    "PLOT_OPTS",
 ]
 
 METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
@@ -172,5 +173,19 @@ def wheel_zoom_off(plot, element) -> None:
         toolbar.active_scroll = None
 
 
-WHEEL_ZOOM_OFF = MappingProxyType({"hooks": [wheel_zoom_off]})
-"""Plot options of every plot the app builds: ``element.opts(**WHEEL_ZOOM_OFF)`` (see :func:`wheel_zoom_off`)."""
+def draw_on_canvas(plot, element) -> None:
+    """HoloViews hook: draw on a 2-D canvas, not with WebGL (HoloViews' default).
+
+    The app's plots are small (layouts above 5,000 points are rasterized by Datashader), where WebGL buys nothing
+    and costs much: Bokeh draws every WebGL plot on one shared GL canvas and copies it into the plot's own, on each
+    paint, and without a GPU (a headless browser, a remote desktop) GL is emulated on the CPU. Walking a page of
+    stored runs, Chromium spent 13 % of its time in those copies (``drawImage`` from ``blit_webgl``).
+    """
+    state = getattr(plot, "state", None)
+    if hasattr(state, "output_backend"):
+        state.output_backend = "canvas"
+
+
+PLOT_OPTS = MappingProxyType({"hooks": [wheel_zoom_off, draw_on_canvas]})
+"""Plot options of every plot the app builds: ``element.opts(**PLOT_OPTS)`` (see :func:`wheel_zoom_off` and
+:func:`draw_on_canvas`)."""

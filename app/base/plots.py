@@ -19,9 +19,9 @@ import pandas as pd
 from bokeh.models import HoverTool
 
 from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
-                             METRIC_LABELS, NEVER, SPLIT_DASH_COLLAPSE, WHEEL_ZOOM_OFF, _layer_values, _log10,
-                             _positive, _width, arrival_colors, class_colors, curves_title, epoch_keys, metric_label,
-                             plot_text, plot_title, value_range, wheel_zoom_off)
+                             METRIC_LABELS, NEVER, SPLIT_DASH_COLLAPSE, PLOT_OPTS, _layer_values, _log10,
+                             _positive, _width, arrival_colors, class_colors, curves_title, draw_on_canvas, epoch_keys,
+                             metric_label, plot_text, plot_title, value_range, wheel_zoom_off)
 from lab.export import tables
 
 from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_MARKERS, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves,
@@ -33,7 +33,7 @@ __all__ = [
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
     "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors", "arrival_colors", "NEVER", "SELECTION_MEASURES",
-    "selection_curves", "WHEEL_ZOOM_OFF", "wheel_zoom_off",
+    "selection_curves", "PLOT_OPTS", "wheel_zoom_off", "draw_on_canvas",
     # neural collapse over training (app.base._collapse_plots)
     "collapse_curves", "cosine_heatmap", "simplex_plane", "layer_colors", "CLASSIFIER_COLOR", "TERMINAL_LABEL",
     "SPLIT_NAMES", "SPLIT_DASH_COLLAPSE",
@@ -136,7 +136,7 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         show_legend=False, xrotation=45,
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
-        default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF,
+        default_tools=["pan", "wheel_zoom", "reset", "save"], **PLOT_OPTS,
     )
 
 
@@ -164,7 +164,7 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         xlabel=axis, ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
-        default_tools=["reset", "save"], **WHEEL_ZOOM_OFF,
+        default_tools=["reset", "save"], **PLOT_OPTS,
     )
 
 
@@ -198,7 +198,7 @@ def projection_points(frame: pd.DataFrame, *, classes: list[str], title: str,
         color="class", cmap=cmap, size=6, alpha=0.8, line_color="white", line_width=0.3, framewise=True,
         tools=[hover], title=title, height=height, width=width, xaxis=None, yaxis=None,
         legend_position="right", show_legend=True, toolbar="above",
-        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **WHEEL_ZOOM_OFF,
+        default_tools=["pan", "wheel_zoom", "box_zoom", "reset", "save"], **PLOT_OPTS,
         fontsize={"title": 11, "legend": 8},
     )
 
@@ -230,7 +230,7 @@ def training_curves(frame: pd.DataFrame, *, seeds: list[int], which: str = "loss
     # ticks at the evaluations (whole epochs or steps), not at 0.5s between them
     evaluations = sorted({int(e) for e in frame["epoch"].dropna()}) if len(frame) else []
     opts = dict(title=title, height=height, **_width(width, responsive), show_legend=False, toolbar=None,
-                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **WHEEL_ZOOM_OFF,
+                fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, **PLOT_OPTS,
                 **({"xticks": evaluations[::max(1, len(evaluations) // 8)]} if evaluations else {}))
     if which != "loss":
         opts["ylim"] = (0, 1.02)
@@ -248,7 +248,7 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
     return hv.Bars(data, "layer", ("relative", "‖W−W⁰‖ / ‖W⁰‖")).opts(
         title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
         framewise=True,
-        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None, **WHEEL_ZOOM_OFF,
+        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None, **PLOT_OPTS,
     )
 
 
@@ -285,7 +285,7 @@ def compare_curves(frame: pd.DataFrame, *, metric: str, split: str, height: int 
         title = "Select runs in the table to overlay their curves"
     return hv.NdOverlay(curves, kdims="run").opts(
         title=title, height=height, width=width, legend_position="bottom", toolbar="above", batched=False,
-        **WHEEL_ZOOM_OFF,
+        **PLOT_OPTS,
     )
 
 
@@ -326,7 +326,7 @@ def selection_curves(frame: pd.DataFrame, measure: str = "share_right", *, title
         title=title, height=height, **_width(width, responsive), xrotation=45, legend_position="bottom_left",
         xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, max(len(layers), 1) - 0.7), toolbar="right",
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8, "legend": 8},
-        default_tools=["pan", "wheel_zoom", "reset", "save"], **WHEEL_ZOOM_OFF)
+        default_tools=["pan", "wheel_zoom", "reset", "save"], **PLOT_OPTS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
     if not elements:
         elements = [hv.Curve({"x": [], metric: []}, xdim, ydim)]
     opts = dict(width=width, height=height, legend_position="bottom", legend_cols=1, xrotation=45 if shared else 0,
-                fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08, **WHEEL_ZOOM_OFF,
+                fontsize=_NOTEBOOK_FONTS, show_legend=True, padding=0.08, **PLOT_OPTS,
                 title=plot_title(f"{label} ({split}) per layer, mean ± std over seeds"
                                  + (f"; band {_LEVEL} bootstrap" if frame["low"].notna().any() else "")
                                  if len(frame) else f"no {metric} ({split}) values stored"))
@@ -444,7 +444,7 @@ def projection_plot(record, layer: str, *, seed: int | None = None, epoch: int |
             keys = keys[keys[column] == wanted]
     if not len(keys):
         return hv.Text(0, 0, plot_text(f"no stored layout of layer {layer!r}")).opts(
-            width=width, height=height, title=plot_title(name), xaxis=None, yaxis=None, **WHEEL_ZOOM_OFF)
+            width=width, height=height, title=plot_title(name), xaxis=None, yaxis=None, **PLOT_OPTS)
     seed = int(keys["seed"].min())
     keys = keys[keys["seed"] == seed]
     epoch = int(keys["epoch"].max())
@@ -489,4 +489,4 @@ def accuracy_vs_g(table: pd.DataFrame, *, by: str = "run", x: str = "seen_accura
              else f"g per {xlabel} (no seen accuracy stored)")
     return hv.Overlay(elements).opts(width=width, height=height, xlabel=xlabel, ylabel="g (best-layer unseen NMI)",
                                      legend_position="bottom", legend_cols=1, show_legend=True, title=title,
-                                     fontsize=_NOTEBOOK_FONTS, padding=0.1, **WHEEL_ZOOM_OFF)
+                                     fontsize=_NOTEBOOK_FONTS, padding=0.1, **PLOT_OPTS)

@@ -70,7 +70,7 @@ def cka_to_initial(record, *, label: str | None = None, height: int = 320, width
     frame = tables.epoch_table(record, "cka_initial")
     if frame.empty:
         return hv.Overlay([hv.Curve([])]).opts(title="no CKA to epoch 0 stored (the run did not train, or predates it)",
-                                               **plots.WHEEL_ZOOM_OFF)
+                                               **plots.PLOT_OPTS)
     frame = frame.assign(layer=frame["layer"].map(plots.plot_text))
     layers = [plots.plot_text(name) for name in tables.run_layers(record)]
     name = label if label is not None else (record.name or record.run_id)
@@ -109,7 +109,7 @@ def table_heatmap(table: pd.DataFrame, *, title: str, xlabel: str = "layer", yla
                       vdims=[hv.Dimension("cka", label="linear CKA", range=(0, 1))]).opts(
         cmap="magma", colorbar=True, tools=["hover"], title=plots.plot_title(title), xrotation=45, height=height,
         width=width, xlabel=plots.plot_text(xlabel), ylabel=plots.plot_text(ylabel),
-        fontsize={"title": 11, "labels": 9}, **plots.WHEEL_ZOOM_OFF)
+        fontsize={"title": 11, "labels": 9}, **plots.PLOT_OPTS)
 
 
 def undefined_text(table: pd.DataFrame) -> str:

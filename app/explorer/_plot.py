@@ -19,7 +19,7 @@ import panel as pn
 from bokeh.models import HoverTool
 from holoviews.operation.datashader import datashade, dynspread, spread
 
-from app.base.plots import WHEEL_ZOOM_OFF
+from app.base.plots import PLOT_OPTS
 
 __all__ = ["PlotPanel", "points_frame", "extent", "raster_base", "raster_highlight", "points_base", "points_highlight",
            "hovered_row", "warm_up", "warm_up_in_background"]
@@ -60,7 +60,7 @@ def _common(title: str) -> dict:
                 toolbar="above",
                 legend_position="right",
                 default_tools=_DEFAULT_TOOLS, active_tools=["pan"], fontsize={"title": 11},
-                framewise=True, **WHEEL_ZOOM_OFF)   # the wheel scrolls the page until zoom is picked in the toolbar
+                framewise=True, **PLOT_OPTS)   # the wheel scrolls the page until zoom is picked in the toolbar
 
 
 def _vdims(by: str) -> list[str]:

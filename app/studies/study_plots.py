@@ -9,7 +9,7 @@ import holoviews.plotting.bokeh  # noqa: F401 - registers the options of the bok
 import numpy as np
 import pandas as pd
 
-from app.base.plots import WHEEL_ZOOM_OFF, plot_text
+from app.base.plots import PLOT_OPTS, plot_text
 from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
 
@@ -23,7 +23,7 @@ _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 def _empty(title: str, message: str = "no finished runs yet"):
     return hv.Text(0.5, 0.5, message).opts(title=title, xaxis=None, yaxis=None, responsive=True,
-                                          min_height=300, toolbar=None, **WHEEL_ZOOM_OFF)
+                                          min_height=300, toolbar=None, **PLOT_OPTS)
 
 
 def _group_colors(figs: dict) -> dict:
@@ -71,7 +71,7 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=title, xlabel="relative depth (input = 0, output = 1)", ylabel=ylabel, logy=logy,
                         legend_position="right", responsive=True, min_height=320, padding=(0.03, 0.05),
-                        **WHEEL_ZOOM_OFF))
+                        **PLOT_OPTS))
 
 
 def layer_depth_curves(figs: dict):
@@ -146,7 +146,7 @@ def accuracy_vs_g(figs: dict):
                                                                                     tools=["hover"]))
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=title, xlabel="seen held-out accuracy", ylabel="g (best-layer unseen NMI)",
-                        legend_position="right", responsive=True, min_height=320, **WHEEL_ZOOM_OFF))
+                        legend_position="right", responsive=True, min_height=320, **PLOT_OPTS))
 
 
 def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
@@ -167,7 +167,7 @@ def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
     data = rows.assign(**{x: rows[x].map(plot_text), y: rows[y].map(plot_text)})
     return hv.HeatMap(data, [x, y], ["mean", "std", "n"]).opts(
         title=title, colorbar=True, cmap="viridis", tools=["hover"], responsive=True, min_height=320,
-        xrotation=30, **WHEEL_ZOOM_OFF)
+        xrotation=30, **PLOT_OPTS)
 
 
 # ------------------------------------------------------------------------------ transferability vs g
@@ -227,7 +227,7 @@ def transfer_vs_g(figs: dict):
             hv.opts.Overlay(title=f"{_score_label(score)} (epoch 0)", xlabel=f"{_score_label(score)} before fine-tuning",
                             ylabel="unseen NMI, last epoch", show_legend=score == scores[-1],
                             legend_position="right", width=460 if score == scores[-1] else 320, height=300,
-                            **WHEEL_ZOOM_OFF)))
+                            **PLOT_OPTS)))
     return hv.Layout(panels).opts(title=title).cols(len(panels))
 
 

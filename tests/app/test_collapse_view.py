@@ -9,7 +9,7 @@ import holoviews as hv
 import numpy as np
 import panel as pn
 import pytest
-from bokeh.models import Toolbar
+from bokeh.models import Plot, Toolbar
 
 from lab import analysis
 from lab import events as ev
@@ -216,17 +216,15 @@ def test_the_live_view_feeds_its_collapse_section():
 
 
 # ------------------------------------------------------------------ the scroll wheel scrolls the page
-def _active_scrolls(obj) -> list:
-    model = hv.render(obj)
-    return [toolbar.active_scroll for toolbar in model.select({"type": Toolbar})]
-
-
 def _assert_wheel_zoom_off(obj, where):
-    scrolls = _active_scrolls(obj)
+    model = hv.render(obj)
+    scrolls = [toolbar.active_scroll for toolbar in model.select({"type": Toolbar})]
     assert scrolls and all(s is None for s in scrolls), f"{where}: active scroll {scrolls}"
+    backends = [figure.output_backend for figure in model.select({"type": Plot})]
+    assert backends and set(backends) == {"canvas"}, f"{where}: drawn with {backends}"    # HoloViews' default: webgl
 
 
-def test_no_plot_the_app_builds_zooms_on_the_mouse_wheel(store, make_run):
+def test_no_plot_the_app_builds_zooms_on_the_mouse_wheel_or_draws_with_webgl(store, make_run):
     from app.base import plots
     from app.compare import similarity_plots
     from app.layerscope import LayerScope
