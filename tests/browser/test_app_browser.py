@@ -332,6 +332,9 @@ def test_bad_model_name_shows_a_readable_message(page):
     choose_preset(page, TINY)
     page.get_by_text("Backbone & layers").click()
     field = page.locator(".ls-backbone input")
+    # the preset's backbone has come back from the server: typing before it did, the name typed was overwritten by it
+    # and the run started with the preset's backbone (a loaded CI box)
+    page.wait_for_function("el => el.value.startsWith('mlp:')", arg=field.element_handle(), timeout=60_000)
     field.fill("resnet1800")
     field.press("Enter")
     page.wait_for_timeout(500)
