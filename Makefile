@@ -43,10 +43,11 @@ system-deps:
 
 # Two or more workers (pytest-xdist; tests/conftest.py gives each its share of the cores): browser,
 # notebook and server tests spend much of their time waiting, so on 2 cores two workers nearly halve it.
-# --suite-report: the wall time and the 20 slowest tests go to test-artifacts/suite.json (.ci/run prints it).
+# --dist loadfile --no-loadscope-reorder: whole files, longest first (tests/file_seconds.json), each to the next
+# worker free. --suite-report: the wall time and the 20 slowest tests go to test-artifacts/suite.json (.ci/run prints it).
 # Written with '=': as a separate word, an existing suite.json reads as a test path and pytest skips tests/conftest.py.
 test: $(STAMP) system-deps
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist worksteal --suite-report=test-artifacts/suite.json
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --suite-report=test-artifacts/suite.json
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not browser and not notebook"

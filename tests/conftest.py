@@ -51,16 +51,29 @@ def _weight(item) -> int:
     return 1 if item.get_closest_marker("slow") else 2
 
 
+_UNTIMED_SECONDS = {0: 60.0, 1: 10.0, 2: 0.0}
+"""The seconds guessed for a file tests/file_seconds.json does not list yet, by :func:`_weight`."""
+
+
 def pytest_collection_modifyitems(config, items):
-    """The heaviest files first, each file's tests kept together and in order. xdist hands tests out in this
-    order (worksteal: in chunks, then steals from the back), so the minutes-long tests start at once instead
-    of last, when the other workers would idle waiting for them; a file stays whole, so its module fixtures
-    are made once."""
+    """The longest files first (tests/file_seconds.json), each file's tests kept together and in order.
+    ``make test`` hands whole files to the workers in this order (``--dist loadfile --no-loadscope-reorder``),
+    the next to the first worker free: the minutes-long files start at once instead of last, when the other
+    worker would idle waiting for them, and a file's module fixtures are made once. (Worksteal, used before,
+    gave each worker a contiguous half of this order: the first worker had every browser test.)"""
+    from tests.suite_time import file_seconds
+
+    seconds = file_seconds()
     files: dict = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
-    order = sorted(files.values(), key=lambda group: min(_weight(item) for item in group))
-    items[:] = [item for group in order for item in group]
+
+    def expected(name: str) -> float:
+        weight = min(_weight(item) for item in files[name])
+        return seconds.get(name, _UNTIMED_SECONDS[weight])
+
+    order = sorted(files, key=expected, reverse=True)
+    items[:] = [item for name in order for item in files[name]]
 
 
 @pytest.fixture(scope="session")

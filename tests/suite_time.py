@@ -14,6 +14,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 SLOWEST = 20
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+"""Each test file's seconds in one ``make test``: the order tests/conftest.py hands the files out in."""
 
 
 def pytest_addoption(parser):
@@ -47,11 +49,13 @@ class SuiteTimer:
         self.phases: dict[str, dict[str, float]] = defaultdict(dict)
         self.outcomes: Counter = Counter()
         self.workers: set[str] = set()
+        self.busy: Counter = Counter()          # worker -> seconds in its tests: how evenly the files were shared
 
     def pytest_runtest_logreport(self, report):
         worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid")  # set by xdist
         if worker:
             self.workers.add(worker)
+            self.busy[worker] += report.duration
         self.phases[report.nodeid][report.when] = report.duration
         if report.when == "call" or report.outcome != "passed":
             # one outcome per test: the call's, or a setup/teardown that failed or skipped
@@ -64,7 +68,31 @@ class SuiteTimer:
         tests.sort(key=lambda t: t["seconds"], reverse=True)
         report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),
                   "workers": len(self.workers) or None,
+                  "worker_seconds": {w: round(self.busy[w], 1) for w in sorted(self.busy)},
                   "cpus": os.cpu_count(), "tests": len(self.phases), "outcomes": dict(self.outcomes),
                   "slowest": tests[:SLOWEST], "files": by_file(tests)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def file_seconds() -> dict[str, float]:
+    """:data:`FILE_SECONDS`' seconds of each test file ({} without the file)."""
+    if not FILE_SECONDS.exists():
+        return {}
+    return json.loads(FILE_SECONDS.read_text())["seconds"]
+
+
+def refresh(report: Path) -> None:
+    """Rewrite :data:`FILE_SECONDS` from a ``--suite-report`` file's per-file seconds."""
+    data = json.loads(FILE_SECONDS.read_text())
+    data["seconds"] = {row["file"]: row["seconds"] for row in json.loads(report.read_text())["files"]}
+    FILE_SECONDS.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"{FILE_SECONDS}: {len(data['seconds'])} files from {report}")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Refresh tests/file_seconds.json from a make test report.")
+    parser.add_argument("--refresh", type=Path, default=Path("test-artifacts/suite.json"), metavar="REPORT")
+    refresh(parser.parse_args().refresh)
