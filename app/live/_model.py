@@ -95,6 +95,9 @@ class RunModel:
     _summary: pd.DataFrame | None = field(default=None, repr=False)
     _epoch_times: list = field(default_factory=list, repr=False)     # arrival of each EpochFinished
     dirty_metrics: set = field(default_factory=set, repr=False)       # metrics changed since last read
+    _g_rows: int = field(default=0, repr=False)             # rows of g's metric (and its interval) on unseen images
+    _metric_layers: set = field(default_factory=set, repr=False)      # every layer with a metric row
+    _verdict: tuple | None = field(default=None, repr=False)          # (what it was computed from, verdict)
 
     # ------------------------------------------------------------------ ingest
     def apply(self, event: ev.Event) -> set[str]:
@@ -116,12 +119,15 @@ class RunModel:
         if kind in (ev.LayerMetrics.kind, ev.LayerConfidence.kind):
             split = getattr(event, "split", "unseen")     # the bootstrap's rows are of the unseen images
             self._grow(event.epoch)
+            g_family = {g_metric(), *(f"{g_metric()}_{suffix}" for suffix in analysis.CONFIDENCE_SUFFIXES)}
             for metric, value in event.values.items():
                 self._metric_rows.append({
                     "seed": event.seed, "epoch": event.epoch, "layer": event.layer,
                     "split": split, "metric": metric, "value": _as_float(value),
                 })
                 self.dirty_metrics.add(metric)
+                self._g_rows += split == "unseen" and metric in g_family
+            self._metric_layers.add(event.layer)
             self._metric_frame = None
             self._summary = None
             return {"curves", "heatmap", "verdict", "status"}
@@ -389,6 +395,13 @@ class RunModel:
         identical-features rule), metric, label, n_seeds, seeds_total, final_layer, is_final
         (whether the best layer is the final representation), heldout_accuracy, accuracy_epoch.
         """
+        # all it is computed from: g's rows, the layers (their order counts every metric's layers), the training
+        # rows, the seeds. The live view asks after every batch of events (each one outside a served page): most
+        # change none of them (progress, other metrics), and g over the whole run costs tens of milliseconds
+        inputs = (self._g_rows, len(self._metric_layers), len(self._training), tuple(self.layers),
+                  tuple(self.aliases.items()), len(self.seeds))
+        if self._verdict is not None and self._verdict[0] == inputs:
+            return dict(self._verdict[1])
         out: dict = {}
         gen = analysis.latest_generalization(self.metrics, layers=self.layers or None, aliases=self.aliases)
         if gen is not None:
@@ -399,7 +412,8 @@ class RunModel:
         accuracy, epoch = analysis.heldout_accuracy(self.training)
         if accuracy is not None:
             out.update(heldout_accuracy=accuracy, accuracy_epoch=epoch)
-        return out
+        self._verdict = (inputs, out)
+        return dict(out)
 
 
 def verdict_html(v: dict, *, running: bool = False, axis: str = "epoch") -> str:

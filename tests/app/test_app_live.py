@@ -445,3 +445,26 @@ def test_dispatcher_batches_items_from_a_worker_thread_onto_the_document():
         doc.scheduled.pop(0)()
     assert [x for batch in applied for x in batch] == list(range(50))
     assert len(applied) < 50                # batched
+
+
+def test_the_verdict_is_computed_again_only_when_what_it_is_computed_from_changes(monkeypatch):
+    """After every event the verdict equals one computed afresh; g is computed only for events that bring g's rows,
+    a layer, a training row or the seeds (a run's progress events and its other metrics bring none)."""
+    from lab import analysis
+    from app.live._model import RunModel
+    from tests.fixtures.live_runs import synthetic_run
+
+    calls = []
+    original = analysis.latest_generalization
+    monkeypatch.setattr(analysis, "latest_generalization", lambda *a, **k: calls.append(1) or original(*a, **k))
+    events = list(synthetic_run(epochs=3, seeds=(0, 1), collapse=True))
+    model, fresh = RunModel(), RunModel()
+    for event in events:
+        model.apply(event)
+        fresh.apply(event)
+        fresh._verdict = None                       # forget: computed from scratch
+        assert model.verdict() == fresh.verdict(), event.kind
+        model.verdict()                              # asked again with nothing new: not computed again
+    assert model.verdict()["g"] is not None
+    computed_by_model = len(calls) - len(events)    # fresh computed once per event
+    assert 0 < computed_by_model < len(events) / 2, (computed_by_model, len(events))
