@@ -4,13 +4,19 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 __all__ = ["execute_notebook"]
 
 
-def _current_python_kernel_manager():
-    """A kernel manager whose kernel is this interpreter's ipykernel, whatever kernelspecs are installed."""
+def _current_python_kernel_manager(sockets: str | None = None):
+    """A kernel manager whose kernel is this interpreter's ipykernel, whatever kernelspecs are installed.
+
+    ``sockets``: a folder for the kernel's channels as Unix sockets (POSIX), instead of TCP ports. Over TCP the
+    manager picks five free ports and the kernel binds them later; a process starting meanwhile can take one
+    (seen with two test workers starting kernels, servers and Dask clusters at once): the kernel's heartbeat
+    fails to bind and the client waits on it for ever."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
@@ -19,7 +25,8 @@ def _current_python_kernel_manager():
             return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                               display_name="Python 3 (ipykernel)", language="python", resource_dir="")
 
-    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython())
+    ipc = {"transport": "ipc", "ip": os.path.join(sockets, "kernel")} if sockets and os.name == "posix" else {}
+    return AsyncKernelManager(kernel_name="python3", kernel_spec_manager=_ThisPython(), **ipc)
 
 
 def execute_notebook(nb, cwd: str | os.PathLike | None = None, *, timeout: int = 600,
@@ -62,14 +69,15 @@ def execute_notebook(nb, cwd: str | os.PathLike | None = None, *, timeout: int =
     kernel_env["PYTHONPATH"] = os.pathsep.join([lab_parent] + [p for p in paths if p != lab_parent])
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     folder = str(Path(cwd).resolve()) if cwd is not None else os.getcwd()
-    km = _current_python_kernel_manager()
-    client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": folder}})
-    try:
-        # nbclient shuts down only kernels whose manager it made; ours would idle (about 1 GiB) until
-        # this process exits, so ask it to clean up, and make sure in the finally.
-        client.execute(env=kernel_env, cleanup_kc=True)
-    finally:
-        _shut_down(km)
+    with tempfile.TemporaryDirectory(prefix="lab-kernel-") as sockets:
+        km = _current_python_kernel_manager(sockets)
+        client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": folder}})
+        try:
+            # nbclient shuts down only kernels whose manager it made; ours would idle (about 1 GiB) until
+            # this process exits, so ask it to clean up, and make sure in the finally.
+            client.execute(env=kernel_env, cleanup_kc=True)
+        finally:
+            _shut_down(km)
     return nb
 
 

@@ -1,6 +1,8 @@
 """lab.export.execute_notebook shuts down the kernel it starts, whether the notebook runs through or a cell fails."""
 from __future__ import annotations
 
+import os
+
 import nbformat
 import psutil
 import pytest
@@ -40,3 +42,12 @@ def test_two_executions_leave_no_kernel_running(tmp_path):
     alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"kernels {alive} still run after execute_notebook returned"  # ... and both were shut down
     assert {p.pid for p in _kernels_of_this_process()} <= before
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Unix sockets")
+def test_the_kernel_talks_over_unix_sockets_not_tcp_ports(tmp_path):
+    """TCP ports picked free by the client can be taken before the kernel binds them (two test workers starting
+    kernels and servers at once did): the kernel's heartbeat failed to bind and the client waited for ever."""
+    nb = execute_notebook(_notebook("from ipykernel.kernelapp import IPKernelApp\n"
+                                    "print(IPKernelApp.instance().transport)"), tmp_path, timeout=60)
+    assert nb.cells[0].outputs[0]["text"].strip() == "ipc"
