@@ -144,10 +144,14 @@ class LiveView(pn.viewable.Viewer):
         self._following = follow_in(self, run_id, store, every=every)
         self._following.start()
 
-    def stop_following(self) -> None:
-        """Stop following the stored run (what it showed stays)."""
+    def stop_following(self, wait: float | None = None) -> None:
+        """Stop following the stored run (what it showed stays). ``wait``: seconds to wait for the following thread
+        to end: outside a served page it applies the events itself, so a script reading the view right after would
+        race it."""
         if self._following is not None:
             self._following.stop()
+            if wait is not None:
+                self._following.wait(wait)
         self._following = None
 
     @property

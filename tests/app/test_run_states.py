@@ -266,7 +266,7 @@ def test_a_run_still_training_or_ended_after_one_evaluation_says_why_its_trainin
             while view.model.epochs_done < 1:
                 assert time.monotonic() < deadline, view.probe()
                 time.sleep(0.1)
-            view.stop_following()
+            view.stop_following(wait=30)                        # its thread applies the events: let it end
             assert view.status == "running"
             gaps = _gaps(view)
             assert gaps["loss"].startswith("No training loss yet: it comes when the first training epoch ends")
