@@ -42,8 +42,8 @@ class LoopShare:
 
     A turn calls :meth:`delay` first (and waits that long if it is not 0), :meth:`begin` as it starts, and
     :meth:`end` once its document changes have been sent (the dispatcher's flush ends); a view asking for a turn
-    calls :meth:`want`. All but :meth:`end` name the view (``who``: any hashable), so that a view drawing alone
-    is not paced.
+    calls :meth:`want`. All but :meth:`end` name the view (``who``: any object, kept by its id), so that a view
+    drawing alone is not paced.
     """
 
     def __init__(self, share: float = SHARE, loading_share: float = LOADING_SHARE, clock=time.monotonic):
