@@ -48,13 +48,11 @@ class SuiteTimer:
         self.started = time.monotonic()
         self.phases: dict[str, dict[str, float]] = defaultdict(dict)
         self.outcomes: Counter = Counter()
-        self.workers: set[str] = set()
         self.busy: Counter = Counter()          # worker -> seconds in its tests: how evenly the files were shared
 
     def pytest_runtest_logreport(self, report):
         worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid")  # set by xdist
         if worker:
-            self.workers.add(worker)
             self.busy[worker] += report.duration
         self.phases[report.nodeid][report.when] = report.duration
         if report.when == "call" or report.outcome != "passed":
@@ -67,7 +65,7 @@ class SuiteTimer:
                  for nodeid, p in self.phases.items()]
         tests.sort(key=lambda t: t["seconds"], reverse=True)
         report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),
-                  "workers": len(self.workers) or None,
+                  "workers": len(self.busy) or None,
                   "worker_seconds": {w: round(self.busy[w], 1) for w in sorted(self.busy)},
                   "cpus": os.cpu_count(), "tests": len(self.phases), "outcomes": dict(self.outcomes),
                   "slowest": tests[:SLOWEST], "files": by_file(tests)}
