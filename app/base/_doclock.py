@@ -12,6 +12,12 @@ browser logs "reference ... isn't known" and plots never appear (seen in the Jup
 browser test on a loaded machine: the click reached the main thread, later messages a
 subshell). So the dispatcher's flushes and both libraries' message handlers take the
 document's lock: one thread at a time changes a document, whichever threads they are.
+
+Panel's notebook view also sends every change the kernel made back to the kernel: its comm manager forwards
+the browser document's changes without the ``sync`` check a served page's session makes, so each value the
+kernel sets comes back once. Most echoes match the kernel's value and change nothing, but a value set twice in
+quick succession comes back as the older one after the newer, and reads as the user's. :func:`drop_echoes`
+names the properties whose echoes Panel's handler drops before it applies a message (the layer player's).
 """
 from __future__ import annotations
 
@@ -19,12 +25,15 @@ import contextlib
 import functools
 import threading
 import weakref
+from collections import deque
 
-__all__ = ["doc_lock", "locked", "install"]
+__all__ = ["doc_lock", "locked", "install", "drop_echoes"]
 
 _LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
 _MARK = "_layerscope_doc_locked"
+_RECEIVING = threading.local()          # depth > 0 while this thread applies a browser's message
+_ECHOING: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()     # model id -> its _Sent
 
 
 def doc_lock(doc) -> threading.RLock:
@@ -46,6 +55,76 @@ def locked(doc):
         yield
 
 
+class _Sent:
+    """The values the kernel set on one model property whose echoes have not come back yet, oldest first."""
+
+    def __init__(self, attr: str):
+        self.attr = attr
+        self.values: deque = deque(maxlen=64)
+
+    def record(self, attr, old, new) -> None:
+        if not getattr(_RECEIVING, "depth", 0):          # set by the kernel, not by a browser's message
+            self.values.append(new)
+
+    def is_echo(self, value) -> bool:
+        """Whether ``value`` from the browser is the kernel's own coming back (it and the older ones are done);
+        any other value is the user's, after which nothing the kernel set is still expected back."""
+        if value in self.values:
+            while self.values.popleft() != value:
+                pass
+            return True
+        self.values.clear()
+        return False
+
+
+def drop_echoes(model, attr: str) -> None:
+    """Drop the echoes of the kernel's own changes of ``model.<attr>`` from Panel's notebook messages (see the
+    module's docstring); the browser's other changes of it still arrive. Idempotent; nothing in a served page,
+    whose session sends no echoes."""
+    with _GUARD:
+        if model.id in _ECHOING:
+            return
+        sent = _Sent(attr)
+        model.on_change(attr, sent.record)       # the model holds the record, and the record the values
+        _ECHOING[model.id] = sent
+
+
+def _without_echoes(patch) -> None:
+    """Remove from a browser's patch the changes that echo the kernel's own (:func:`drop_echoes`)."""
+    content = getattr(patch, "content", None)
+    events = content.get("events") if isinstance(content, dict) else None
+    if not events or not _ECHOING:
+        return
+    kept = []
+    for event in events:
+        sent = _ECHOING.get((event.get("model") or {}).get("id")) if event.get("kind") == "ModelChanged" else None
+        if sent is None or event.get("attr") != sent.attr or not sent.is_echo(event.get("new")):
+            kept.append(event)
+    events[:] = kept
+
+
+class _DroppingEchoes:
+    """Panel's comm manager, whose assembled patches leave out the kernel's echoes."""
+
+    def __init__(self, manager):
+        self._manager = manager
+
+    def assemble(self, msg):
+        patch = self._manager.assemble(msg)
+        _without_echoes(patch)
+        return patch
+
+
+@contextlib.contextmanager
+def _receiving(doc):
+    with locked(doc):
+        _RECEIVING.depth = getattr(_RECEIVING, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _RECEIVING.depth -= 1
+
+
 def _panel_doc(ref: str):
     from panel.io.state import state
 
@@ -62,8 +141,8 @@ def _lock_panel() -> None:
 
     @functools.wraps(original)
     def _on_msg(self, ref, manager, msg):
-        with locked(_panel_doc(ref)):
-            return original(self, ref, manager, msg)
+        with _receiving(_panel_doc(ref)):
+            return original(self, ref, _DroppingEchoes(manager), msg)
 
     setattr(_on_msg, _MARK, True)
     MimeRenderMixin._on_msg = _on_msg
@@ -81,7 +160,7 @@ def _lock_jupyter_bokeh() -> None:
     @functools.wraps(original)
     def _handle_msg(self, msg):
         model = getattr(self, "_model", None)
-        with locked(getattr(model, "document", None)):
+        with _receiving(getattr(model, "document", None)):
             return original(self, msg)
 
     setattr(_handle_msg, _MARK, True)

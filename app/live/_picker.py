@@ -6,6 +6,10 @@ layout and the verdict always name the same layer. Before the first complete epo
 yet; it shows the deepest layer with a layout so far. A layer picked on the player (or set from Python)
 stops the following; ticking "follow best layer" resumes it. The epoch follows the newest layout likewise.
 
+In a notebook, Panel's view sends the kernel's own moves of the player and the epoch picker back; they are dropped before they
+arrive (:func:`app.base._doclock.drop_echoes`), or a move made twice in quick succession came back as the older
+layer after the newer and read as a pick.
+
 The player offers only the layers with a layout (``RunModel.projection_layers()``: a run projects the layers of
 its ``projection_layers``, every measured layer by default); picking another kept the previous layout on show.
 Its options grow as the first epoch's layouts arrive.
@@ -18,6 +22,7 @@ from typing import Callable
 import panel as pn
 import param
 
+from ..base._doclock import drop_echoes
 from ._model import RunModel
 
 __all__ = ["LayoutPicker"]
@@ -109,6 +114,7 @@ class LayoutPicker(pn.viewable.Viewer):
     def offer(self) -> list[str]:
         """Offer the layers with a layout now (the player's options and :attr:`layer`'s choices); returns them."""
         available = self._model().projection_layers()
+        self._drop_echoes()
         if available != list(self.param.layer.objects):
             with self._picking():
                 self.param.layer.objects = available
@@ -131,12 +137,20 @@ class LayoutPicker(pn.viewable.Viewer):
 
     def sync_widgets(self) -> None:
         """Show :attr:`layer` and :attr:`epoch` on the player and the epoch picker."""
+        self._drop_echoes()
         with self._picking():
             if self.layer in self.player.options:
                 self.player.value = self.layer
             epochs = self._model().projection_epochs(self.layer) if self.layer else []
             self.epoch_select.param.update(options=epochs, value=self.epoch if self.epoch in epochs
                                            else (epochs[-1] if epochs else None))
+
+    def _drop_echoes(self) -> None:
+        """Before the picker moves the player or the epoch: its moves coming back from a notebook's browser are
+        no pick."""
+        for widget in (self.player, self.epoch_select):
+            for model, _parent in list(widget._models.values()):
+                drop_echoes(model, "value")
 
     def _epoch_for(self, layer: str | None) -> int | None:
         epochs = self._model().projection_epochs(layer) if layer else []

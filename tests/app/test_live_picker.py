@@ -166,3 +166,61 @@ def test_a_replayed_run_offers_its_laid_out_layers_and_a_new_run_its_own(live):
     assert live.picker.player.options == ["stem", "block2"]
     live.consume(list(synthetic_run("r2", epochs=1)))
     assert live.picker.player.options == list(LAYERS)
+
+
+
+def _browser_sends(live, ref, **props):
+    """A message from a notebook's browser through Panel's comm handler: a real PATCH-DOC setting ``props`` on
+    the player's model, as Panel's comm manager sends it (the kernel's own changes come back this way too)."""
+    from bokeh.document.events import ModelChangedEvent
+    from bokeh.protocol import Protocol
+    from panel.viewable import MimeRenderMixin
+
+    model = _player_model(live.picker)
+    patch = Protocol().create("PATCH-DOC", [ModelChangedEvent(model.document, model, name, value)
+                                            for name, value in props.items()])
+
+    class Manager:
+        def assemble(self, msg):
+            return patch
+
+    MimeRenderMixin._on_msg(live.__panel__(), ref, Manager(), {"content": {}})
+
+
+def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
+    """Panel's notebook view sends the kernel's changes back to the kernel; two moves in quick succession came
+    back as the older then the newer layer, and the older one read as a pick: the layout stopped following
+    the best layer (seen in the JupyterLab browser test). The user's own frame is still a pick."""
+    from panel.io.state import state
+    from pyviz_comms import Comm
+
+    from app.base._doclock import install
+    from app.live import LiveView
+
+    install()
+    live, doc, comm = LiveView(), Document(), Comm()
+    root = live.__panel__().get_root(doc, comm)
+    doc.add_root(root)                                        # as Panel's notebook display does
+    ref = root.ref["id"]
+    state._views[ref] = (live.__panel__(), root, doc, comm)
+    try:
+        events = _moving_best()
+        ends = _epoch_ends(events)
+        live.consume(events[:ends[0]])
+        model = _player_model(live.picker)
+        first = model.value                                   # block1's frame, as the page got it
+        live.consume(events[ends[0]:ends[1]])                 # then block2's, before the first came back
+        assert [model.options[i] for i in (first, model.value)] == ["block1", "block2"]
+        for frame in (first, model.value):                    # both come back, the older first
+            _browser_sends(live, ref, value=frame)
+            picker = live.picker
+            assert (picker.layer, picker.follow_best, live.embedding.layer) == ("block2", True, "block2")
+            assert (model.options[model.value], model.title) == ("block2", "Layer: block2")
+        live.consume(events[ends[1]:])                        # and it goes on following
+        assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), "pre_logits")
+        _browser_sends(live, ref, value=model.value)          # that move's echo, like the earlier ones
+        _browser_sends(live, ref, value=first)                # the user's frame: block1, shown before
+        assert (live.picker.layer, live.picker.follow_best, live.embedding.layer) == ("block1", False, "block1")
+        assert model.title == "Layer: block1"
+    finally:
+        state._views.pop(ref, None)
