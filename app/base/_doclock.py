@@ -17,7 +17,8 @@ Panel's notebook view also sends every change the kernel made back to the kernel
 the browser document's changes without the ``sync`` check a served page's session makes, so each value the
 kernel sets comes back once. Most echoes match the kernel's value and change nothing, but a value set twice in
 quick succession comes back as the older one after the newer, and reads as the user's. :func:`drop_echoes`
-names the properties whose echoes Panel's handler drops before it applies a message (the layer player's).
+names the properties whose echoes Panel's handler drops before it applies a message (the live view's layer
+player and epoch picker).
 """
 from __future__ import annotations
 
@@ -79,8 +80,8 @@ class _Sent:
 
 def drop_echoes(model, attr: str) -> None:
     """Drop the echoes of the kernel's own changes of ``model.<attr>`` from Panel's notebook messages (see the
-    module's docstring); the browser's other changes of it still arrive. Idempotent; nothing in a served page,
-    whose session sends no echoes."""
+    module's docstring); the browser's other changes of it still arrive. Idempotent. A served page's session
+    sends no echoes, so there the record is kept but nothing is ever dropped."""
     with _GUARD:
         if model.id in _ECHOING:
             return
@@ -168,7 +169,8 @@ def _lock_jupyter_bokeh() -> None:
 
 
 def install() -> None:
-    """Make Panel's and jupyter_bokeh's comm handlers take the document's lock (idempotent).
+    """Make Panel's and jupyter_bokeh's comm handlers take the document's lock and mark the thread while they
+    apply a message, and Panel's drop the echoes :func:`drop_echoes` names (idempotent).
 
     Handlers bind when a view is displayed, so this runs before any view is: when the app's
     dispatcher module is imported and in :func:`app.extension`.
