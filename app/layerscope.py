@@ -13,7 +13,7 @@ from .choose import ConfigPanel
 from .collapse import CollapseView
 from .compare import RunsPanel
 from .live import LiveView, RunControl, WatchControl
-from .base import page_loading
+from .base import page_loading, skip_css_visuals
 from .live.watch_control import watched_settings_html
 from .studies import StudiesPanel
 
@@ -63,6 +63,7 @@ class LayerScope(pn.viewable.Viewer):
     def __init__(self, store=None, **params):
         super().__init__(**params)
         page_loading(pn.state.curdoc)       # the other sessions' redraws make way until this page has rendered
+        skip_css_visuals(pn.state.curdoc)   # its plots paint without a CSS lookup per line (app.base._css_visuals)
         if store is None:
             import lab.store
 

@@ -5,10 +5,11 @@ dataset cache) live in :mod:`app.base.resources`; :mod:`app.base.plots` is the o
 of the app and of every notebook (``from app import plots``). The views import what they share from
 here: :class:`DocDispatcher` and :class:`RedrawQueue` keep a session's document safe from other
 threads (``_dispatch``, ``_redraw``, with ``_doclock``; ``_share`` paces every session's redraws on the server's
-one event loop, and gives a new page priority), :func:`notify` shows a notification
-(``_notify``), :class:`ThumbnailSource` serves hover thumbnails (``_thumbs``), :func:`wrap_row` lays items out
-side by side, wrapping, where plots may sit (``_wrap``; not ``pn.FlexBox``, which blanks the plots inside), and
-:func:`lazy_exports` gives a view's package names that load on first use; ``_plot_style`` holds the
+one event loop, and gives a new page priority), :func:`skip_css_visuals` lets a served page's plots paint
+without asking the page's CSS for every line (``_css_visuals``; :func:`extension` does it in a notebook),
+:func:`notify` shows a notification (``_notify``), :class:`ThumbnailSource` serves hover thumbnails
+(``_thumbs``), :func:`wrap_row` lays items out side by side, wrapping, where plots may sit (``_wrap``; not
+``pn.FlexBox``, which blanks the plots inside), and :func:`lazy_exports` gives a view's package names that load on first use; ``_plot_style`` holds the
 plots' shared style. Importing this package loads no UI library; the names that need Panel load it
 on first use, and the plot module loads HoloViews.
 """
@@ -17,10 +18,11 @@ from lab.lazy import lazy_exports
 from .resources import extension, shared
 
 __all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "array_thumbnails",
-           "notify", "page_loading", "wrap_row", "KEEP_SIZE"]
+           "notify", "page_loading", "skip_css_visuals", "wrap_row", "KEEP_SIZE"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
     "ThumbnailSource": "._thumbs:ThumbnailSource", "array_thumbnails": "._thumbs:array_thumbnails",
     "notify": "._notify:notify", "page_loading": "._share:page_loading",
+    "skip_css_visuals": "._css_visuals:skip_css_visuals",
     "wrap_row": "._wrap:wrap_row", "KEEP_SIZE": "._wrap:KEEP_SIZE",
 })

@@ -312,3 +312,9 @@ def extension(*extensions: str, comms: str | None = None, **params) -> None:
     if comms is not None:
         params["comms"] = comms
     pn.extension("tabulator", *[e for e in extensions if e != "tabulator"], **params)
+    from IPython import get_ipython
+
+    if get_ipython() is not None:
+        from ._css_visuals import skip_css_visuals_in_notebook
+
+        skip_css_visuals_in_notebook()      # the plots paint without a CSS lookup per line (app.base._css_visuals)

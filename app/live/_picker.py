@@ -6,9 +6,9 @@ layout and the verdict always name the same layer. Before the first complete epo
 yet; it shows the deepest layer with a layout so far. A layer picked on the player (or set from Python)
 stops the following; ticking "follow best layer" resumes it. The epoch follows the newest layout likewise.
 
-In a notebook, Panel's view sends the kernel's own moves of the player and the epoch picker back; they are dropped before they
-arrive (:func:`app.base._doclock.drop_echoes`), or a move made twice in quick succession came back as the older
-layer after the newer and read as a pick.
+In a notebook, Panel's view sends the kernel's own moves of the player and the epoch picker back; they are
+dropped before they arrive (:func:`app.base._doclock.drop_echoes`), or a move made twice in quick succession
+came back as the older layer after the newer and read as a pick.
 
 The player offers only the layers with a layout (``RunModel.projection_layers()``: a run projects the layers of
 its ``projection_layers``, every measured layer by default); picking another kept the previous layout on show.

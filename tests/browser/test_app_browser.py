@@ -200,6 +200,8 @@ def test_tiny_run_streams_every_view(page):
         assert time.monotonic() < deadline, f"the plots in the page do not show the data: {counts}"
         page.wait_for_timeout(250)
     page.screenshot(path=str(ARTIFACTS / "02-tiny-mid-run.png"), full_page=True)
+    # the plots above painted with BokehJS's CSS lookup answered at once (app.base._css_visuals)
+    assert page.evaluate("window.__layerscopeCssVisuals") is True
     state = wait_probe(page, lambda s: s.get("status") in ("finished", "failed", "cancelled"), 600, "the run's end")
     record_timing("tiny_total_s", time.monotonic() - t0)
     assert state["status"] == "finished", state

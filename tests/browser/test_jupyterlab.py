@@ -325,6 +325,8 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             assert page.locator(".jp-OutputArea-output .widget-progress, .jp-OutputArea-output progress").count() \
                 >= 1, "lab.run's tqdm.auto progress bar did not render as an ipywidget"
             assert page.locator("canvas").count() >= 1         # the hvplot scatter of step 6
+            # app.extension() sent the script that answers BokehJS's CSS lookup at once (app.base._css_visuals)
+            assert page.evaluate("window.__layerscopeCssVisuals") is True
 
             # route 1: LayerScope through Panel's notebook comms
             state = press_run(page, 0, 600, "the LayerScope run to finish")

@@ -1,0 +1,58 @@
+"""Plots that paint without asking the page's CSS for every line and fill: BokehJS's CSS lookup, answered at once.
+
+BokehJS 3 lets a stylesheet restyle a glyph through CSS custom properties (``--bk-line-color`` and the like).
+To allow it, every visual property it reads while painting (each line's color, alpha, width, join, cap, dash;
+each fill's and text's) first asks ``getComputedStyle(el).getPropertyValue(...)``; in a page of many plots and
+widgets each ask can force the browser to recompute the page's styles. No stylesheet of Bokeh, Panel, HoloViews
+or this app defines such a property (``tests/app/test_css_visuals.py`` checks), so every ask answers "", and the
+asking cost the state walk's Chromium renderer 40 % of its CPU (measured: ``benchmarks/results/css_visuals.txt``).
+:data:`SKIP_CSS_VISUALS` makes the ask answer "" without the lookup on layerscope's pages; the models' own
+values then paint, as they did. Upstream: bokeh/bokeh#15286 (open); PR #15205 caches the lookups, in no release
+yet (3.9.2 is the newest). Where BokehJS lacks the method (another version), the script changes nothing.
+"""
+from __future__ import annotations
+
+__all__ = ["SKIP_CSS_VISUALS", "skip_css_visuals", "skip_css_visuals_in_notebook"]
+
+SKIP_CSS_VISUALS = """
+(() => {
+  const skip = () => {
+    const bokeh = window.Bokeh;
+    if (bokeh == null || typeof bokeh.require !== "function") return false;
+    let visual;
+    try { visual = bokeh.require("core/visuals/visual"); } catch (err) { return true; }  // another BokehJS
+    const proto = visual && visual.VisualProperties && visual.VisualProperties.prototype;
+    if (proto && typeof proto._get_css_value === "function" && !proto._get_css_value.layerscope) {
+      const answer = function () { return ""; };
+      answer.layerscope = true;
+      proto._get_css_value = answer;
+    }
+    window.__layerscopeCssVisuals = Boolean(proto && proto._get_css_value.layerscope);
+    return true;
+  };
+  if (!skip()) {                                   // a notebook: BokehJS may still be loading
+    const timer = setInterval(() => { if (skip()) clearInterval(timer); }, 50);
+    setTimeout(() => clearInterval(timer), 120000);
+  }
+})();
+"""
+"""The script: idempotent; sets ``window.__layerscopeCssVisuals`` (true once the lookups are skipped)."""
+
+
+def skip_css_visuals(doc) -> None:
+    """Run :data:`SKIP_CSS_VISUALS` in the browser of the served session ``doc`` once its page is ready;
+    nothing outside a served session (a notebook gets it from :func:`skip_css_visuals_in_notebook`)."""
+    if doc is None or getattr(doc, "session_context", None) is None:
+        return
+    from bokeh.models import CustomJS
+
+    doc.js_on_event("document_ready", CustomJS(code=SKIP_CSS_VISUALS))
+
+
+def skip_css_visuals_in_notebook() -> None:
+    """Send :data:`SKIP_CSS_VISUALS` to the notebook's page the way Panel sends BokehJS (HoloViz's loader mime
+    type, which JupyterLab's pyviz extension runs; plain JavaScript for the classic notebook)."""
+    from IPython.display import publish_display_data
+
+    publish_display_data({"application/javascript": SKIP_CSS_VISUALS,
+                          "application/vnd.holoviews_load.v0+json": SKIP_CSS_VISUALS})
