@@ -10,8 +10,8 @@ without asking the page's CSS for every line (``_css_visuals``; :func:`extension
 :func:`notify` shows a notification (``_notify``), :class:`ThumbnailSource` serves hover thumbnails
 (``_thumbs``), :func:`wrap_row` lays items out side by side, wrapping, where plots may sit (``_wrap``; not
 ``pn.FlexBox``, which blanks the plots inside), and :func:`lazy_exports` gives a view's package names that
-load on first use; ``_plot_style`` holds the plots' shared style. Importing this package loads no UI library; the names that need Panel load it
-on first use, and the plot module loads HoloViews.
+load on first use; ``_plot_style`` holds the plots' shared style. Importing this package loads no UI
+library; the names that need Panel load it on first use, and the plot module loads HoloViews.
 """
 from lab.lazy import lazy_exports
 
