@@ -6,10 +6,12 @@ app's updates do); Chromium's task time (CDP ``Performance.getMetrics``, ``TaskD
 repaints, first as BokehJS paints them, then after the page ran ``app.base._css_visuals.SKIP_CSS_VISUALS``.
 Same page, same process: the ratio is what the script saves.
 
-Run: ``python benchmarks/css_visuals.py`` (needs Debian's chromium); writes benchmarks/results/css_visuals.txt.
+Run: ``python benchmarks/css_visuals.py [--save]`` (needs Debian's chromium); ``--save`` writes
+benchmarks/results/css_visuals.txt.
 """
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from bokeh.plotting import figure  # noqa: E402
 from bokeh.resources import INLINE  # noqa: E402
 
 from app.base._css_visuals import SKIP_CSS_VISUALS  # noqa: E402
+from benchmarks._results import add_save_option, recording  # noqa: E402
 
 REPAINTS = 10
 
@@ -61,13 +64,12 @@ def task_seconds(cdp) -> float:
     return {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}["TaskDuration"]
 
 
-def main() -> None:
+def measure() -> None:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
         html = Path(tmp) / "page.html"
         html.write_text(page())
-        lines = []
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
             tab = browser.new_page(viewport={"width": 1600, "height": 1200})
@@ -85,15 +87,20 @@ def main() -> None:
                 before = task_seconds(cdp)
                 tab.evaluate(REPAINT_JS, REPAINTS)
                 seconds[mode] = task_seconds(cdp) - before
-                lines.append(f"{mode:26s} {seconds[mode]:6.2f} s of Chromium task time for {REPAINTS} repaints")
+                print(f"{mode:26s} {seconds[mode]:6.2f} s of Chromium task time for {REPAINTS} repaints")
             browser.close()
-        base, skip = seconds.values()
-        lines.append(f"ratio {skip / base:.2f} (24 plots x 6 lines, 200 text panes; one browser, one page)")
-    text = "\n".join(lines)
-    print(text)
-    out = ROOT / "benchmarks" / "results" / "css_visuals.txt"
-    out.write_text(text + "\n")
+    base, skip = seconds.values()
+    print(f"ratio {skip / base:.2f} (24 plots x 6 lines, 200 text panes; one browser, one page)")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_save_option(parser)
+    args = parser.parse_args(argv)
+    with recording(__file__, parser, args, argv=argv):
+        measure()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
