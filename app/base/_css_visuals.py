@@ -7,8 +7,9 @@ widgets each ask can force the browser to recompute the page's styles. No styles
 or this app defines such a property (``tests/app/test_css_visuals.py`` checks), so every ask answers "", and the
 asking cost the state walk's Chromium renderer 40 % of its CPU (``benchmarks/results/css_visuals.txt``, with
 ``benchmarks/css_visuals.py``). :data:`SKIP_CSS_VISUALS` makes the ask answer "" without the lookup on
-layerscope's pages; the models' own values then paint, as they did. Upstream: bokeh/bokeh#15286 (open); PR #15205 caches the lookups, in no release
-yet (3.9.2 is the newest). Where BokehJS lacks the method (another version), the script changes nothing.
+layerscope's pages; the models' own values then paint, as they did. Upstream: bokeh/bokeh#15286 (open);
+PR #15205 caches the lookups, in no release yet (3.9.2 is the newest). Where BokehJS lacks the method
+(another version), the script changes nothing.
 """
 from __future__ import annotations
 
