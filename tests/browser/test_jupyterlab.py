@@ -348,12 +348,13 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             # in each route the layout is at the verdict's best layer, and the layer player's header says so
             # (Panel's own value label kept the player's first layer after a move from Python)
             bests = [page.locator(".ls-best-layer").nth(i).inner_text().strip() for i in range(2)]
-            # the probe and the header travel in separate comm messages: give the probe the header's 20 s too.
+            # the probe is another model than the header and may arrive a moment later: it gets the header's 20 s.
             # The message names each view's follow_best: False there means something picked a layer by hand
-            shown = lambda: [{k: state.get(k) for k in ("run_id", "layout_layer", "best_layer", "follow_best")}
-                             for state in probes(page)]
+            def shown():
+                return [{k: state.get(k) for k in ("run_id", "layout_layer", "best_layer", "follow_best")}
+                        for state in probes(page)]
             try:
-                wait_for(page, lambda: [s["layout_layer"] for s in shown()] == bests, 20, "the layouts at the best layers")
+                wait_for(page, lambda: [s["layout_layer"] for s in shown()] == bests, 20, "the layouts at best")
             except AssertionError:
                 raise AssertionError(f"layouts {shown()} vs the headers' best layers {bests}") from None
             for i, best in enumerate(bests):
