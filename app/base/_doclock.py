@@ -67,6 +67,9 @@ class _Sent:
         if not getattr(_RECEIVING, "depth", 0):          # set by the kernel, not by a browser's message
             self.values.append(new)
 
+    # A value recorded twice (a change seen here, then in the patch Panel sent) leaves one copy when its echo
+    # returns: the value shown, which the browser cannot send as a change; the next echo drops it.
+
     def is_echo(self, value) -> bool:
         """Whether ``value`` from the browser is the kernel's own coming back (it and the older ones are done);
         any other value is the user's, after which nothing the kernel set is still expected back."""
@@ -88,6 +91,19 @@ def drop_echoes(model, attr: str) -> None:
         sent = _Sent(attr)
         model.on_change(attr, sent.record)       # the model holds the record, and the record the values
         _ECHOING[model.id] = sent
+
+
+def _record_sent(msg) -> None:
+    """Record the values of :func:`drop_echoes`' properties in a patch Panel sends to a notebook's browser: the
+    kernel's changes made while Panel holds the document for a browser's message (a click that starts a run)
+    reach the browser so, and no change callback of the model runs for them."""
+    content = getattr(msg, "content", None)
+    events = content.get("events") if isinstance(content, dict) and _ECHOING else None
+    for event in events or ():
+        if isinstance(event, dict) and event.get("kind") == "ModelChanged":
+            sent = _ECHOING.get((event.get("model") or {}).get("id"))
+            if sent is not None and event.get("attr") == sent.attr:
+                sent.values.append(event.get("new"))
 
 
 def _without_echoes(patch) -> None:
@@ -147,6 +163,18 @@ def _lock_panel() -> None:
 
     setattr(_on_msg, _MARK, True)
     MimeRenderMixin._on_msg = _on_msg
+
+    import panel.io.notebook as notebook
+
+    send = notebook.send        # every patch Panel pushes to a notebook's browser goes through it
+
+    @functools.wraps(send)
+    def _send(comm, msg):
+        _record_sent(msg)
+        return send(comm, msg)
+
+    setattr(_send, _MARK, True)
+    notebook.send = _send
 
 
 def _lock_jupyter_bokeh() -> None:

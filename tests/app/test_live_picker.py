@@ -169,14 +169,31 @@ def test_a_replayed_run_offers_its_laid_out_layers_and_a_new_run_its_own(live):
 
 
 
-def _browser_sends(live, ref, **props):
+class _NotebookComm:
+    """A notebook's comm to the browser, open: what Panel pushes is kept, as the browser would receive it."""
+
+    def __new__(cls):
+        from pyviz_comms import Comm
+
+        class Open(Comm):
+            def __init__(self):
+                super().__init__()
+                self._comm, self.sent = True, []
+
+            def send(self, data=None, metadata=None, buffers=None):
+                self.sent.append(data)
+
+        return Open()
+
+
+def _browser_sends(live, ref, model=None, **props):
     """A message from a notebook's browser through Panel's comm handler: a real PATCH-DOC setting ``props`` on
     the player's model, as Panel's comm manager sends it (the kernel's own changes come back this way too)."""
     from bokeh.document.events import ModelChangedEvent
     from bokeh.protocol import Protocol
     from panel.viewable import MimeRenderMixin
 
-    model = _player_model(live.picker)
+    model = model if model is not None else _player_model(live.picker)
     patch = Protocol().create("PATCH-DOC", [ModelChangedEvent(model.document, model, name, value)
                                             for name, value in props.items()])
 
@@ -192,13 +209,12 @@ def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
     back as the older then the newer layer, and the older one read as a pick: the layout stopped following
     the best layer (seen in the JupyterLab browser test). The user's own frame is still a pick."""
     from panel.io.state import state
-    from pyviz_comms import Comm
 
     from app.base._doclock import install
     from app.live import LiveView
 
     install()
-    live, doc, comm = LiveView(), Document(), Comm()
+    live, doc, comm = LiveView(), Document(), _NotebookComm()
     root = live.__panel__().get_root(doc, comm)
     doc.add_root(root)                                        # as Panel's notebook display does
     ref = root.ref["id"]
@@ -222,5 +238,43 @@ def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
         _browser_sends(live, ref, value=first)                # the user's frame: block1, shown before
         assert (live.picker.layer, live.picker.follow_best, live.embedding.layer) == ("block1", False, "block1")
         assert model.title == "Layer: block1"
+    finally:
+        state._views.pop(ref, None)
+
+
+def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_own():
+    """Ticking "follow best layer" in a notebook moves the player back to the best layer while Panel applies the
+    tick's message, and the best layer moves on before that move comes back: it is the kernel's own all the same
+    (such a move, as by a Run click that starts a run, read as a pick in the JupyterLab test on a loaded machine:
+    Panel sends it in its own push, where the model's change callbacks never run)."""
+    from panel.io.state import state
+
+    from app.base._doclock import install
+    from app.live import LiveView
+
+    install()
+    live, doc, comm = LiveView(), Document(), _NotebookComm()
+    root = live.__panel__().get_root(doc, comm)
+    doc.add_root(root)
+    ref = root.ref["id"]
+    state._views[ref] = (live.__panel__(), root, doc, comm)
+    try:
+        events = _moving_best()
+        ends = _epoch_ends(events)
+        live.consume(events[:ends[0]])                        # the best layer: block1
+        model = _player_model(live.picker)
+        _browser_sends(live, ref, value=model.value)          # that move's echo
+        _browser_sends(live, ref, value=0)                    # the user's frame: stem
+        assert (live.picker.layer, live.picker.follow_best) == ("stem", False)
+        box = live.picker._follow.objects[0]                  # "follow best layer"
+        (box_model, _parent), = box._models.values()
+        tick = {"active": True} if "active" in box_model.properties() else {"value": True}
+        _browser_sends(live, ref, model=box_model, **tick)    # the kernel moves back to block1 inside it
+        moved = model.value
+        assert (live.picker.layer, live.picker.follow_best, model.options[moved]) == ("block1", True, "block1")
+        live.consume(events[ends[0]:ends[1]])                 # then on to block2, before that move came back
+        for frame in (moved, model.value):                    # both moves come back
+            _browser_sends(live, ref, value=frame)
+            assert (live.picker.layer, live.picker.follow_best) == ("block2", True)
     finally:
         state._views.pop(ref, None)
