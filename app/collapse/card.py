@@ -26,7 +26,7 @@ from lab import analysis
 from lab import events as ev
 from lab.errors import not_evaluated
 
-from app.base import KEEP_SIZE, plots, wrap_row
+from app.base import KEEP_SIZE, one_update, plots, wrap_row
 
 from ._law import LawSection
 from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
@@ -296,7 +296,8 @@ class CollapseView(pn.viewable.Viewer):
 
     def _on_fold(self, event) -> None:
         if not event.new and self._dirty:
-            self.refresh()
+            with one_update():      # unfolded in the browser: every panel at once
+                self.refresh()
 
     # ------------------------------------------------------------------ the simplex
     def _refresh_simplex_choices(self) -> None:

@@ -19,6 +19,7 @@ from lab.export import tables
 
 from app.base import plots
 from app.base import notify as _notify
+from app.base import one_update
 from app.explorer import StoredLayouts
 from app.explorer.embedding import EmbeddingView
 
@@ -174,7 +175,8 @@ class RunsPanel(pn.viewable.Viewer):
     def _on_selection(self, event) -> None:
         df = self._table.value
         ids = [str(df["run_id"].iloc[i]) for i in event.new if 0 <= i < len(df)]
-        self.selected = ids
+        with one_update():          # the overlay, CKA and layouts of the new selection
+            self.selected = ids
         self._delete_button.disabled = not ids
         self._export_button.disabled = not ids
         self._open_button.disabled = len(ids) != 1
@@ -186,7 +188,8 @@ class RunsPanel(pn.viewable.Viewer):
         if len(self.selected) != 1 or self.on_open is None:
             return False
         try:
-            self.on_open(self.selected[0])
+            with one_update():
+                self.on_open(self.selected[0])
         except (KeyError, ValueError, OSError) as exc:
             self.message = f"Cannot open run {self.selected[0]}: {exc}"
             _notify("error", self.message, duration=8000)

@@ -447,6 +447,43 @@ def test_dispatcher_batches_items_from_a_worker_thread_onto_the_document():
     assert len(applied) < 50                # batched
 
 
+def test_a_flush_walks_the_document_once_and_sends_a_model_it_made_with_its_last_values(monkeypatch):
+    """Bokeh walks a document's models after every change that adds one; a flush of the dispatcher walks it once,
+    at its end, and a model added and then changed within the flush reaches the page whole, with its last value
+    (frozen without the hold, the change before the walk would raise no event and the page would keep "draft")."""
+    import json
+
+    from bokeh.document.models import DocumentModelManager
+    from bokeh.models import Column, Div
+    from bokeh.protocol import Protocol
+
+    from app.base._dispatch import DocDispatcher
+
+    doc, root, sent, walks = _FakeDoc(), Column(), [], []
+    doc.add_root(root)
+    # as a server session does: each event sent is serialized when it is triggered
+    doc.on_change(lambda event: sent.append(json.dumps(Protocol().create("PATCH-DOC", [event]).content)))
+    monkeypatch.setitem(pn.state._connected, doc, True)     # a page is open: Panel sends the held events
+
+    def apply(batch):
+        for i in batch:
+            div = Div(text="draft")
+            root.children = [*root.children, div]
+            div.text = f"item {i}"
+
+    recompute = DocumentModelManager.recompute
+    monkeypatch.setattr(DocumentModelManager, "recompute", lambda self: walks.append(1) or recompute(self))
+    dispatcher = DocDispatcher(apply, doc=doc, min_interval=0.0)
+    for i in range(5):
+        dispatcher.push(i)
+    while doc.scheduled:
+        doc.scheduled.pop(0)()
+    assert len(walks) == 1
+    assert [div.text for div in root.children] == [f"item {i}" for i in range(5)]
+    patch = "\n".join(sent)
+    assert all(f"item {i}" in patch for i in range(5)) and "draft" not in patch, patch
+
+
 def test_the_verdict_is_computed_again_only_when_what_it_is_computed_from_changes(monkeypatch):
     """After every event the verdict equals one computed afresh; g is computed only for events that bring g's rows,
     a layer, a training row or the seeds (a run's progress events and its other metrics bring none)."""
