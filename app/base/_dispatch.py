@@ -74,9 +74,9 @@ def one_update(doc=None):
 
     For a handler of a change made in the browser, which Panel runs (with the document's lock) without a hold:
     a new selection or an unfolded card rebuilds several plots. Elsewhere (no session: a notebook, a test) the
-    block runs as it is."""
+    block runs as it is, as it does off the session's thread, where Panel schedules each update for later."""
     doc = doc if doc is not None else pn.state.curdoc
-    if getattr(doc, "session_context", None) is None:
+    if getattr(doc, "session_context", None) is None or not pn.state._unblocked(doc):
         yield
         return
     with pn.io.hold(doc, freeze=True):
