@@ -67,8 +67,12 @@ class _Sent:
         if not getattr(_RECEIVING, "depth", 0):          # set by the kernel, not by a browser's message
             self.values.append(new)
 
-    # A value recorded twice (a change seen here, then in the patch Panel sent) leaves one copy when its echo
-    # returns: the value shown, which the browser cannot send as a change; the next echo drops it.
+    def record_sent(self, value) -> None:
+        """A value in a patch Panel sends. Sent while a browser's message is applied, it was set then, where
+        :meth:`record` skips it; sent otherwise, :meth:`record` has it already (recorded twice, an echo would leave
+        a copy behind, and the user's later pick of that value would read as an echo)."""
+        if getattr(_RECEIVING, "depth", 0):
+            self.values.append(value)
 
     def is_echo(self, value) -> bool:
         """Whether ``value`` from the browser is the kernel's own coming back (it and the older ones are done);
@@ -103,7 +107,7 @@ def _record_sent(msg) -> None:
         if isinstance(event, dict) and event.get("kind") == "ModelChanged":
             sent = _ECHOING.get((event.get("model") or {}).get("id"))
             if sent is not None and event.get("attr") == sent.attr:
-                sent.values.append(event.get("new"))
+                sent.record_sent(event.get("new"))
 
 
 def _without_echoes(patch) -> None:

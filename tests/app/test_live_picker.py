@@ -278,3 +278,28 @@ def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_ow
             assert (live.picker.layer, live.picker.follow_best) == ("block2", True)
     finally:
         state._views.pop(ref, None)
+
+
+def test_a_kernel_change_seen_in_its_callback_and_in_panels_patch_is_recorded_once():
+    """The kernel's changes of a property whose echoes are dropped are recorded from the model's change callback
+    and from the patches Panel sends; recorded twice, one change's echo left a copy behind, and the user's pick of
+    that value while the kernel's next change was on its way read as an echo."""
+    from types import SimpleNamespace
+
+    from bokeh.models import Slider
+
+    from app.base._doclock import _ECHOING, _record_sent, drop_echoes
+
+    slider = Slider(start=0, end=9, value=0)
+    drop_echoes(slider, "value")
+    sent = _ECHOING[slider.id]
+
+    def kernel_sets(value):
+        slider.value = value                                  # the change callback sees it
+        _record_sent(SimpleNamespace(content={"events": [     # then Panel's patch carries it to the browser
+            {"kind": "ModelChanged", "model": {"id": slider.id}, "attr": "value", "new": value}]}))
+
+    kernel_sets(1)
+    assert sent.is_echo(1)                                    # its echo
+    kernel_sets(2)                                            # the next change, not yet back
+    assert not sent.is_echo(1)                                # the user's pick of 1
