@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import sklearn
 import torch
-# Imported with the module, not lazily: threadpoolctl.threadpool_limits (which callers use on
+# Imported with the module, not lazily: threadpoolctl limits (which callers use on
 # small problems, e.g. lab.runs) only limits BLAS/OpenMP libraries that are already loaded.
 from sklearn.metrics import normalized_mutual_info_score
 from sklearn.model_selection import StratifiedKFold

@@ -50,12 +50,31 @@ def few_threads(X):
     if getattr(X, "device", None) is None or X.device.type != "cpu" or X.numel() > _SMALL_PROBLEM:
         yield
         return
-    from threadpoolctl import threadpool_limits
-
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with threadpool_limits(limits=1):
+        with _thread_pools().limit(limits=1):
             yield
     finally:
         torch.set_num_threads(previous)
+
+
+_POOLS: tuple[int, object] | None = None     # (modules loaded when made, threadpoolctl's controller)
+
+
+def _thread_pools():
+    """threadpoolctl's controller of the BLAS/OpenMP libraries loaded now, made again only after an import.
+
+    ``threadpool_limits`` finds the libraries anew on every call, through a ctypes callback per loaded library;
+    in a served app, whose main thread redraws plots while a run evaluates, each callback waited for the GIL and
+    one evaluation's calls took seconds (py-spy: 18 s of a 60 s lesson run). A library comes with an import, so
+    the controller is kept while no module has been imported since."""
+    global _POOLS
+    import sys
+
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    if _POOLS is None or _POOLS[0] != loaded:
+        _POOLS = (loaded, ThreadpoolController())
+    return _POOLS[1]
