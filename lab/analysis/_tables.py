@@ -62,7 +62,7 @@ def aggregate_seeds(metrics: pd.DataFrame, by: Sequence[str] = _AGG_KEYS) -> pd.
         return pd.DataFrame(columns=[*by, "mean", "std", "n"])
     frame = metrics.assign(value=_finite(metrics["value"]))
     grouped = frame.groupby(by, sort=False)["value"]
-    out = grouped.agg(mean="mean", std=lambda s: s.std(ddof=1), n="count").reset_index()
+    out = grouped.agg(mean="mean", std="std", n="count").reset_index()          # pandas' std: ddof=1
     out["n"] = out["n"].astype(int)
     out.loc[out["n"] < 2, "std"] = np.nan
     return out
