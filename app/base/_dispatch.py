@@ -79,8 +79,45 @@ def one_update(doc=None):
     if getattr(doc, "session_context", None) is None or not pn.state._unblocked(doc):
         yield
         return
-    with pn.io.hold(doc, freeze=True):
+    with walk_if_changed(doc), pn.io.hold(doc):
         yield
+
+
+@contextlib.contextmanager
+def walk_if_changed(doc):
+    """Bokeh's ``doc.models.freeze()``, but the walk at its end only when the block may have added or dropped a model.
+
+    Bokeh walks every model of the document when a freeze ends (``DocumentModelManager.recompute``), whether or not
+    the block touched the model graph; a live view's flush that only sends new data to existing plots would walk the
+    whole app. A block can change the graph only through what Bokeh itself routes through the manager: a change of a
+    property whose old or new value holds a model calls ``invalidate`` (``Model.trigger``), and a root added or
+    dropped, or a layout's children set by Panel (``panel.io.document.freeze_doc``), enters a freeze of its own. Either
+    marks the block as changed; otherwise the models are the ones the last walk found, and the walk is skipped."""
+    models = getattr(doc, "models", None)
+    if models is None or models._freeze_count:      # no document, or already frozen: its freeze walks at its end
+        yield
+        return
+    changed = False
+    manager = type(models)
+
+    def invalidate():                               # frozen, Bokeh's own would only defer the walk
+        nonlocal changed
+        changed = True
+
+    def push_freeze():
+        nonlocal changed
+        changed = True
+        manager._push_freeze(models)
+
+    models.invalidate, models._push_freeze = invalidate, push_freeze
+    models._freeze_count += 1
+    try:
+        yield
+    finally:
+        del models.invalidate, models._push_freeze
+        models._freeze_count -= 1
+        if changed and models._freeze_count == 0:
+            models.recompute()
 
 
 class DocDispatcher:
@@ -209,14 +246,19 @@ class DocDispatcher:
                     with set_curdoc(self._doc):
                         # freeze: Bokeh walks every model of the document again after each change that adds
                         # or drops one (DocumentModelManager.recompute), dozens of times in a flush that builds a
-                        # view's plots, ~30 % of a served app's CPU while it opens a run. Frozen, it walks once;
-                        # the hold sends the flush's events at its end, a new model whole with its last values
+                        # view's plots, ~30 % of a served app's CPU while it opens a run. Frozen, it walks once,
+                        # and not at all when the flush only sent values (walk_if_changed); the hold sends the
+                        # flush's events at its end, a new model whole with its last values
                         # (before the walk attaches it, its own changes raise no event). Served sessions only: in
                         # a notebook Panel pushes every update over the comm at once, hold or not, and a model
                         # made in the flush would go out without its later changes (the JupyterLab test saw a
                         # layer player keep its first title).
                         served = self._notebook_doc is None
-                        with pn.io.hold(self._doc, freeze=served) if self._hold else contextlib.nullcontext():
+                        with contextlib.ExitStack() as update:
+                            if self._hold and served:
+                                update.enter_context(walk_if_changed(self._doc))
+                            if self._hold:
+                                update.enter_context(pn.io.hold(self._doc))
                             self._apply(batch)
         except Exception:  # never let a view bug kill the session's event loop
             _log.exception("layerscope: failed to apply %d update(s)", len(batch))

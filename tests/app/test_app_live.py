@@ -484,6 +484,41 @@ def test_a_flush_walks_the_document_once_and_sends_a_model_it_made_with_its_last
     assert all(f"item {i}" in patch for i in range(5)) and "draft" not in patch, patch
 
 
+def test_a_flush_that_adds_no_model_does_not_walk_the_document(monkeypatch):
+    """A flush that only sends new values to the models the page has (a progress bar, a plot's data) leaves the
+    document's models as they are, and Bokeh's walk of them is skipped; one that adds a model walks once and the
+    document knows the new model; one that drops a model walks and forgets it."""
+    from bokeh.document.models import DocumentModelManager
+    from bokeh.models import Column, ColumnDataSource, Div
+
+    from app.base._dispatch import DocDispatcher
+
+    doc, root, source, walks = _FakeDoc(), Column(), ColumnDataSource({"x": [0]}), []
+    root.children = [Div(text="0"), Div(text="source", tags=[source])]
+    doc.add_root(root)
+    monkeypatch.setitem(pn.state._connected, doc, True)
+    recompute = DocumentModelManager.recompute
+    monkeypatch.setattr(DocumentModelManager, "recompute", lambda self: walks.append(1) or recompute(self))
+    steps = {"values": lambda: (setattr(root.children[0], "text", "1"), setattr(source, "data", {"x": [0, 1]})),
+             "add": lambda: setattr(root, "children", [*root.children, Div(text="new")]),
+             "drop": lambda: setattr(root, "children", root.children[:2])}
+    dispatcher = DocDispatcher(lambda batch: [steps[step]() for step in batch], doc=doc, min_interval=0.0)
+    counted = {}
+    for step in ("values", "add", "drop", "values"):
+        before = len(walks)
+        dispatcher.push(step)
+        while doc.scheduled:
+            doc.scheduled.pop(0)()
+        counted[step] = len(walks) - before
+        if step == "add":
+            added = root.children[-1]
+            assert doc.get_model_by_id(added.id) is added
+    assert counted == {"values": 0, "add": 1, "drop": 1}
+    assert doc.get_model_by_id(added.id) is None
+    assert root.children[0].text == "1" and source.data["x"] == [0, 1]
+    assert not doc.models._freeze_count and "invalidate" not in vars(doc.models)
+
+
 def test_the_verdict_is_computed_again_only_when_what_it_is_computed_from_changes(monkeypatch):
     """After every event the verdict equals one computed afresh; g is computed only for events that bring g's rows,
     a layer, a training row or the seeds (a run's progress events and its other metrics bring none)."""
