@@ -41,7 +41,7 @@ def test_serialized_documents_carry_no_cdn_stylesheet():
     from bokeh.document import Document
     from panel.io.resources import set_resource_mode
 
-    from app.base.resources import offline_stylesheets
+    from app.base.resources import _OFFLINE, offline_stylesheets
 
     def rendered() -> str:
         doc = Document()
@@ -53,14 +53,17 @@ def test_serialized_documents_carry_no_cdn_stylesheet():
 
         return json.dumps(Serializer(deferred=False).encode(root), default=str)   # as a render or patch does
 
-    assert "https://cdn.holoviz.org" in rendered()
-    offline_stylesheets()
+    was_on = _OFFLINE["on"]             # app.extension(), called by an earlier test of this process, turns it on
+    offline_stylesheets(enable=False)
     try:
+        assert "https://cdn.holoviz.org" in rendered()
+        offline_stylesheets()
         text = rendered()
         assert "https://cdn.holoviz.org" not in text and "data:text/css;base64," in text
-    finally:
         offline_stylesheets(enable=False)
-    assert "https://cdn.holoviz.org" in rendered()
+        assert "https://cdn.holoviz.org" in rendered()
+    finally:
+        offline_stylesheets(enable=was_on)
 
 
 def test_worker_updates_run_on_the_kernel_loop_thread():
