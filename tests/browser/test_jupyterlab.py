@@ -60,6 +60,13 @@ def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str]
            f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")          # CI containers run as root
+    if os.name == "posix":
+        # the kernel's channels as Unix sockets, as lab.export.execute_notebook's: over TCP the server picks five free
+        # ports that the kernel binds later, and a kernel, server or Dask cluster another test worker starts meanwhile
+        # can take one; the kernel then died at its start and JupyterLab started another (six kernels in one run)
+        sockets = tmp / "kernel-sockets"
+        sockets.mkdir(exist_ok=True)
+        cmd += ["--KernelManager.transport=ipc", f"--KernelManager.ip={sockets / 'kernel'}"]
     return cmd, env
 
 
