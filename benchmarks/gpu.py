@@ -56,7 +56,7 @@ FULL = {"batch": 64, "batches": 8, "pairs": 10, "warmup": True, "knn_n": 50_000,
         "eval_n": 20_000, "eval_classes": 20, "eval_batch": 256, "models": MODELS, "eval_model": MODELS[1]}
 # the smoke test: the same code paths on the small models of the same two families (ResNet, ViT), without the
 # warm-up calls (its timings judge nothing)
-QUICK = {"batch": 2, "batches": 2, "pairs": 1, "warmup": False, "knn_n": 4_000, "knn_classes": 20, "eval_n": 16,
+QUICK = {"batch": 2, "batches": 2, "pairs": 1, "warmup": False, "knn_n": 2_000, "knn_classes": 20, "eval_n": 16,
          "eval_classes": 4, "eval_batch": 8, "models": ("resnet18", "vit_tiny_patch16_224"),
          "eval_model": "vit_tiny_patch16_224"}
 _DIM = 768

@@ -253,7 +253,9 @@ def check_study(table: Table, device: torch.device, quick: bool) -> None:
     events: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = run_study(study, scheduler=None, store=RunStore(tmp), workers=None, threads_per_worker=None,
+        # the CPU smoke test: one worker process runs both cells (a second one only imports torch again)
+        workers = 1 if quick and device.type == "cpu" else None
+        result = run_study(study, scheduler=None, store=RunStore(tmp), workers=workers, threads_per_worker=None,
                            on_event=events.append)
         wall = time.perf_counter() - t0
     started = next((e for e in events if e.get("kind") == "study_started"), {})

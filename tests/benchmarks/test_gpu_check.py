@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+from benchmarks.gpu import QUICK
+
 
 @pytest.mark.slow
 def test_quick_cpu_run_writes_one_table(repo_root, tmp_path):
@@ -20,9 +22,10 @@ def test_quick_cpu_run_writes_one_table(repo_root, tmp_path):
     text = out.read_text()
     assert re.search(r"^device: +cpu$", text, re.M), text
     table = text.split("-" * 40 + " log ")[0]
-    assert re.search(r"^metrics +kNN accuracy \+ purity, N=4,000, d=768 +\d+\.\d\d s vs X@X.T \d+\.\d\d s = "
+    n = f"N={QUICK['knn_n']:,}"            # the quick size of benchmarks/gpu.py
+    assert re.search(rf"^metrics +kNN accuracy \+ purity, {n}, d=768 +\d+\.\d\d s vs X@X.T \d+\.\d\d s = "
                      r"\d+\.\d\dx +<= 1.5x +info$", table, re.M), table
-    assert re.search(r"^metrics +k-means NMI, N=4,000, d=768 .* +info$", table, re.M), table
+    assert re.search(rf"^metrics +k-means NMI, {n}, d=768 .* +info$", table, re.M), table
     assert re.search(r"^preset +seen held-out accuracy +[01]\.\d{3} ", table, re.M), table
     assert re.search(r"^preset +answer +best layer \S+, g [01]\.\d{3} \[[01]\.\d{3}, [01]\.\d{3}\], best in \d+ % ", table,
                      re.M), table
