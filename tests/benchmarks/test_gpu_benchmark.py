@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+from benchmarks.gpu import QUICK
+
 
 @pytest.mark.slow
 def test_quick_cpu_run_finishes_and_prints_each_ratio(repo_root):
@@ -22,7 +24,8 @@ def test_quick_cpu_run_finishes_and_prints_each_ratio(repo_root):
                          out, re.M), out
         assert re.search(rf"^fine-tuning {model} +full, AdamW .* ratio {number}  goal >= 0.9: (met|NOT met)",
                          out, re.M), out
-    assert re.search(rf"^kNN metrics N=4,000 d=768 .* ratio {number}  goal <= 1.5: (met|NOT met)", out, re.M), out
+    assert re.search(rf"^kNN metrics N={QUICK['knn_n']:,} d=768 .* ratio {number}  goal <= 1.5: (met|NOT met)", out,
+                     re.M), out
     assert re.search(r"^evaluation  vit_tiny_patch16_224 13 layers, N=16 images.* = extract .* \+ metrics .*"
                      r"kNN .* k-means NMI .* collapse ", out, re.M), out
     assert out.rstrip().endswith("goals are GPU goals: on CPU they are reported, not enforced")
