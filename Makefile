@@ -11,10 +11,13 @@ LAB_STAMP := $(VENV)/.installed-lab
 .PHONY: app lab test test-fast docs system-deps bench clean
 
 # The test extra includes the lab and sinks extras (their tests run in the suite).
+# Then one small UMAP fit: numba compiles umap's and pynndescent's functions into their cache in the venv once
+# (18 s of CPU), not in each of the suite's first processes that lays out an embedding.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade "pip>=24"
 	$(PIP) install -c constraints.txt -e '.[test]'
+	$(PY) -c "import numpy, umap; umap.UMAP(n_neighbors=10, n_epochs=20).fit(numpy.random.default_rng(0).random((200, 16)))"
 	touch $(STAMP)
 
 $(LAB_STAMP): pyproject.toml constraints.txt
@@ -46,7 +49,10 @@ system-deps:
 # --dist loadfile --no-loadscope-reorder: whole files, longest first (tests/file_seconds.json), each to the next
 # worker free. --suite-report: the wall time and the 20 slowest tests go to test-artifacts/suite.json (.ci/run prints it).
 # Written with '=': as a separate word, an existing suite.json reads as a test path and pytest skips tests/conftest.py.
+# compileall first: where PYTHONDONTWRITEBYTECODE is set (these machines, CI) every process the suite starts
+# (kernels, servers, Dask workers, the CLI) compiled lab/ and app/ from source again, about 1 s of CPU each.
 test: $(STAMP) system-deps
+	$(PY) -m compileall -q -j 0 lab app tests
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder --suite-report=test-artifacts/suite.json
 
 test-fast: $(STAMP)
