@@ -234,9 +234,39 @@ _WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
                   "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
+# CPU workers fork from one server process that imported these once, instead of each worker being a
+# fresh interpreter that imports torch and lab again (about 3 CPU-s per worker on a 2-core machine;
+# benchmarks/study_start.py). Imports only: the server must not start torch's or BLAS's thread pools
+# before it forks. GPU workers keep "spawn", so nothing of CUDA's can be in a process before its
+# CUDA_VISIBLE_DEVICES is set.
+_FORKSERVER_PRELOAD = ["distributed", "numpy", "pandas", "torch", "lab.study.runner", "lab.runs.engine",
+                       "lab.metrics"]
+
+
+def _start_method(asked: str | None) -> str:
+    import multiprocessing
+
+    methods = [m for m in ("forkserver", "spawn") if m in multiprocessing.get_all_start_methods()]
+    if asked is None:
+        return methods[0]
+    if asked not in methods:
+        raise ValueError(f"start_method must be one of {methods} on this platform. Got {asked!r} instead.")
+    return asked
+
+
+def _preload_forkserver() -> None:
+    """Name the modules the fork server imports (while dask's start method setting is "forkserver")."""
+    import multiprocessing
+
+    from distributed.utils import get_mp_context
+
+    get_mp_context()        # dask names its own preload list the first time; ours replaces it
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_FORKSERVER_PRELOAD)
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int = 2, dashboard: bool = True,
-                  gpus: Sequence[str] | None = None, cells_per_gpu: int = 1):
+                  gpus: Sequence[str] | None = None, cells_per_gpu: int = 1, start_method: str | None = None):
     """A ``LocalCluster`` of worker processes on 127.0.0.1 (closed on exit), as ``study run`` starts it.
 
     Parameters
@@ -254,11 +284,19 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int =
         the CPU cores near its GPU).
     cells_per_gpu : int
         Cells that share one GPU (with ``gpus``).
+    start_method : {"forkserver", "spawn"}, optional
+        How CPU worker processes start: "forkserver" (the default where the platform has it) forks
+        each from one process of this session that imported torch and lab once; "spawn" starts a
+        fresh interpreter per worker. GPU workers always spawn.
     """
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set({**_WORKER_CONFIG, "distributed.scheduler.allowed-failures": max(0, retries)}):
+    method = _start_method(start_method)
+    settings = {**_WORKER_CONFIG, "distributed.scheduler.allowed-failures": max(0, retries)}
+    if not gpus:
+        settings["distributed.worker.multiprocessing-method"] = method
+    with dask.config.set(settings):
         # Workers log at CRITICAL only: a worker that heartbeats while the scheduler closes logs an ERROR
         # with a traceback after a study that finished fine; failed cells are reported by the study itself.
         # A nanny keeps a shallow copy of the global config and hands it to every worker it (re)starts:
@@ -267,6 +305,8 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int =
         if gpus:
             cluster = _gpu_cluster(list(gpus)[:max(1, int(n_workers))], cells_per_gpu, worker_config, dashboard)
         else:
+            if method == "forkserver":
+                _preload_forkserver()
             cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                    host="127.0.0.1", dashboard_address="127.0.0.1:0" if dashboard else None,
                                    silence_logs=logging.CRITICAL, config=worker_config)

@@ -2,6 +2,7 @@
 import json
 import os
 import signal
+import sys
 import threading
 
 import pytest
@@ -127,6 +128,25 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
     assert len(ids) == 4
     assert len({json.dumps(store.load(i).meta["cell"], sort_keys=True) for i in ids}) == 4
     assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".tmp")]
+
+
+def test_cpu_workers_fork_from_a_server_that_imported_torch_and_lab():
+    from distributed import Client
+
+    from lab.study import local_cluster
+
+    def probe():            # defined here so that cloudpickle sends it by value, importing nothing
+        return os.getppid(), sorted(m for m in ("torch", "lab.runs.engine") if m in sys.modules)
+
+    with local_cluster(1, dashboard=False) as cluster, Client(cluster) as client:
+        ((parent, imported),) = client.run(probe).values()
+    assert imported == ["lab.runs.engine", "torch"] and parent != os.getpid()    # the fork server's child
+    with local_cluster(1, dashboard=False, start_method="spawn") as cluster, Client(cluster) as client:
+        ((parent, imported),) = client.run(probe).values()
+    assert imported == [] and parent == os.getpid()                             # a fresh interpreter
+    with pytest.raises(ValueError, match=r"start_method must be one of \['forkserver', 'spawn'\]"):
+        with local_cluster(1, start_method="fork"):
+            pass
 
 
 def test_archives_move_runs_between_stores_unchanged(tmp_path):
