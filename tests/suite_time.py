@@ -1,6 +1,7 @@
-"""A pytest plugin: ``--suite-report PATH`` writes the run's wall time, outcome counts and its 20 slowest tests and
-each file's total to PATH as JSON (``make test`` writes ``test-artifacts/suite.json``, which ``.ci/run`` prints), so that each
-change sees what it costs the suite.
+"""A pytest plugin: ``--suite-report PATH`` writes the run's wall time, outcome counts, a probe of the machine's
+speed at its start and end (:func:`machine_probe`), its 20 slowest tests and each file's total to PATH as JSON
+(``make test`` writes ``test-artifacts/suite.json``, which ``.ci/run`` prints), so that each change sees what it
+costs the suite.
 
 Under pytest-xdist the workers' reports reach the controller through ``pytest_runtest_logreport``; only the
 controller (no ``workerinput``) writes the file.
@@ -14,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 SLOWEST = 20
+PROBE_LOOPS = 2_000_000
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 """Each test file's seconds in one ``make test``: the order tests/conftest.py hands the files out in."""
 
@@ -40,11 +42,23 @@ def by_file(tests: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: r["seconds"], reverse=True)
 
 
+def machine_probe() -> float:
+    """Seconds of one fixed pure-Python loop (about 0.2 s on a quiet machine of CI's class). These machines are
+    shared: the same commit's suite took 695 s and 951 s an hour apart, every test slower alike. The report gives
+    the probe at the start and the end, so that two reports are compared on machines of the same speed."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(PROBE_LOOPS):
+        total += i * i
+    return round(time.perf_counter() - started, 3)
+
+
 class SuiteTimer:
     """Sums each test's setup, call and teardown seconds and writes them when the session ends."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.probe_start = machine_probe()
         self.started = time.monotonic()
         self.phases: dict[str, dict[str, float]] = defaultdict(dict)
         self.outcomes: Counter = Counter()
@@ -64,7 +78,9 @@ class SuiteTimer:
                   **{when: round(p[when], 2) for when in ("setup", "call", "teardown") if when in p}}
                  for nodeid, p in self.phases.items()]
         tests.sort(key=lambda t: t["seconds"], reverse=True)
-        report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),
+        wall = round(time.monotonic() - self.started, 2)
+        report = {"wall_seconds": wall, "exit_status": int(exitstatus),
+                  "machine_probe_seconds": {"start": self.probe_start, "end": machine_probe()},
                   "workers": len(self.busy) or None,
                   "worker_seconds": {w: round(self.busy[w], 1) for w in sorted(self.busy)},
                   "cpus": os.cpu_count(), "tests": len(self.phases), "outcomes": dict(self.outcomes),

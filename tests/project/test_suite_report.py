@@ -46,6 +46,8 @@ def test_the_report_gives_wall_time_outcomes_and_the_20_slowest_tests(tmp_path):
     report = json.loads(out.read_text())
     assert report["exit_status"] == 1
     assert isinstance(report["wall_seconds"], float) and report["wall_seconds"] >= 0
+    probe = report["machine_probe_seconds"]         # the machine's speed as the suite started and ended
+    assert set(probe) == {"start", "end"} and all(0 < s < 60 for s in probe.values()), probe
     assert report["tests"] == 26
     assert report["outcomes"] == {"passed": 23, "failed": 1, "skipped": 1, "error": 1}
     slowest = report["slowest"]
