@@ -62,6 +62,7 @@ class LayoutPicker(pn.viewable.Viewer):
         super().__init__(**params)
         self._model, self._best, self._on_pick = model, best, on_pick
         self._auto = False          # True while the picker itself sets its params or widgets
+        self.picked: str | None = None      # what made the last pick by hand (the probe reports it)
         self.player = self._make_player(["—"])
         self._player_slot = pn.Row(self.player, margin=0)
         self.epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
@@ -100,6 +101,7 @@ class LayoutPicker(pn.viewable.Viewer):
         with self._picking():
             self.param.layer.objects = []
             self.param.update(layer=None, epoch=None, follow_best=True, follow_latest=True)
+        self.picked = None
         axis = getattr(self._model(), "axis", "epoch")         # "step" for a loop counted in optimizer steps
         self.epoch_select.label = axis.capitalize()
         self._follow_latest_w.label = f"follow newest {axis}"
@@ -162,11 +164,14 @@ class LayoutPicker(pn.viewable.Viewer):
     def _on_player(self, event) -> None:
         event.obj.label = _player_title(event.new)      # also for frames the browser played
         if not self._auto and event.new in self.param.layer.objects:
+            self.picked = f"player frame {event.new!r} (options {list(event.obj.options)})"
             self.layer = event.new
 
     def _on_layer(self, event) -> None:
         if self._auto:
             return
+        if not (self.picked or "").startswith(f"player frame {event.new!r}"):
+            self.picked = f"layer {event.new!r} set from Python"
         with self._picking():
             self.follow_best = False
             self.epoch = self._epoch_for(event.new)

@@ -24,6 +24,7 @@ def live_probe(view) -> dict:
         "layout_layer": view.picker.layer if shown else None,
         # whether the layout still follows the verdict's best layer (a pick on the player stops it), and that layer
         "follow_best": getattr(getattr(view, "picker", None), "follow_best", None),
+        "picked": getattr(getattr(view, "picker", None), "picked", None),     # what made the last pick, if any
         "best_layer": getattr(view, "_verdict_data", {}).get("layer"),
         "epochs_done": m.epochs_done, "message": m.message, "notice": view._message,
         "stage": m.progress.stage if m.progress is not None else None,

@@ -82,6 +82,7 @@ def test_a_layer_picked_by_hand_stays_until_follow_best_layer_is_ticked(live):
     picker = live.picker                    # is the first test's; each event alone redraws every plot)
     picker.player._process_events({"value": 0})           # the browser moves the player to stem
     assert (picker.layer, picker.follow_best, live.embedding.layer) == ("stem", False, "stem")
+    assert live.probe()["picked"].startswith("player frame 'stem'")      # what made the pick, for a failure's message
     live.consume(events[ends[0]:ends[1]])                 # the best layer moves on twice
     live.consume(events[ends[1]:])
     assert live._verdict_data["layer"] == "pre_logits"
@@ -91,6 +92,7 @@ def test_a_layer_picked_by_hand_stays_until_follow_best_layer_is_ticked(live):
     assert _shown(live) == dict.fromkeys(("picker", "plot", "stream", "verdict"), "pre_logits")
     picker.layer = "block1"                               # set from Python: a pick as well
     assert (picker.follow_best, live.embedding.layer) == (False, "block1")
+    assert live.probe()["picked"] == "layer 'block1' set from Python"
 
 
 def test_a_new_run_follows_the_best_layer_again(live):

@@ -358,7 +358,7 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             # the probe is another model than the header and may arrive a moment later: it gets the header's 20 s.
             # The message names each view's follow_best: False there means something picked a layer by hand
             def shown():
-                return [{k: state.get(k) for k in ("run_id", "layout_layer", "best_layer", "follow_best")}
+                return [{k: state.get(k) for k in ("run_id", "layout_layer", "best_layer", "follow_best", "picked")}
                         for state in probes(page)]
             try:
                 wait_for(page, lambda: [s["layout_layer"] for s in shown()] == bests, 20, "the layouts at best")
