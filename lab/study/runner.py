@@ -14,6 +14,7 @@ import copy
 import logging
 import os
 import secrets
+import sys
 import tempfile
 import threading
 import time
@@ -246,7 +247,10 @@ _FORKSERVER_PRELOAD = ["distributed", "numpy", "pandas", "torch", "lab.study.run
 def _start_method(asked: str | None) -> str:
     import multiprocessing
 
-    methods = [m for m in ("forkserver", "spawn") if m in multiprocessing.get_all_start_methods()]
+    # Linux only: on macOS a process forked after torch loaded Apple's frameworks may crash (why Python
+    # spawns there by default)
+    methods = [m for m in ("forkserver", "spawn") if m in multiprocessing.get_all_start_methods()
+               and (m != "forkserver" or sys.platform.startswith("linux"))]
     if asked is None:
         return methods[0]
     if asked not in methods:
@@ -285,7 +289,7 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, *, retries: int =
     cells_per_gpu : int
         Cells that share one GPU (with ``gpus``).
     start_method : {"forkserver", "spawn"}, optional
-        How CPU worker processes start: "forkserver" (the default where the platform has it) forks
+        How CPU worker processes start: "forkserver" (the default on Linux) forks
         each from one process of this session that imported torch and lab once; "spawn" starts a
         fresh interpreter per worker. GPU workers always spawn.
     """
