@@ -63,6 +63,7 @@ class LayoutPicker(pn.viewable.Viewer):
         self._model, self._best, self._on_pick = model, best, on_pick
         self._auto = False          # True while the picker itself sets its params or widgets
         self.picked: str | None = None      # what made the last pick by hand (the probe reports it)
+        self._player_pick: str | None = None    # set while a frame of the player picks the layer
         self.player = self._make_player(["—"])
         self._player_slot = pn.Row(self.player, margin=0)
         self.epoch_select = pn.widgets.Select(label="Epoch", options=[], width=90)
@@ -164,14 +165,16 @@ class LayoutPicker(pn.viewable.Viewer):
     def _on_player(self, event) -> None:
         event.obj.label = _player_title(event.new)      # also for frames the browser played
         if not self._auto and event.new in self.param.layer.objects:
-            self.picked = f"player frame {event.new!r} (options {list(event.obj.options)})"
-            self.layer = event.new
+            self._player_pick = f"player frame {event.new!r} (options {list(event.obj.options)})"
+            try:
+                self.layer = event.new
+            finally:
+                self._player_pick = None
 
     def _on_layer(self, event) -> None:
         if self._auto:
             return
-        if not (self.picked or "").startswith(f"player frame {event.new!r}"):
-            self.picked = f"layer {event.new!r} set from Python"
+        self.picked = self._player_pick or f"layer {event.new!r} set from Python"
         with self._picking():
             self.follow_best = False
             self.epoch = self._epoch_for(event.new)

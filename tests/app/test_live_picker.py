@@ -93,6 +93,11 @@ def test_a_layer_picked_by_hand_stays_until_follow_best_layer_is_ticked(live):
     picker.layer = "block1"                               # set from Python: a pick as well
     assert (picker.follow_best, live.embedding.layer) == (False, "block1")
     assert live.probe()["picked"] == "layer 'block1' set from Python"
+    picker.follow_best = True
+    picker.player._process_events({"value": 0})           # the player picks stem again
+    picker.follow_best = True                             # following moves the layout away from it
+    picker.layer = "stem"                                 # then Python picks stem: its own pick, not the player's
+    assert live.probe()["picked"] == "layer 'stem' set from Python"
 
 
 def test_a_new_run_follows_the_best_layer_again(live):
