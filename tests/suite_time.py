@@ -43,9 +43,10 @@ def by_file(tests: list[dict]) -> list[dict]:
 
 
 def machine_probe() -> float:
-    """Seconds of one fixed pure-Python loop (about 0.2 s on a quiet machine of CI's class). These machines are
-    shared: the same commit's suite took 695 s and 951 s an hour apart, every test slower alike. The report gives
-    the probe at the start and the end, so that two reports are compared on machines of the same speed."""
+    """Seconds of one fixed pure-Python loop (0.07-0.4 s on machines of CI's class): the speed of one core at the
+    suite's start and end. These machines are shared: the same commit's suite took 695 s and 951 s an hour apart,
+    every test slower alike. The probe is one figure beside the wall time, not a correction for it: it read fast
+    (0.07-0.21 s) at both ends of two suites that ran 25 % slow."""
     started = time.perf_counter()
     total = 0
     for i in range(PROBE_LOOPS):
@@ -78,8 +79,7 @@ class SuiteTimer:
                   **{when: round(p[when], 2) for when in ("setup", "call", "teardown") if when in p}}
                  for nodeid, p in self.phases.items()]
         tests.sort(key=lambda t: t["seconds"], reverse=True)
-        wall = round(time.monotonic() - self.started, 2)
-        report = {"wall_seconds": wall, "exit_status": int(exitstatus),
+        report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),
                   "machine_probe_seconds": {"start": self.probe_start, "end": machine_probe()},
                   "workers": len(self.busy) or None,
                   "worker_seconds": {w: round(self.busy[w], 1) for w in sorted(self.busy)},
