@@ -11,11 +11,13 @@ except on CI (``CI=true``). Screenshots go to ``test-artifacts/``.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -50,9 +52,13 @@ def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str]
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
+    # the kernels' connection files, and on POSIX their channels as Unix sockets named after them, in a short
+    # folder of their own: a socket's path is at most 107 bytes, and pytest's folders are long
+    runtime = tempfile.mkdtemp(prefix="jupyter-runtime-")
+    atexit.register(shutil.rmtree, runtime, ignore_errors=True)
     env = dict(os.environ, LAB_FAST="1", LAB_RUNS_DIR=str(tmp / "runs"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=runtime,
                IPYTHONDIR=str(tmp / "ipython"), MPLBACKEND="Agg")
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
@@ -61,12 +67,13 @@ def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")          # CI containers run as root
     if os.name == "posix":
-        # the kernel's channels as Unix sockets, as lab.export.execute_notebook's: over TCP the server picks five free
-        # ports that the kernel binds later, and a kernel, server or Dask cluster another test worker starts meanwhile
-        # can take one; the kernel then died at its start and JupyterLab started another (six kernels in one run)
-        sockets = tmp / "kernel-sockets"
-        sockets.mkdir(exist_ok=True)
-        cmd += ["--KernelManager.transport=ipc", f"--KernelManager.ip={sockets / 'kernel'}"]
+        # Unix sockets, not TCP: over TCP the server picks five free ports that the kernel binds later, and a
+        # kernel, server or Dask cluster another test worker starts meanwhile can take one (the kernel died at its
+        # start; six kernels in one run). No KernelManager.ip: each kernel's sockets are then named after its
+        # connection file. With one shared ip, two kernels started together (JupyterLab opening the notebook
+        # twice and closing one) both found "kernel-1" to "kernel-5" free and shared them: the survivor got the
+        # other's messages ("Invalid Signature") and never answered; its first cell waited 20 minutes.
+        cmd += ["--KernelManager.transport=ipc"]
     return cmd, env
 
 
