@@ -68,7 +68,7 @@ def serve(cmd: list[str], env: dict, cwd: Path, ready_url: str, log_path: Path):
 
 
 def probe(page) -> dict:
-    """The app's state as its hidden probe element tells it (as in tests/browser/test_app_browser.py)."""
+    """The app's state as its hidden probe element tells it (as in tests/browser/shared_servers/test_app_browser.py)."""
     raw = page.locator(".ls-probe").first.get_attribute("data-probe")
     return json.loads(raw) if raw else {}
 

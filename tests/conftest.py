@@ -16,8 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# --suite-report PATH: the suite's wall time and slowest tests as JSON (make test writes test-artifacts/suite.json)
-pytest_plugins = ("tests.suite_time",)
+# --suite-report PATH: the suite's wall time and slowest tests as JSON (make test writes test-artifacts/suite.json);
+# the order the files run in and what one worker is handed whole
+pytest_plugins = ("tests.suite_time", "tests.scheduling")
 
 def _threads_per_worker() -> int | None:
     """Under pytest-xdist (``make test`` runs ``-n auto``), the cores each worker may use: the workers
@@ -42,38 +43,6 @@ def pytest_configure(config):
 
 
 from tests.fixtures.configs import TINY  # noqa: E402  (re-exported for fixtures below)
-
-
-def _weight(item) -> int:
-    """0 for a test that drives a browser or a notebook kernel, 1 for another slow one, 2 for the rest."""
-    if item.get_closest_marker("browser") or item.get_closest_marker("notebook"):
-        return 0
-    return 1 if item.get_closest_marker("slow") else 2
-
-
-_UNTIMED_SECONDS = {0: 60.0, 1: 10.0, 2: 0.0}
-"""The seconds guessed for a file tests/file_seconds.json does not list yet, by :func:`_weight`."""
-
-
-def pytest_collection_modifyitems(config, items):
-    """The longest files first (tests/file_seconds.json), each file's tests kept together and in order.
-    ``make test`` hands whole files to the workers in this order (``--dist loadfile --no-loadscope-reorder``),
-    the next to the first worker free: the minutes-long files start at once instead of last, when the other
-    worker would idle waiting for them, and a file's module fixtures are made once. (Worksteal, used before,
-    gave each worker a contiguous half of this order: the first worker had every browser test.)"""
-    from tests.suite_time import file_seconds
-
-    seconds = file_seconds()
-    files: dict = {}
-    for item in items:
-        files.setdefault(item.nodeid.split("::")[0], []).append(item)
-
-    def expected(name: str) -> float:
-        weight = min(_weight(item) for item in files[name])
-        return seconds.get(name, _UNTIMED_SECONDS[weight])
-
-    order = sorted(files, key=expected, reverse=True)
-    items[:] = [item for name in order for item in files[name]]
 
 
 @pytest.fixture(scope="session")

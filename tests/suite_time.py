@@ -32,13 +32,16 @@ def pytest_configure(config):
 
 
 def by_file(tests: list[dict]) -> list[dict]:
-    """Each test file's total seconds and test count, the costliest first: where the workers' time goes."""
-    totals: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    """Each test file's total seconds, test count and the workers that ran it (xdist), the costliest first: where
+    the workers' time goes."""
+    totals: dict[str, list] = defaultdict(lambda: [0.0, 0, set()])
     for t in tests:
         entry = totals[t["test"].split("::")[0]]
         entry[0] += t["seconds"]
         entry[1] += 1
-    rows = [{"file": f, "seconds": round(s, 1), "tests": n} for f, (s, n) in totals.items()]
+        entry[2].update([t["worker"]] if t.get("worker") else [])
+    rows = [{"file": f, "seconds": round(s, 1), "tests": n, **({"workers": sorted(w)} if w else {})}
+            for f, (s, n, w) in totals.items()]
     return sorted(rows, key=lambda r: r["seconds"], reverse=True)
 
 
@@ -64,11 +67,13 @@ class SuiteTimer:
         self.phases: dict[str, dict[str, float]] = defaultdict(dict)
         self.outcomes: Counter = Counter()
         self.busy: Counter = Counter()          # worker -> seconds in its tests: how evenly the files were shared
+        self.worker_of: dict[str, str] = {}     # test -> the worker that ran it
 
     def pytest_runtest_logreport(self, report):
         worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid")  # set by xdist
         if worker:
             self.busy[worker] += report.duration
+            self.worker_of[report.nodeid] = worker
         self.phases[report.nodeid][report.when] = report.duration
         if report.when == "call" or report.outcome != "passed":
             # one outcome per test: the call's, or a setup/teardown that failed or skipped
@@ -76,7 +81,8 @@ class SuiteTimer:
 
     def pytest_sessionfinish(self, session, exitstatus):
         tests = [{"test": nodeid, "seconds": round(sum(p.values()), 2),
-                  **{when: round(p[when], 2) for when in ("setup", "call", "teardown") if when in p}}
+                  **{when: round(p[when], 2) for when in ("setup", "call", "teardown") if when in p},
+                  **({"worker": self.worker_of[nodeid]} if nodeid in self.worker_of else {})}
                  for nodeid, p in self.phases.items()]
         tests.sort(key=lambda t: t["seconds"], reverse=True)
         report = {"wall_seconds": round(time.monotonic() - self.started, 2), "exit_status": int(exitstatus),

@@ -2,7 +2,7 @@
 100,000 points as one raster, stored runs, and one clear line per bad input.
 
 Lasso, box and pointer events go through the same HoloViews streams the browser's tools feed
-(``stream.event(...)``); the browser itself is exercised in tests/browser/test_embedding_browser.py.
+(``stream.event(...)``); the browser itself is exercised in tests/browser/shared_servers/test_embedding_browser.py.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How the live view's plots are laid out: whole titles, y axes that follow the data (and are not linked to
 another tab's), and plots that grow with the page. The layer player's choices are tested in
-``tests/app/test_live_picker.py``, the plots' widths in a browser in ``tests/browser/test_app_browser.py``.
+``tests/app/test_live_picker.py``, the plots' widths in a browser in ``tests/browser/shared_servers/test_app_browser.py``.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The served app follows a training loop that another process runs with lab.Monitor.
 
-The session's ``panel serve app`` (tests/browser/conftest.py) and its run store, which other browser tests of the
-worker fill too; ``tests/fixtures/monitored_loop.py`` trains a small MLP on digits in a process of its own, stepped
-by the test through control files. The sidebar's "Watch a running run" lists the
-loop's run while it runs (it looks every 5 s); Watch has Run & watch follow it: the curves, heatmap and layout
+The session's ``panel serve app`` (tests/browser/shared_servers/conftest.py) and its run store, which the other
+browser tests of this folder fill too; ``tests/fixtures/monitored_loop.py`` trains a small MLP on digits in a process
+of its own, stepped by the test through control files. The sidebar's "Watch a running run" lists the loop's run
+while it runs (it looks every 5 s); Watch has Run & watch follow it: the curves, heatmap and layout
 fill in as each evaluation lands; when the loop dies without closing its run, the page says it was interrupted.
 A screenshot goes to ``test-artifacts/watch-monitored-run.png``.
 """

@@ -33,8 +33,8 @@ _MAPPERS = """
 
 @pytest.fixture(scope="module")
 def served(embedding_server, tiny_run):
-    """The session's explorer test page on 127.0.0.1 (tests/browser/conftest.py), its store the session's tiny
-    run's: (url, store, run_id)."""
+    """The session's explorer test page on 127.0.0.1 (tests/browser/shared_servers/conftest.py), its store the
+    session's tiny run's: (url, store, run_id)."""
     store, run_id, _ = tiny_run
     return f"{embedding_server}?run={run_id}", store, run_id
 

@@ -44,8 +44,8 @@ N_LAYERS = 4          # fc1, fc2, fc3, pre_logits of mlp:depth=3
 
 @pytest.fixture(scope="module")
 def server(app_server):
-    """The session's `panel serve app` (tests/browser/conftest.py) with this test's spec in its specs folder
-    (the Studies tab lists the folder when a page opens); ``before``: the runs stored before this module."""
+    """The session's `panel serve app` (tests/browser/shared_servers/conftest.py) with this test's spec in its specs
+    folder (the Studies tab lists the folder when a page opens); ``before``: the runs stored before this module."""
     (app_server["studies"] / SPEC_FILE).write_text(SPEC)
     return {**app_server, "before": set(Path(app_server["runs"]).iterdir())}
 

@@ -32,7 +32,7 @@ _FRAMES = """
 
 @pytest.fixture(scope="module")
 def server(embedding_server):
-    """The session's test page on 127.0.0.1 (tests/browser/conftest.py)."""
+    """The session's test page on 127.0.0.1 (tests/browser/shared_servers/conftest.py)."""
     return embedding_server
 
 

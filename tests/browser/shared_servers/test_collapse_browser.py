@@ -45,7 +45,7 @@ _CARD_MODELS = """
 
 @pytest.fixture(scope="module")
 def page(chromium, app_server):
-    """The session's served app (tests/browser/conftest.py) in a Chromium page, its page errors kept in
+    """The session's served app (tests/browser/shared_servers/conftest.py) in a Chromium page, its page errors kept in
     ``page.errors``."""
     from playwright.sync_api import sync_playwright
 

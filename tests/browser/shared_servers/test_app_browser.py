@@ -23,7 +23,7 @@ DEFAULT = "Which layer generalizes (glyphs, 15/5)"
 
 @pytest.fixture(scope="module")
 def server(app_server):
-    """The session's `panel serve app` (tests/browser/conftest.py), on a temporary run store."""
+    """The session's `panel serve app` (tests/browser/shared_servers/conftest.py), on a temporary run store."""
     return app_server
 
 

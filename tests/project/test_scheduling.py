@@ -1,0 +1,63 @@
+"""tests/scheduling.py: ``make test`` hands a ONE_WORKER folder to one worker whole, every other file on its own."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.scheduling import ONE_WORKER, work_unit
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION_SERVERS = {"app_server", "embedding_server"}
+"""The session fixtures that start a server: each worker that runs a test using one starts its own."""
+
+SHARED_CONFTEST = '''
+import os, pytest
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    # one file per worker that set up the "server"
+    marks = os.environ["MARKS"]
+    open(os.path.join(marks, os.environ["PYTEST_XDIST_WORKER"]), "w").close()
+'''
+
+
+def test_every_file_using_a_session_server_is_in_a_one_worker_folder():
+    """A test file that uses a session server outside the ONE_WORKER folders would have a second worker start it."""
+    users = set()
+    for path in (REPO / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                if SESSION_SERVERS & {a.arg for a in node.args.args}:
+                    users.add(path.relative_to(REPO).as_posix())
+    assert users, "no test uses a session server: SESSION_SERVERS is out of date"
+    assert {f for f in users if work_unit(f) == f} == set()
+    assert {work_unit(f) for f in users} <= set(ONE_WORKER)
+
+
+def test_a_one_worker_folder_sets_up_its_session_fixture_on_one_worker(tmp_path):
+    folder = tmp_path / ONE_WORKER[0]
+    folder.mkdir(parents=True)
+    (folder / "conftest.py").write_text(SHARED_CONFTEST)
+    for i in range(4):
+        (folder / f"test_shared_{i}.py").write_text("def test_uses_the_server(server):\n    pass\n")
+    for i in range(4):
+        (tmp_path / "tests" / f"test_alone_{i}.py").write_text(
+            "import os\n\ndef test_alone():\n"
+            f"    open(os.path.join(os.environ['ALONE'], os.environ['PYTEST_XDIST_WORKER'] + '-{i}'), 'w').close()\n")
+    (tmp_path / "tests" / "conftest.py").write_text('pytest_plugins = ("tests.scheduling",)\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    marks, alone = tmp_path / "marks", tmp_path / "alone"
+    marks.mkdir()
+    alone.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "MARKS": str(marks), "ALONE": str(alone)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                           "--dist", "loadfile", "--no-loadscope-reorder"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "8 passed" in done.stdout
+    assert len(list(marks.iterdir())) == 1, "the shared folder's session fixture was set up on both workers"
+    assert len(list(alone.iterdir())) == 4
