@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -54,10 +55,16 @@ def test_a_one_worker_folder_sets_up_its_session_fixture_on_one_worker(tmp_path)
     alone.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "MARKS": str(marks), "ALONE": str(alone)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                           "--dist", "loadfile", "--no-loadscope-reorder"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    report = tmp_path / "suite.json"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.suite_time",
+                           "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", f"--suite-report={report}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "8 passed" in done.stdout
     assert len(list(marks.iterdir())) == 1, "the shared folder's session fixture was set up on both workers"
     assert len(list(alone.iterdir())) == 4
+    # the report names the worker that ran each file: one per file, the same one for the whole folder
+    files = {row["file"]: row["workers"] for row in json.loads(report.read_text())["files"]}
+    assert len(files) == 8 and all(len(workers) == 1 for workers in files.values()), files
+    assert len({tuple(w) for f, w in files.items() if f.startswith(ONE_WORKER[0])}) == 1, files
+    assert {w for f, (w,) in files.items() if not f.startswith(ONE_WORKER[0])} <= {"gw0", "gw1"}, files
