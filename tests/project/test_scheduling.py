@@ -11,8 +11,18 @@ from pathlib import Path
 from tests.scheduling import ONE_WORKER, work_unit
 
 REPO = Path(__file__).resolve().parents[2]
-SESSION_SERVERS = {"app_server", "embedding_server"}
-"""The session fixtures that start a server: each worker that runs a test using one starts its own."""
+
+
+def session_fixtures(conftest: Path) -> set[str]:
+    """The names of the session fixtures ``conftest`` defines: each worker that runs a test using one makes its own."""
+    names = set()
+    for node in ast.walk(ast.parse(conftest.read_text())):
+        if isinstance(node, ast.FunctionDef):
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Call) and any(k.arg == "scope" and getattr(k.value, "value", None) == "session"
+                                                      for k in deco.keywords):
+                    names.add(node.name)
+    return names
 
 SHARED_CONFTEST = '''
 import os, pytest
@@ -25,17 +35,19 @@ def server(tmp_path_factory):
 '''
 
 
-def test_every_file_using_a_session_server_is_in_a_one_worker_folder():
-    """A test file that uses a session server outside the ONE_WORKER folders would have a second worker start it."""
-    users = set()
-    for path in (REPO / "tests").rglob("test_*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-                if SESSION_SERVERS & {a.arg for a in node.args.args}:
+def test_every_file_using_a_one_worker_folders_session_fixture_is_in_that_folder():
+    """A test file outside the folder that used one of its session fixtures (the servers) would have a second
+    worker start it. A test or a fixture of the file asking for it counts."""
+    for folder in ONE_WORKER:
+        shared = session_fixtures(REPO / folder / "conftest.py")
+        assert shared, f"{folder}conftest.py defines no session fixture"
+        users = set()
+        for path in (REPO / "tests").rglob("test_*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef) and shared & {a.arg for a in node.args.args}:
                     users.add(path.relative_to(REPO).as_posix())
-    assert users, "no test uses a session server: SESSION_SERVERS is out of date"
-    assert {f for f in users if work_unit(f) == f} == set()
-    assert {work_unit(f) for f in users} <= set(ONE_WORKER)
+        assert {f for f in users if work_unit(f) != folder} == set(), shared
+        assert len(users) >= 6, users          # the app, collapse, studies, watch, embedding and explorer tests
 
 
 def test_a_one_worker_folder_sets_up_its_session_fixture_on_one_worker(tmp_path):

@@ -1,5 +1,5 @@
 """The browser tests that share one served app and one embedding page per session: ``make test`` hands this folder
-to one worker whole (tests/conftest.py ``ONE_WORKER``), so the suite starts each server once, not once per worker."""
+to one worker whole (tests/scheduling.py ``ONE_WORKER``), so the suite starts each server once, not once per worker."""
 from __future__ import annotations
 
 import pytest
@@ -26,7 +26,6 @@ def app_server(chromium, free_port, tmp_path_factory):
     with serve(cmd, url, log_path=tmp_path_factory.mktemp("log") / "server.log", artifact="server.log",
                what="panel serve", timeout=240, env=env):
         yield {"url": url, "runs": runs, "studies": studies}
-
 
 
 @pytest.fixture(scope="session")
