@@ -97,7 +97,7 @@ def _adapt_stem(model: nn.Module, state: dict, own: dict, path: str) -> dict:
     got, want = tuple(state[key].shape), tuple(own[key].shape)
     if len(got) != 4 or got == want or got[:1] + got[2:] != want[:1] + want[2:] or {got[1], want[1]} != {1, 3}:
         return state
-    from timm.models._manipulate import adapt_input_conv
+    from timm.models import adapt_input_conv
 
     how = ("summed over its RGB input channels" if want[1] == 1
            else "its one input channel repeated to RGB and scaled by 1/3")

@@ -163,7 +163,7 @@ def map_state_dict(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str
     own = model.state_dict()
     stem = f"{(getattr(model, 'pretrained_cfg', None) or {}).get('first_conv', 'conv_stem')}.weight"
     if stem in out and stem in own and out[stem].shape[1] != own[stem].shape[1]:
-        from timm.models._manipulate import adapt_input_conv
+        from timm.models import adapt_input_conv
 
         out[stem] = adapt_input_conv(own[stem].shape[1], out[stem])       # (32, 3, 3, 3) -> (32, C, 3, 3)
     unfilled = sorted(set(own) - set(out))
