@@ -71,7 +71,8 @@ class _Constraint(ABC):
         """Whether ``value`` is of this constraint's kind, so that its own complaint is the useful one."""
         return False
 
-    def complaint(self, name: str, value, or_none: bool) -> str:
+    def complaint(self, name: str, value, or_none: bool, expected: str = "") -> str:
+        """The message for ``value``; ``expected`` is the field's whole description (all its kinds)."""
         return f"{name} must be {self.desc}{' or None' if or_none else ''}. Got {_shown(value)} instead."
 
     def __repr__(self) -> str:
@@ -207,14 +208,14 @@ class ListOf(_Constraint):
             return self.repeat
         return None
 
-    def complaint(self, name: str, value, or_none: bool, expected: str | None = None) -> str:
+    def complaint(self, name: str, value, or_none: bool, expected: str = "") -> str:
         if isinstance(value, str):
             return f"{name} must be a list, got the string {value!r}; write [{value!r}] for one entry."
         if not isinstance(value, tuple):
             return (f"{name} must be a list{' or None' if or_none else ''}. "
                     f"Got {type(value).__name__} {value!r} instead.")
         bad = next((v for v in value if not self.item.holds(v)), None)
-        repeats = sorted({v for v in value if value.count(v) > 1}, key=repr)
+        repeats = sorted({v for v in value if value.count(v) > 1})       # entries of one kind by now
         return self._problem(value).format(name=name, value=_shown(value), bad=repr(bad), item=self.item,
                                            repeats=listed(repeats), expected=expected or self.desc)
 
@@ -300,8 +301,7 @@ def _check_kinds(name: str, value, kinds: list) -> None:
     expected = " or ".join(c.desc for c in shown) + (" or None" if or_none else "")
     for c in shown:
         if c.claims(value):                               # a list judged by its entries: say which entry
-            raise ValueError(c.complaint(name, value, or_none, expected) if isinstance(c, ListOf) else
-                             c.complaint(name, value, or_none))
+            raise ValueError(c.complaint(name, value, or_none, expected))
     if len(shown) == 1:
-        raise ValueError(shown[0].complaint(name, value, or_none))
+        raise ValueError(shown[0].complaint(name, value, or_none, expected))
     raise ValueError(f"{name} must be {expected}. Got {_shown(value)} instead.")
