@@ -22,18 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from lab import _config_checks as _check
 from lab import catalogue
-from lab._config_checks import is_int as _is_int
-from lab._config_checks import is_number as _is_number
-from lab._config_metrics import check_metrics
 from lab._numpydoc import parameter_docs
+from lab._params import (Boolean, Convert, Hidden, Interval, ListOf, Options, Pattern, Rule, Text, either, is_int,
+                         listed, normalised, validate)
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS", "PRECISIONS",
@@ -73,7 +70,50 @@ validation below, the command line's help and the app's form read them here."""
 _DEFAULT_EPOCHS = 3
 _DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-_LIST_FIELDS = ("seen", "unseen", "layers", "metrics", "seeds", "projection_layers")
+_KEEP_WORDS = ("last", "all")
+_KEEP_EXPECTED = "keep_embeddings must be {expected}. Got {value} instead."
+_NAMES = Text(desc="non-empty strings", strip=False)
+
+
+def _read_epochs(value):
+    """``keep_embeddings`` as the command line and the app's form send it: a word, or epochs as text
+    (``"0, 5"``); a list of epochs is kept sorted."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _KEEP_WORDS:
+            return word
+        parts = [p for p in re.split(r"[\s,;]+", word.strip("[]() ")) if p]
+        if parts and all(re.fullmatch(r"\d+", p) for p in parts):
+            value = [int(p) for p in parts]
+    if isinstance(value, (list, tuple)) and all(is_int(e) and e >= 0 for e in value):
+        return tuple(sorted(value))
+    return value
+
+
+def _strategy(config):
+    return catalogue.STRATEGIES[config.strategy]
+
+
+def _strategies_that(attribute: str) -> str:
+    return either(n for n, s in catalogue.STRATEGIES.items() if getattr(s, attribute))
+
+
+def _shared_classes(config) -> list[str]:
+    if config.seen is None or config.unseen is None:
+        return []
+    return sorted(set(config.seen) & set(config.unseen))
+
+
+def _unknown_projection_layers(config) -> list[str]:
+    if config.projection_layers is None or config.layers is None:
+        return []
+    return [p for p in config.projection_layers if p not in config.layers]
+
+
+def _lidar_disagreement(config) -> str:
+    return (f"lidar_views={config.lidar_views} and metrics {'' if 'lidar' in config.metrics else 'without '}'lidar' "
+            "disagree: LiDAR is measured on lidar_views >= 2 augmented views of each unseen image; add 'lidar' to "
+            "metrics and set lidar_views (e.g. 4), or neither.")
 
 
 @dataclass(frozen=True)
@@ -228,142 +268,90 @@ class RunConfig:
     eval_batch_size: int = 128
 
     # ------------------------------------------------------------------ validation
+    # Each field's constraint, checked in field order by lab._params.validate (a Rule may read the fields
+    # above it); the command line, the app's form and a study's cells all get these messages.
+    _constraints = MappingProxyType({
+        "name": [Text(), None],
+        "dataset": [Text(desc="a dataset spec such as 'glyphs' or 'digits'")],
+        "seen": [ListOf(_NAMES), None],
+        "unseen": [ListOf(_NAMES), None,
+                   Rule(lambda c: not _shared_classes(c), lambda c: (
+                       f"seen and unseen must not share classes; both list {listed(_shared_classes(c))}.")),
+                   Rule(lambda c: c.unseen is None or len(c.unseen) >= 2, lambda c: (
+                       f"unseen needs at least 2 classes to measure separability. Got {list(c.unseen)!r}."))],
+        "n_unseen": [Interval(int, 2, None)],
+        "split_seed": [Interval(int, 0, None)],
+        "heldout_fraction": [Interval(float, 0, 1, closed="neither")],
+        "backbone": [Text(desc="a model name such as 'resnet18' or 'mlp'")],
+        "pretrained": [Boolean()],
+        "checkpoint": [Text(), None,
+                       Rule(lambda c: not (c.pretrained and c.checkpoint is not None),
+                            "pretrained=True and checkpoint are exclusive: the checkpoint's weights would replace "
+                            "the pretrained ones. Give one of them.")],
+        "img_size": [Interval(int, 8, None), None],
+        "layers": [ListOf(_NAMES), None],
+        "pooling": [Options(POOLINGS)],
+        "strategy": [Options(lambda: catalogue.STRATEGIES)],
+        "block": [Rule(lambda c: c.block is not None or not _strategy(c).needs_block, lambda c: (
+                      f"block is required for strategy={c.strategy!r}: give a tap name (e.g. 'layer3') "
+                      "or an index into the backbone's blocks (e.g. 2 or -1).")),
+                  Rule(lambda c: c.block is None or _strategy(c).needs_block, lambda c: (
+                      f"block is only used by strategy {_strategies_that('needs_block')}, but "
+                      f"strategy={c.strategy!r}; remove block or choose one of those strategies.")),
+                  Text(desc="a tap name", strip=False), Interval(int, None, None, desc="an integer index"),
+                  Hidden(None)],
+        "epochs": [Interval(int, 0, None), None,
+                   Rule(lambda c: _strategy(c).trains or not c.epochs, lambda c: (
+                       f"epochs={c.epochs} has no effect with strategy={c.strategy!r} (nothing is trained); "
+                       f"set epochs=0 or choose strategy {_strategies_that('trains')}."))],
+        "lr": [Interval(float, 0, None, closed="neither", desc="a positive number"), None],
+        "batch_size": [Interval(int, 1, None)],
+        "weight_decay": [Interval(float, 0, None), None],
+        "optimizer": [Options(OPTIMIZERS)],
+        "lr_schedule": [Options(LR_SCHEDULES)],
+        "augment": [Boolean()],
+        "label_noise": [Interval(float, 0, 1, closed="both", desc="a fraction between 0.0 and 1.0"),
+                        Rule(lambda c: _strategy(c).trains or not c.label_noise, lambda c: (
+                            f"label_noise only affects training, but strategy={c.strategy!r} trains nothing; "
+                            f"choose strategy {_strategies_that('trains')}, or set label_noise=0."))],
+        "contribution": [Boolean(), Rule(lambda c: _strategy(c).trains or not c.contribution, lambda c: (
+            f"contribution re-initialises layers to their epoch-0 weights, which strategy={c.strategy!r} "
+            "never changes; choose a training strategy or set contribution=False."))],
+        "metrics": [ListOf(Options(lambda: catalogue.METRICS), empty="metrics must name at least one metric.",
+                           bad="metrics: unknown metric {bad}. Allowed: {item.listed}.")],
+        "protocol": [Options(PROTOCOLS)],
+        "unseen_per_class": [Interval(int, 2, None), None],
+        "seen_per_class": [Interval(int, 2, None), None],
+        "train_sample_per_class": [Interval(int, 0, None)],
+        "lidar_views": [Interval(int, 0, 0, closed="both", desc="0 (LiDAR off)"),
+                        Interval(int, 2, None, desc="an integer >= 2 (views per unseen image)")],
+        "lidar_images": [Interval(int, 2, None), Rule(lambda c: ("lidar" in c.metrics) == (c.lidar_views != 0),
+                                                      _lidar_disagreement)],
+        "seeds": [ListOf(Interval(int, 0, None), one=True, empty="seeds must list at least one seed, e.g. [0] or "
+                         "[0, 1, 2].", bad="seeds must be integers >= 0. Got {bad} instead.",
+                         repeat="seeds must not repeat. Got {value}.")],
+        "device": [Pattern(_DEVICE_RE, desc="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")],
+        "precision": [Options(PRECISIONS)],
+        "projection": [Options(PROJECTIONS)],
+        "projection_layers": [ListOf(_NAMES), None, Rule(lambda c: not _unknown_projection_layers(c), lambda c: (
+            f"projection_layers must be a subset of layers; {_unknown_projection_layers(c)[0]!r} is not in "
+            f"layers {list(c.layers)!r}."))],
+        "projection_fit_points": [Interval(int, 50, None)],
+        "keep_embeddings": [Convert(_read_epochs), Options(_KEEP_WORDS, desc=listed(_KEEP_WORDS)),
+                            ListOf(Interval(int, 0, None), desc="a list of epochs >= 0 such as [0, 5]",
+                                   empty=_KEEP_EXPECTED, bad=_KEEP_EXPECTED,
+                                   repeat="keep_embeddings lists an epoch more than once. Got {value} instead.")],
+        "save_weights": [Boolean()],
+        "eval_batch_size": [Interval(int, 1, None)],
+    })
+    """What each field takes (lab._params): the kinds of value it accepts, then the rules that must hold."""
+
     def __post_init__(self):
-        # Normalise sequences to tuples first (so the frozen config is hashable and
-        # JSON lists compare equal to the tuples they came from).
-        for name in _LIST_FIELDS:
-            value = getattr(self, name)
-            if name == "seeds" and _is_int(value):
-                value = (value,)
-            if isinstance(value, str):
-                raise ValueError(
-                    f"{name} must be a list, got the string {value!r}; write [{value!r}] for one entry."
-                )
-            if value is not None and isinstance(value, (list, tuple)):
-                object.__setattr__(self, name, tuple(value))
-            elif value is not None:
-                raise ValueError(f"{name} must be a list or None. Got {type(value).__name__} {value!r} instead.")
-        object.__setattr__(self, "keep_embeddings", _check.keep_embeddings(self.keep_embeddings))
-        self._validate()
-
-    def _validate(self) -> None:
-        def choice(name, choices=None):
-            _check.choice(name, getattr(self, name), FIELD_CHOICES[name] if choices is None else choices)
-
-        def opt_str(name):
-            _check.opt_str(name, getattr(self, name))
-
-        def int_at_least(name, low, optional=False):
-            _check.int_at_least(name, getattr(self, name), low, optional)
-
-        def boolean(name):
-            _check.boolean(name, getattr(self, name))
-
-        def str_list(name, allow_empty=False):
-            _check.str_list(name, getattr(self, name), allow_empty)
-
-        opt_str("name")
-        if not isinstance(self.dataset, str) or not self.dataset.strip():
-            raise ValueError(f"dataset must be a dataset spec such as 'glyphs' or 'digits'. Got {self.dataset!r} instead.")
-        if not isinstance(self.backbone, str) or not self.backbone.strip():
-            raise ValueError(f"backbone must be a model name such as 'resnet18' or 'mlp'. Got {self.backbone!r} instead.")
-        opt_str("checkpoint")
-        str_list("seen")
-        str_list("unseen")
-        if self.seen is not None and self.unseen is not None:
-            both = sorted(set(self.seen) & set(self.unseen))
-            if both:
-                raise ValueError(
-                    f"seen and unseen must not share classes; both list {', '.join(map(repr, both))}."
-                )
-        if self.unseen is not None and len(self.unseen) < 2:
-            raise ValueError(f"unseen needs at least 2 classes to measure separability. Got {list(self.unseen)!r}.")
-        int_at_least("n_unseen", 2)
-        int_at_least("split_seed", 0)
-        if not _is_number(self.heldout_fraction) or not 0.0 < self.heldout_fraction < 1.0:
-            raise ValueError(f"heldout_fraction must be a number in (0, 1). Got {self.heldout_fraction!r} instead.")
-        boolean("pretrained")
-        if self.pretrained and self.checkpoint is not None:
-            raise ValueError(
-                "pretrained=True and checkpoint are exclusive: the checkpoint's weights would replace the "
-                "pretrained ones. Give one of them."
-            )
-        int_at_least("img_size", 8, optional=True)
-        str_list("layers")
-        choice("pooling")
-        choice("strategy")
-        trains = STRATEGIES[self.strategy].trains
-        if STRATEGIES[self.strategy].needs_block:
-            if self.block is None:
-                raise ValueError(
-                    f"block is required for strategy={self.strategy!r}: give a tap name (e.g. 'layer3') "
-                    "or an index into the backbone's blocks (e.g. 2 or -1)."
-                )
-            if not (_is_int(self.block) or (isinstance(self.block, str) and self.block)):
-                raise ValueError(f"block must be a tap name or an integer index. Got {self.block!r} instead.")
-        elif self.block is not None:
-            raise ValueError(
-                f"block is only used by strategy {_check.either(n for n, s in STRATEGIES.items() if s.needs_block)}, but "
-                f"strategy={self.strategy!r}; remove block or choose one of those strategies."
-            )
-        int_at_least("epochs", 0, optional=True)
-        if not trains and self.epochs:
-            raise ValueError(
-                f"epochs={self.epochs} has no effect with strategy={self.strategy!r} (nothing is trained); "
-                f"set epochs=0 or choose strategy {_check.either(n for n, s in STRATEGIES.items() if s.trains)}."
-            )
-        if self.lr is not None and (not _is_number(self.lr) or not math.isfinite(self.lr) or self.lr <= 0):
-            raise ValueError(f"lr must be a positive number or None. Got {self.lr!r} instead.")
-        int_at_least("batch_size", 1)
-        if self.weight_decay is not None and (
-            not _is_number(self.weight_decay) or not math.isfinite(self.weight_decay) or self.weight_decay < 0
-        ):
-            raise ValueError(f"weight_decay must be a number >= 0 or None. Got {self.weight_decay!r} instead.")
-        choice("optimizer")
-        choice("lr_schedule")
-        boolean("augment")
-        if not _is_number(self.label_noise) or not 0.0 <= self.label_noise <= 1.0:
-            raise ValueError(f"label_noise must be a fraction between 0.0 and 1.0. Got {self.label_noise!r} instead.")
-        if self.label_noise > 0 and not trains:
-            raise ValueError(
-                f"label_noise only affects training, but strategy={self.strategy!r} trains nothing; "
-                f"choose strategy {_check.either(n for n, s in STRATEGIES.items() if s.trains)}, or set label_noise=0."
-            )
-        boolean("contribution")
-        if self.contribution and not trains:
-            raise ValueError(
-                f"contribution re-initialises layers to their epoch-0 weights, which strategy={self.strategy!r} "
-                "never changes; choose a training strategy or set contribution=False."
-            )
-        check_metrics(self.metrics, self.lidar_views, self.lidar_images)
-        choice("protocol")
-        int_at_least("unseen_per_class", 2, optional=True)
-        int_at_least("seen_per_class", 2, optional=True)
-        int_at_least("train_sample_per_class", 0)
-        if len(self.seeds) == 0:
-            raise ValueError("seeds must list at least one seed, e.g. [0] or [0, 1, 2].")
-        bad = [s for s in self.seeds if not _is_int(s) or s < 0]
-        if bad:
-            raise ValueError(f"seeds must be integers >= 0. Got {bad[0]!r} instead.")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds must not repeat. Got {list(self.seeds)!r}.")
-        if not isinstance(self.device, str) or not _DEVICE_RE.match(self.device.strip().lower()):
-            raise ValueError(
-                f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'. Got {self.device!r} instead."
-            )
-        choice("precision")
-        choice("projection")
-        str_list("projection_layers")
-        if self.projection_layers is not None and self.layers is not None:
-            missing = [p for p in self.projection_layers if p not in self.layers]
-            if missing:
-                raise ValueError(
-                    f"projection_layers must be a subset of layers; {missing[0]!r} is not in layers "
-                    f"{list(self.layers)!r}."
-                )
-        int_at_least("projection_fit_points", 50)
-        boolean("save_weights")
-        int_at_least("eval_batch_size", 1)
+        # Lists become tuples first (so the frozen config is hashable and JSON lists compare equal to the
+        # tuples they came from); keep_embeddings typed as text is read as the list it names.
+        for name, value in normalised(self, self._constraints).items():
+            object.__setattr__(self, name, value)
+        validate(self, self._constraints)
 
     # ------------------------------------------------------------------ resolved settings
     @property

@@ -151,3 +151,74 @@ def test_names_and_choices_come_from_the_catalogue():
         if name != "metrics":
             with pytest.raises(ValueError, match=f"{name} must be one of {', '.join(map(repr, choices))}"):
                 RunConfig(**{name: "no-such-choice"})
+
+
+def test_every_field_declares_its_constraint_in_field_order():
+    # the rules of a field read the fields above it, which the validator checks first
+    assert list(RunConfig._constraints) == RunConfig.field_names()
+    assert all(RunConfig._constraints.values())
+
+
+def test_the_fixed_choices_are_the_constraints_options():
+    from lab._params import ListOf, Options
+    from lab.config import FIELD_CHOICES
+
+    for name, choices in FIELD_CHOICES.items():
+        declared = next(c for c in RunConfig._constraints[name] if isinstance(c, (Options, ListOf)))
+        options = declared.item if isinstance(declared, ListOf) else declared
+        assert options.choices == tuple(choices), name
+
+
+def test_a_strategy_and_a_metric_registered_after_import_are_accepted():
+    from lab import catalogue
+
+    with pytest.raises(ValueError, match=r"strategy must be one of .*Got 'toy_full' instead"):
+        RunConfig(strategy="toy_full")
+    catalogue.register_strategy(dataclasses.replace(catalogue.STRATEGIES["full"], name="toy_full"))
+    try:
+        assert RunConfig(strategy="toy_full").n_epochs == 3
+        with pytest.raises(ValueError, match=r"strategy must be one of 'none', .*'scl', 'toy_full'\. Got 'x'"):
+            RunConfig(strategy="x")
+    finally:
+        catalogue.unregister_strategy("toy_full")
+    toy = dataclasses.replace(catalogue.METRICS["knn_purity"], name="toy_config_metric", default=False, g=False,
+                              per_image=None)
+    catalogue.register_metric(toy)
+    try:
+        assert RunConfig(metrics=["nmi", toy.name]).metrics == ("nmi", toy.name)
+        with pytest.raises(ValueError, match=r"metrics: unknown metric 'x'\. Allowed: 'nmi', .*'toy_config_metric'\."):
+            RunConfig(metrics=["x"])
+    finally:
+        catalogue.unregister_metric(toy.name)
+    with pytest.raises(ValueError, match="metrics: unknown metric 'toy_config_metric'"):
+        RunConfig(metrics=[toy.name])
+
+
+@pytest.mark.parametrize("value, kept", [
+    (" LAST ", "last"), ("all", "all"), ("5, 0", (0, 5)), ("[0; 2]", (0, 2)), ([5, 0], (0, 5)), ((3,), (3,)),
+])
+def test_keep_embeddings_reads_words_and_epochs_as_text(value, kept):
+    assert RunConfig(keep_embeddings=value).keep_embeddings == kept
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"keep_embeddings": "x"},
+     r"^keep_embeddings must be 'last', 'all' or a list of epochs >= 0 such as \[0, 5\]\. Got 'x' instead\.$"),
+    ({"keep_embeddings": [0, -1]}, r"^keep_embeddings must be .* such as \[0, 5\]\. Got \[0, -1\] instead\.$"),
+    ({"keep_embeddings": []}, r"^keep_embeddings must be .* such as \[0, 5\]\. Got \[\] instead\.$"),
+    ({"keep_embeddings": "0, 0"}, r"^keep_embeddings lists an epoch more than once\. Got \[0, 0\] instead\.$"),
+    ({"lidar_views": 1}, r"^lidar_views must be 0 \(LiDAR off\) or an integer >= 2 \(views per unseen image\)\. "
+                         r"Got 1 instead\.$"),
+    ({"lidar_views": 2}, r"^lidar_views=2 and metrics without 'lidar' disagree: "),
+    ({"seeds": [0, True]}, r"^seeds must be integers >= 0\. Got True instead\.$"),
+    ({"seeds": [1, 1]}, r"^seeds must not repeat\. Got \[1, 1\]\.$"),
+    ({"metrics": None}, r"^metrics must be a list\. Got NoneType None instead\.$"),
+    ({"strategy": ["full"]}, r"^strategy must be one of .*\. Got \['full'\] instead\.$"),
+    ({"heldout_fraction": float("nan")}, r"^heldout_fraction must be a number in \(0, 1\)\. Got nan instead\.$"),
+    ({"lr": float("inf")}, r"^lr must be a positive number or None\. Got inf instead\.$"),
+    ({"device": "cuda:x"}, r"^device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'\. Got 'cuda:x' instead\.$"),
+    ({"strategy": "full", "block": 1.5}, r"^block is only used by strategy 'layer' or 'scl', but strategy='full'"),
+])
+def test_declared_constraints_give_whole_messages(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**fields)
