@@ -203,7 +203,8 @@ def test_jupyter_bokeh_handles_comm_messages_through_handle_msg():
 # ---------------------------------------------------------------------- JupyterLab's switch
 def test_jupyterlab_applies_the_shipped_commsoversubshells_override(tmp_path):
     """The override ``make lab`` and environment.yml install (``overrides.d/layerscope.json`` in JupyterLab's
-    application settings) turns ``commsOverSubshells`` off: its plugin, setting and value are JupyterLab's."""
+    application settings) turns ``commsOverSubshells`` off: its plugin, setting and value are JupyterLab's, and
+    JupyterLab's settings reader applies it as the default."""
     import jupyterlab
     from jupyterlab_server.settings_utils import get_settings
 
@@ -225,12 +226,12 @@ def test_jupyterlab_applies_the_shipped_commsoversubshells_override(tmp_path):
     assert defaults["none"] == "perCommTarget", "JupyterLab's default changed: is the override still needed?"
 
 
-@pytest.mark.parametrize("path", ["Makefile", "environment.yml", "pyproject.toml"])
+@pytest.mark.parametrize("path", ["Makefile", "environment.yml"])
 def test_lab_installs_the_override(path):
-    """``make lab`` and the conda environment both install this checkout, whose wheel carries the override as
-    data files into ``{sys.prefix}/share/jupyter/lab/settings/overrides.d/``."""
+    """``make lab`` and the conda environment both install ./jupyter-config, whose wheel carries the override into
+    ``{sys.prefix}/share/jupyter/lab/settings/overrides.d/`` (an editable install writes no data files)."""
     text = (REPO / path).read_text()
-    needle = {"Makefile": "-e '.[lab]'", "environment.yml": "- -e .",
-              "pyproject.toml": '"share/jupyter/lab/settings/overrides.d" = '
-                                '["jupyter-config/lab/settings/overrides.d/layerscope.json"]'}[path]
-    assert needle in text, f"{path} no longer has {needle!r}"
+    needle = {"Makefile": "-e '.[lab]' ./jupyter-config", "environment.yml": "- ./jupyter-config"}[path]
+    assert needle in text, f"{path} no longer installs ./jupyter-config ({needle!r})"
+    config = (REPO / "jupyter-config" / "pyproject.toml").read_text()
+    assert '"share/jupyter/lab/settings/overrides.d" = ["lab/settings/overrides.d/layerscope.json"]' in config
