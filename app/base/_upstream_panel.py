@@ -18,7 +18,7 @@ import functools
 import threading
 
 __all__ = ["unblocked", "notebook_doc", "widget_models", "walk_if_changed", "wrap_comm_handlers",
-           "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls"]
+           "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls", "SKIP_CSS_VISUALS"]
 
 _MARK = "_layerscope_patched"       # on our wrappers: installing twice wraps once
 _RECOMPUTE = threading.local()      # .pending: {id: DocumentModelManager} while a render defers its walks
@@ -228,3 +228,32 @@ def rewrite_stylesheet_urls(rewrite) -> None:
         return rep
 
     ImportedStyleSheet.to_serializable = to_serializable
+
+
+# ---------------------------------------------------------------------- BokehJS (in the browser)
+# Works around: BokehJS 3.9 asks getComputedStyle for every visual property it paints (``_get_css_value`` of
+# ``core/visuals/visual``'s VisualProperties), though no stylesheet sets one: bokeh/bokeh#15286 (open; PR #15205
+# caches the lookups, in no release yet). :mod:`app.base._css_visuals` sends it to served pages and notebooks.
+SKIP_CSS_VISUALS = """
+(() => {
+  const skip = () => {
+    const bokeh = window.Bokeh;
+    if (bokeh == null || typeof bokeh.require !== "function") return false;
+    let visual;
+    try { visual = bokeh.require("core/visuals/visual"); } catch (err) { return true; }  // another BokehJS
+    const proto = visual && visual.VisualProperties && visual.VisualProperties.prototype;
+    if (proto && typeof proto._get_css_value === "function" && !proto._get_css_value.layerscope) {
+      const answer = function () { return ""; };
+      answer.layerscope = true;
+      proto._get_css_value = answer;
+    }
+    window.__layerscopeCssVisuals = Boolean(proto && proto._get_css_value.layerscope);
+    return true;
+  };
+  if (!skip()) {                                   // a notebook: BokehJS may still be loading
+    const timer = setInterval(() => { if (skip()) clearInterval(timer); }, 50);
+    setTimeout(() => clearInterval(timer), 120000);
+  }
+})();
+"""
+"""Answers BokehJS's CSS lookup at once; idempotent; sets ``window.__layerscopeCssVisuals`` (true once the lookups are skipped)."""

@@ -182,6 +182,18 @@ def test_bokeh_imported_stylesheet_serializes_its_url_through_the_inherited_meth
     assert rep["attributes"]["url"] == "https://example.org/a.css"
 
 
+def test_bokehjs_asks_its_css_lookup_that_skip_css_visuals_answers():
+    """``SKIP_CSS_VISUALS`` replaces ``VisualProperties.prototype._get_css_value`` of BokehJS's
+    ``core/visuals/visual``; the installed bundle must define that module and paint through that method."""
+    from bokeh.util.paths import bokehjs_path
+
+    code = (Path(bokehjs_path()) / "js" / "bokeh.min.js").read_text(encoding="utf-8")
+    assert '"core/visuals/visual"' in code and 'this._get_css_value("line-color")' in code, (
+        "BokehJS no longer asks _get_css_value while painting: app/base/_upstream_panel.py's SKIP_CSS_VISUALS "
+        "may be unnecessary (bokeh/bokeh#15286)")
+    assert "_get_css_value" in upstream.SKIP_CSS_VISUALS and '"core/visuals/visual"' in upstream.SKIP_CSS_VISUALS
+
+
 # ---------------------------------------------------------------------- jupyter_bokeh / ipywidgets
 def test_jupyter_bokeh_handles_comm_messages_through_handle_msg():
     """``wrap_comm_handlers`` wraps ``BokehModel._handle_msg``: ipywidgets registers it as the comm's handler
