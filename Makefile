@@ -20,10 +20,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -c "import numpy, umap; umap.UMAP(n_neighbors=10, n_epochs=20).fit(numpy.random.default_rng(0).random((200, 16)))"
 	touch $(STAMP)
 
-$(LAB_STAMP): pyproject.toml constraints.txt
+# jupyter-config: JupyterLab's settings override that turns commsOverSubshells off (comm messages on the kernel's
+# main thread, jupyterlab/jupyterlab#19719), into the venv's share/jupyter/lab/settings/overrides.d/.
+$(LAB_STAMP): pyproject.toml constraints.txt jupyter-config/pyproject.toml jupyter-config/lab/settings/overrides.d/layerscope.json
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade "pip>=24"
-	$(PIP) install -c constraints.txt -e '.[lab]'
+	$(PIP) install -c constraints.txt -e '.[lab]' ./jupyter-config
 	touch $(LAB_STAMP)
 
 app: $(STAMP)

@@ -5,7 +5,8 @@ dataset cache) live in :mod:`app.base.resources`; :mod:`app.base.plots` is the o
 of the app and of every notebook (``from app import plots``). The views import what they share from
 here: :class:`DocDispatcher` and :class:`RedrawQueue` keep a session's document safe from other
 threads (``_dispatch``, ``_redraw``, with ``_doclock``; ``_share`` paces every session's redraws on the server's
-one event loop, and gives a new page priority), :func:`skip_css_visuals` lets a served page's plots paint
+one event loop, and gives a new page priority); ``_upstream_panel`` is the one module that touches Panel's, Bokeh's
+and jupyter_bokeh's private parts (tests/app/test_upstream_contract.py), :func:`skip_css_visuals` lets a served page's plots paint
 without asking the page's CSS for every line (``_css_visuals``; :func:`extension` does it in a notebook),
 :func:`notify` shows a notification (``_notify``), :func:`one_update` sends a browser-triggered handler's changes
 as one update (``_dispatch``), :class:`ThumbnailSource` serves hover thumbnails

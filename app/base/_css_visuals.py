@@ -9,35 +9,15 @@ asking cost the state walk's Chromium renderer 40 % of its CPU (``benchmarks/res
 ``benchmarks/css_visuals.py``). :data:`SKIP_CSS_VISUALS` makes the ask answer "" without the lookup on
 layerscope's pages; the models' own values then paint, as they did. Upstream: bokeh/bokeh#15286 (open);
 PR #15205 caches the lookups, in no release yet (3.9.2 is the newest). Where BokehJS lacks the method
-(another version), the script changes nothing.
+(another version), the script changes nothing. The script replaces BokehJS's private method, so it lives in
+:mod:`app.base._upstream_panel`.
 """
 from __future__ import annotations
 
+from ._upstream_panel import SKIP_CSS_VISUALS
+
 __all__ = ["SKIP_CSS_VISUALS", "skip_css_visuals", "skip_css_visuals_in_notebook"]
 
-SKIP_CSS_VISUALS = """
-(() => {
-  const skip = () => {
-    const bokeh = window.Bokeh;
-    if (bokeh == null || typeof bokeh.require !== "function") return false;
-    let visual;
-    try { visual = bokeh.require("core/visuals/visual"); } catch (err) { return true; }  // another BokehJS
-    const proto = visual && visual.VisualProperties && visual.VisualProperties.prototype;
-    if (proto && typeof proto._get_css_value === "function" && !proto._get_css_value.layerscope) {
-      const answer = function () { return ""; };
-      answer.layerscope = true;
-      proto._get_css_value = answer;
-    }
-    window.__layerscopeCssVisuals = Boolean(proto && proto._get_css_value.layerscope);
-    return true;
-  };
-  if (!skip()) {                                   // a notebook: BokehJS may still be loading
-    const timer = setInterval(() => { if (skip()) clearInterval(timer); }, 50);
-    setTimeout(() => clearInterval(timer), 120000);
-  }
-})();
-"""
-"""The script: idempotent; sets ``window.__layerscopeCssVisuals`` (true once the lookups are skipped)."""
 
 
 def skip_css_visuals(doc) -> None:

@@ -21,7 +21,8 @@ ipywidgets route iterates the document's models while sending. Items pushed
 from the loop's own thread outside a flush (a cell feeding a view in a
 ``for`` loop) are applied at once, so a busy cell still shows them. JupyterLab
 may hand the view's own comm messages to another thread (a kernel subshell):
-flushes and those handlers take the document's lock (:mod:`app.base._doclock`).
+flushes and those handlers take the document's lock (:mod:`app.base._doclock`; only contended where
+JupyterLab's ``commsOverSubshells`` is on).
 
 Without a session or a loop (tests, scripts) items are applied at once, in
 the caller's thread, under a lock.
@@ -42,6 +43,7 @@ from panel.io.state import set_curdoc
 
 from ._doclock import install as _install_doc_locks, locked
 from ._share import LOOP_SHARE
+from ._upstream_panel import unblocked, walk_if_changed
 
 __all__ = ["DocDispatcher", "kernel_loop", "one_update"]
 
@@ -76,48 +78,11 @@ def one_update(doc=None):
     a new selection or an unfolded card rebuilds several plots. Elsewhere (no session: a notebook, a test) the
     block runs as it is, as it does off the session's thread, where Panel schedules each update for later."""
     doc = doc if doc is not None else pn.state.curdoc
-    if getattr(doc, "session_context", None) is None or not pn.state._unblocked(doc):
+    if getattr(doc, "session_context", None) is None or not unblocked(doc):
         yield
         return
     with walk_if_changed(doc), pn.io.hold(doc):
         yield
-
-
-@contextlib.contextmanager
-def walk_if_changed(doc):
-    """Bokeh's ``doc.models.freeze()``, but the walk at its end only when the block may have added or dropped a model.
-
-    Bokeh walks every model of the document when a freeze ends (``DocumentModelManager.recompute``), whether or not
-    the block touched the model graph; a live view's flush that only sends new data to existing plots would walk the
-    whole app. A block can change the graph only through what Bokeh itself routes through the manager: a change of a
-    property whose old or new value holds a model calls ``invalidate`` (``Model.trigger``), and a root added or
-    dropped, or a layout's children set by Panel (``panel.io.document.freeze_doc``), enters a freeze of its own. Either
-    marks the block as changed; otherwise the models are the ones the last walk found, and the walk is skipped."""
-    models = getattr(doc, "models", None)
-    if models is None or models._freeze_count:      # no document, or already frozen: its freeze walks at its end
-        yield
-        return
-    changed = False
-    manager = type(models)
-
-    def invalidate():                               # frozen, Bokeh's own would only defer the walk
-        nonlocal changed
-        changed = True
-
-    def push_freeze():
-        nonlocal changed
-        changed = True
-        manager._push_freeze(models)
-
-    models.invalidate, models._push_freeze = invalidate, push_freeze
-    models._freeze_count += 1
-    try:
-        yield
-    finally:
-        del models.invalidate, models._push_freeze
-        models._freeze_count -= 1
-        if changed and models._freeze_count == 0:
-            models.recompute()
 
 
 class DocDispatcher:

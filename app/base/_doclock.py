@@ -11,28 +11,31 @@ the view's later messages. Two threads changing one document at once lose patche
 browser logs "reference ... isn't known" and plots never appear (seen in the JupyterLab
 browser test on a loaded machine: the click reached the main thread, later messages a
 subshell). So the dispatcher's flushes and both libraries' message handlers take the
-document's lock: one thread at a time changes a document, whichever threads they are.
+document's lock: one thread at a time changes a document, whichever threads they are. With JupyterLab's
+``commsOverSubshells`` off (``make lab`` and environment.yml set it so) every message arrives on the main thread
+and the lock is never contended; it stays for a JupyterLab where the setting is on. The handlers are wrapped in
+:mod:`app.base._upstream_panel`, the one module that touches Panel's, Bokeh's and jupyter_bokeh's private parts.
 
 Panel's notebook view also sends every change the kernel made back to the kernel: its comm manager forwards
 the browser document's changes without the ``sync`` check a served page's session makes, so each value the
 kernel sets comes back once. Most echoes match the kernel's value and change nothing, but a value set twice in
 quick succession comes back as the older one after the newer, and reads as the user's. :func:`drop_echoes`
 names the properties whose echoes Panel's handler drops before it applies a message (the live view's layer
-player and epoch picker).
+player and epoch picker); needed with subshells on or off.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import weakref
 from collections import deque
+
+from ._upstream_panel import wrap_comm_handlers
 
 __all__ = ["doc_lock", "locked", "install", "drop_echoes"]
 
 _LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
-_MARK = "_layerscope_doc_locked"
 _RECEIVING = threading.local()          # depth > 0 while this thread applies a browser's message
 _ECHOING: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()     # model id -> its _Sent
 
@@ -133,18 +136,6 @@ def _without_echoes(patch) -> None:
     events[:] = kept
 
 
-class _DroppingEchoes:
-    """Panel's comm manager, whose assembled patches leave out the kernel's echoes."""
-
-    def __init__(self, manager):
-        self._manager = manager
-
-    def assemble(self, msg):
-        patch = self._manager.assemble(msg)
-        _without_echoes(patch)
-        return patch
-
-
 @contextlib.contextmanager
 def _receiving(doc):
     with locked(doc):
@@ -155,60 +146,6 @@ def _receiving(doc):
             _RECEIVING.depth -= 1
 
 
-def _panel_doc(ref: str):
-    from panel.io.state import state
-
-    view = state._views.get(ref)
-    return view[2] if view else None
-
-
-def _lock_panel() -> None:
-    from panel.viewable import MimeRenderMixin
-
-    original = MimeRenderMixin._on_msg
-    if getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
-    def _on_msg(self, ref, manager, msg):
-        with _receiving(_panel_doc(ref)):
-            return original(self, ref, _DroppingEchoes(manager), msg)
-
-    setattr(_on_msg, _MARK, True)
-    MimeRenderMixin._on_msg = _on_msg
-
-    import panel.io.notebook as notebook
-
-    send = notebook.send        # every patch Panel pushes to a notebook's browser goes through it
-
-    @functools.wraps(send)
-    def _send(comm, msg):
-        _record_sent(msg)
-        return send(comm, msg)
-
-    setattr(_send, _MARK, True)
-    notebook.send = _send
-
-
-def _lock_jupyter_bokeh() -> None:
-    try:
-        from jupyter_bokeh.widgets import BokehModel
-    except ImportError:          # the ipywidgets route is optional
-        return
-    original = BokehModel._handle_msg
-    if getattr(original, _MARK, False):
-        return
-
-    @functools.wraps(original)
-    def _handle_msg(self, msg):
-        model = getattr(self, "_model", None)
-        with _receiving(getattr(model, "document", None)):
-            return original(self, msg)
-
-    setattr(_handle_msg, _MARK, True)
-    BokehModel._handle_msg = _handle_msg
-
-
 def install() -> None:
     """Make Panel's and jupyter_bokeh's comm handlers take the document's lock and mark the thread while they
     apply a message, and Panel's drop the echoes :func:`drop_echoes` names (idempotent).
@@ -217,5 +154,4 @@ def install() -> None:
     dispatcher module is imported and in :func:`app.extension`.
     """
     with _GUARD:
-        _lock_panel()
-        _lock_jupyter_bokeh()
+        wrap_comm_handlers(_receiving, _without_echoes, _record_sent)

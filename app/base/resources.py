@@ -251,32 +251,16 @@ def local_stylesheet_url(url: str) -> str | None:
 def offline_stylesheets(enable: bool = True) -> None:
     """From now on, send Panel's stylesheets to the browser as ``data:`` URLs, never CDN links (idempotent).
 
-    Hooks the serialization of ``bokeh.models.ImportedStyleSheet``: every document
-    message (first render, later patches, the ipywidgets route) goes through it.
+    Hooks the serialization of ``bokeh.models.ImportedStyleSheet`` (in :mod:`app.base._upstream_panel`): every
+    document message (first render, later patches, the ipywidgets route) goes through it.
     ``enable=False`` removes the hook.
     """
-    from bokeh.models import ImportedStyleSheet
+    from ._upstream_panel import rewrite_stylesheet_urls
 
     with _OFFLINE_GUARD:
-        if not enable:
-            if _OFFLINE["on"]:
-                del ImportedStyleSheet.to_serializable      # back to the inherited Model method
-                _OFFLINE["on"] = False
-            return
-        if _OFFLINE["on"]:
-            return
-        original = ImportedStyleSheet.to_serializable
-
-        def to_serializable(self, serializer):
-            rep = original(self, serializer)
-            attributes = rep.get("attributes") or {}
-            local = local_stylesheet_url(attributes.get("url"))
-            if local is not None:
-                attributes["url"] = local
-            return rep
-
-        ImportedStyleSheet.to_serializable = to_serializable
-        _OFFLINE["on"] = True
+        if _OFFLINE["on"] != bool(enable):
+            rewrite_stylesheet_urls(local_stylesheet_url if enable else None)
+            _OFFLINE["on"] = bool(enable)
 
 
 def extension(*extensions: str, comms: str | None = None, **params) -> None:
@@ -302,10 +286,10 @@ def extension(*extensions: str, comms: str | None = None, **params) -> None:
     import panel as pn
 
     from ._doclock import install as install_doc_locks
-    from ._notebook_render import install as install_one_recompute
+    from ._upstream_panel import defer_notebook_recomputes
 
     install_doc_locks()             # before any view is displayed (see app.base._doclock)
-    install_one_recompute()         # LayerScope() shows in seconds, not a minute (app.base._notebook_render)
+    defer_notebook_recomputes()     # LayerScope() shows in seconds, not a minute (app.base._upstream_panel)
     offline_stylesheets()
     hv.extension.inline = True      # a later hv.extension (e.g. `import hvplot.pandas`) must not fetch a CDN
     params["inline"] = True

@@ -23,6 +23,7 @@ import panel as pn
 import param
 
 from ..base._doclock import drop_echoes
+from ..base._upstream_panel import widget_models
 from ._model import RunModel
 
 __all__ = ["LayoutPicker"]
@@ -152,7 +153,7 @@ class LayoutPicker(pn.viewable.Viewer):
         """Before the picker moves the player or the epoch: its moves coming back from a notebook's browser are
         no pick."""
         for widget in (self.player, self.epoch_select):
-            for model, _parent in list(widget._models.values()):
+            for model in widget_models(widget):
                 drop_echoes(model, "value")
 
     def _epoch_for(self, layer: str | None) -> int | None:

@@ -1,4 +1,4 @@
-"""app.base._notebook_render: a view shown in a notebook recomputes its document's models once, and the
+"""app.base._upstream_panel.defer_notebook_recomputes: a view shown in a notebook recomputes its document's models once, and the
 document ends with exactly the models its roots reach (what Bokeh's per-change recomputation gave)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import panel as pn
 import pytest
 from bokeh.document.models import DocumentModelManager
 
-from app.base._notebook_render import install, one_recompute
+from app.base._upstream_panel import defer_notebook_recomputes as install, one_recompute
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,6 +8,12 @@ would leave localhost is aborted and fails the test (CI has no internet either),
 JavaScript errors and Python errors in the kernel's output. Needs ``chromium``
 (``apt-get install chromium``), never ``playwright install``; without it the test skips,
 except on CI (``CI=true``). Screenshots go to ``test-artifacts/``.
+
+It runs twice: with JupyterLab's ``commsOverSubshells`` off, through the same settings override ``make lab``
+installs (``jupyter-config/``), and with it on (JupyterLab's default, set explicitly as a user would), where
+comm messages reach the kernel on subshell threads (app/base/_doclock.py). With it off the ipywidget route's
+view is rendered and checked but not run: its comm messages then take the main thread's path that the
+LayerScope route's run already walks, and the thread hazards it guards exist only with subshells on.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlparse
+from urllib.request import urlopen
 
 import nbformat
 import pytest
@@ -32,6 +39,10 @@ NOTEBOOK = "01_quickstart.ipynb"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+KERNELS_PLUGIN = "@jupyterlab/apputils-extension:kernels-settings"
+OVERRIDE = ROOT / "jupyter-config" / "lab" / "settings" / "overrides.d" / "layerscope.json"
+SUBSHELLS = {"subshells-off": "disabled", "subshells-on": "perCommTarget"}
+"""The two ways the test runs, and the ``commsOverSubshells`` value JupyterLab must report for each."""
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +51,23 @@ def chromium(chromium) -> str:
     return chromium
 
 
-def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str], dict]:
+def lab_command(tmp: Path, work: Path, port: int, token: str, *, subshells: bool = False) -> tuple[list[str], dict]:
     """The `jupyter lab` command line and environment on 127.0.0.1:``port``, rooted at ``work``, with its
     settings, config and runtime under ``tmp`` (nothing of the user's Jupyter set-up is read); also used by
-    docs/screenshots.py."""
+    docs/screenshots.py. ``subshells=False``: ``commsOverSubshells`` off by the override ``make lab`` installs,
+    in application settings of its own; True: on, in the user's settings."""
     settings = tmp / "settings"
-    for plugin, values in {
+    app_settings = tmp / "app-settings"
+    (app_settings / "overrides.d").mkdir(parents=True, exist_ok=True)
+    user = {
         "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
         "notebook-extension/tracker": {"windowingMode": "none"},       # render every cell, even off screen
-    }.items():
+    }
+    if subshells:
+        user["apputils-extension/kernels-settings"] = {"commsOverSubshells": "perCommTarget"}
+    else:
+        shutil.copy(OVERRIDE, app_settings / "overrides.d" / OVERRIDE.name)
+    for plugin, values in user.items():
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
@@ -63,7 +82,8 @@ def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str]
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
            "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
+           f"--LabApp.user_settings_dir={settings}", f"--LabApp.app_settings_dir={app_settings}",
+           f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")          # CI containers run as root
     if os.name == "posix":
@@ -77,18 +97,26 @@ def lab_command(tmp: Path, work: Path, port: int, token: str) -> tuple[list[str]
     return cmd, env
 
 
-@pytest.fixture(scope="module")
-def lab_server(chromium, free_port, tmp_path_factory):
-    """`jupyter lab` on 127.0.0.1 with a copy of the quickstart; nothing of the user's Jupyter set-up is read."""
+@pytest.fixture(scope="module", params=list(SUBSHELLS))
+def lab_server(request, chromium, free_port, tmp_path_factory):
+    """`jupyter lab` on 127.0.0.1 with a copy of the quickstart, ``commsOverSubshells`` off or on (checked through
+    JupyterLab's settings API); nothing of the user's Jupyter set-up is read."""
     tmp = tmp_path_factory.mktemp("jupyterlab")
     work = tmp / "notebooks"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)    # JupyterLab autosaves: never the repo's copy
     port, token = free_port(), secrets.token_hex(24)
-    cmd, env = lab_command(tmp, work, port, token)
+    cmd, env = lab_command(tmp, work, port, token, subshells=request.param == "subshells-on")
     with serve(cmd, f"http://127.0.0.1:{port}/api/status?token={token}", log_path=tmp / "jupyterlab.log",
-               artifact="jupyterlab.log", what="jupyter lab", timeout=240, env=env, cwd=work, tracebacks_from=()):
-        yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", "runs": tmp / "runs"}
+               artifact=f"jupyterlab-{request.param}.log", what="jupyter lab", timeout=240, env=env, cwd=work,
+               tracebacks_from=()):
+        with urlopen(f"http://127.0.0.1:{port}/lab/api/settings/{KERNELS_PLUGIN}?token={token}", timeout=60) as r:
+            plugin = json.load(r)       # the user's settings, over the schema whose defaults the overrides set
+        value = plugin["settings"].get("commsOverSubshells",
+                                       plugin["schema"]["properties"]["commsOverSubshells"]["default"])
+        assert value == SUBSHELLS[request.param], plugin["settings"]
+        yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?token={token}", "runs": tmp / "runs",
+               "subshells": request.param}
 
 
 # ------------------------------------------------------------------ helpers
@@ -351,22 +379,25 @@ def test_quickstart_in_jupyterlab_offline(chromium, lab_server):
             scroll_to_top(page, ".ls-run button", 0)
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-01-layerscope.png"))
 
-            # route 2: the live view of one lab.run through pn.ipywidget (jupyter_bokeh)
-            state = press_run(page, 1, 600, "the ipywidget live view's run to finish")
-            assert state["status"] == "finished", state
-            filled = wait_for(page, lambda: (lambda f: f if len(f) >= 2 else None)(filled_documents(page, EVERY_PLOT)),
-                              60, "the ipywidget's plots to show points too")
-            assert len(filled) >= 2, filled
-            scroll_to_top(page, ".ls-run button", 1)
-            page.screenshot(path=str(ARTIFACTS / "jupyterlab-02-ipywidget.png"))
+            # route 2: the live view of one lab.run through pn.ipywidget (jupyter_bokeh); run with subshells on only
+            # (see the module's docstring)
+            routes = 2 if lab_server["subshells"] == "subshells-on" else 1
+            if routes == 2:
+                state = press_run(page, 1, 600, "the ipywidget live view's run to finish")
+                assert state["status"] == "finished", state
+                filled = wait_for(page, lambda: (lambda f: f if len(f) >= 2 else None)(
+                    filled_documents(page, EVERY_PLOT)), 60, "the ipywidget's plots to show points too")
+                assert len(filled) >= 2, filled
+                scroll_to_top(page, ".ls-run button", 1)
+                page.screenshot(path=str(ARTIFACTS / "jupyterlab-02-ipywidget.png"))
             # in each route the layout is at the verdict's best layer, and the layer player's header says so
             # (Panel's own value label kept the player's first layer after a move from Python)
-            bests = [page.locator(".ls-best-layer").nth(i).inner_text().strip() for i in range(2)]
+            bests = [page.locator(".ls-best-layer").nth(i).inner_text().strip() for i in range(routes)]
             # the probe is another model than the header and may arrive a moment later: it gets the header's 20 s.
             # The message names each view's follow_best: False there means something picked a layer by hand
             def shown():
                 return [{k: state.get(k) for k in ("run_id", "layout_layer", "best_layer", "follow_best", "picked")}
-                        for state in probes(page)]
+                        for state in probes(page)][:routes]
             try:
                 wait_for(page, lambda: [s["layout_layer"] for s in shown()] == bests, 20, "the layouts at best")
             except AssertionError:

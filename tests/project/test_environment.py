@@ -61,11 +61,12 @@ def test_environment_uses_conda_forge_and_installs_the_checkout(env):
     conda, pip = _conda_specs(env)
     assert "python" in conda and "pip" in conda
     assert "-e ." in pip, "environment.yml must `pip install -e .` so that `lab` and `app` import"
+    assert "./jupyter-config" in pip, "environment.yml must install ./jupyter-config (commsOverSubshells off)"
 
 
 def test_environment_names_every_runtime_dependency_with_its_lower_bound(pyproject, env):
     conda, pip = _conda_specs(env)
-    pip_specs = {_requirement(p)[0]: _requirement(p)[2] for p in pip if not p.startswith("-")}
+    pip_specs = {_requirement(p)[0]: _requirement(p)[2] for p in pip if not p.startswith(("-", "./"))}
     deps = pyproject["project"]["dependencies"]
     assert len(deps) >= 20
     missing, bounds = [], []
