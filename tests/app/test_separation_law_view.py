@@ -201,7 +201,7 @@ def test_a_live_run_draws_the_law_as_evaluations_arrive():
             seen_epochs.append(view.shown_epoch())
     assert seen_epochs[0] == 0 and seen_epochs[-1] == 3 and seen_epochs == sorted(seen_epochs)   # the player follows
     assert view.law.layers == list(LAYERS)
-    law = analysis.separation_law(model.metrics, layers=list(LAYERS))
+    law = analysis.separation_law(model.metrics, layers=list(LAYERS), aliases={})
     row = law[(law["epoch"] == 3) & (law["split"] == "train")].iloc[0]
     line = _line(view.figures()["law_depth"], "train sample")
     assert f"r {row['r']:+.3f}" in line.label
