@@ -6,6 +6,10 @@ features are identical to a deeper tap's (the run's ``layer_aliases``: e.g. an M
 ``pre_logits``) counted once, as that deeper tap. NC1 is He & Su's separation fuzziness D divided by K for
 balanced classes, so the slope, the ratio per layer and Pearson r are theirs.
 
+Each function takes a stored run's record, whose meta gives the layers and aliases, or its metrics table with
+``aliases=`` passed (``{}`` for none): a table without them is refused, as nothing tells an MLP's last hidden
+layer from ``pre_logits``. A row's ``reason`` is a :class:`LawReason`, its words with :class:`LawCode` codes.
+
 Examples
 --------
 >>> import pandas as pd
