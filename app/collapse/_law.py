@@ -53,9 +53,14 @@ def _split_list(splits) -> str:
 _SHORT = {"train": "train sample", "seen": "held-out", "unseen": "unseen classes"}
 
 
-def _why(reason) -> str:
-    """A reason of lab.analysis.separation_law without its leading "no law: " (the app's sentence says it)."""
-    return str(reason).removeprefix("no law: ")
+def _why(reason: analysis.LawReason) -> str:
+    """A reason of lab.analysis.separation_law without its code's words ("no law": the app's sentence says it)."""
+    return reason.words
+
+
+def _absent(reason) -> bool:
+    """The row's law is absent, by its reason's code (a row without a reason reads back as None or NaN)."""
+    return isinstance(reason, analysis.LawReason) and reason.code is analysis.LawCode.TOO_FEW_LAYERS
 
 
 def _title_splits(splits) -> str:
@@ -106,9 +111,9 @@ class LawSection:
         if source.axis != self.axis:
             self.axis = source.axis
             self._intro.object = law_intro(self.axis)
-        kwargs = dict(layers=source.layers or None, aliases=source.aliases or None)
+        kwargs = dict(layers=source.layers or None, aliases=dict(source.aliases or {}))
         self.law = analysis.separation_law(metrics, **kwargs)
-        self.across = analysis.separation_law_across_seeds(self.law)        # the same fits, not fitted again
+        self.across = analysis.law_across_seeds(self.law)                   # the same fits, not fitted again
         seeds = sorted({int(s) for s in self.law["seed"]}) if len(self.law) else []
         self.seed, self.n_seeds = (seeds[0] if seeds else None), len(seeds)
         self.points = (analysis.separation_law_points(metrics, seed=self.seed, **kwargs) if seeds
@@ -191,8 +196,9 @@ class LawSection:
         self._notes.object = self.notes_html(law, epoch)
 
     def _reasons(self, law: pd.DataFrame) -> str:
-        """separation_law's reasons (their "no law: " left out: the sentences around them say it)."""
-        reasons = list(dict.fromkeys(_why(r) for r in law["reason"] if isinstance(r, str) and r)) if len(law) else []
+        """separation_law's reasons (their "no law" left out: the sentences around them say it)."""
+        reasons = (list(dict.fromkeys(_why(r) for r in law["reason"] if isinstance(r, analysis.LawReason)))
+                   if len(law) else [])
         return "; ".join(reasons) if reasons else f"no NC1 at this {self.axis}"
 
     def absent_sentence(self, law: pd.DataFrame, epoch) -> str:
@@ -210,7 +216,7 @@ class LawSection:
         start = self.law[(self.law["seed"] == self.seed) & (self.law["epoch"] == first)] if first is not None else None
         for row in law.itertuples():
             name = plots.SPLIT_NAMES.get(row.split, row.split)
-            if not np.isfinite(row.ratio):
+            if _absent(row.reason):
                 if not any(_why(row.reason) in sentence for sentence in self._sentences):   # said in its place
                     lines.append(f"{name}, {self.axis} {epoch}{seed}: no law ({_why(row.reason)}).")
                 continue
@@ -220,8 +226,8 @@ class LawSection:
             begin = start[start["split"] == row.split] if start is not None and first != epoch else None
             if begin is not None and len(begin) and np.isfinite(begin["r"].iloc[0]):
                 text += f" ({self.axis} {first}: r = {float(begin['r'].iloc[0]):+.3f})"
-            if isinstance(row.reason, str) and row.reason:       # a missing reason reads back as NaN
-                text += f"; {row.reason}"
+            if isinstance(row.reason, analysis.LawReason):       # a missing reason reads back as NaN
+                text += f"; {row.reason.words}"
             lines.append(text + ".")
         return "".join(f"<div class='ls-law-note' style='color:#555'>{html.escape(line)}</div>" for line in lines)
 

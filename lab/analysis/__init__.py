@@ -33,7 +33,8 @@ Definitions (METRICS.md):
   phase (:func:`terminal_phase`) and the class means against a simplex ETF (:func:`simplex`);
 - neural collapse across layers (:mod:`lab.analysis.separation_law`): the law of equi-separation (He & Su
   2023), log10 NC1 fitted against the layer index per seed, epoch and split (:func:`separation_law`), and its
-  seed mean and spread (:func:`separation_law_across_seeds`), and the points and line it fits
+  seed mean and spread (:func:`separation_law_across_seeds`; of its fitted table, :func:`law_across_seeds`), its
+  reasons as codes with their words (:class:`LawReason`, :class:`LawCode`), and the points and line it fits
   (:func:`separation_law_points`); each split's last evaluation of it, as the run summary gives it
   (:func:`latest_separation_law`), and that per condition of a study (:func:`group_separation_law`);
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
@@ -65,6 +66,7 @@ from lab.analysis.intervals import (
 from lab.analysis.separation_law import (
     LATEST_LAW_KEYS, MIN_LAW_LAYERS, SEPARATION_LAW_COLUMNS, SEPARATION_LAW_POINT_COLUMNS, group_separation_law,
     latest_separation_law, separation_law, separation_law_across_seeds, separation_law_points,
+    LawCode, LawReason, law_across_seeds,
 )
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
@@ -87,5 +89,5 @@ __all__ = [
     "AGREEMENT_COLUMNS", "terminal_phase", "simplex", "study_agreement", "STUDY_AGREEMENT_COLUMNS",
     "separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
     "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS", "latest_separation_law", "group_separation_law",
-    "LATEST_LAW_KEYS",
+    "LATEST_LAW_KEYS", "LawCode", "LawReason", "law_across_seeds",
 ]

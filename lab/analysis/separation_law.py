@@ -6,12 +6,16 @@ features are identical to a deeper tap's (the run's ``layer_aliases``: e.g. an M
 ``pre_logits``) counted once, as that deeper tap. NC1 is He & Su's separation fuzziness D divided by K for
 balanced classes, so the slope, the ratio per layer and Pearson r are theirs.
 
+Each function takes a stored run's record, whose meta gives the layers and aliases, or its metrics table with
+``aliases=`` passed (``{}`` for none): a table without them is refused, as nothing tells an MLP's last hidden
+layer from ``pre_logits``. A row's ``reason`` is a :class:`LawReason`, its words with :class:`LawCode` codes.
+
 Examples
 --------
 >>> import pandas as pd
 >>> m = pd.DataFrame({"seed": 0, "epoch": 3, "split": "train", "metric": "nc1",
 ...                   "layer": ["a", "b", "c", "d"], "value": [8.0, 4.0, 2.0, 1.0]})
->>> row = separation_law(m, layers=["a", "b", "c", "d"]).iloc[0]
+>>> row = separation_law(m, layers=["a", "b", "c", "d"], aliases={}).iloc[0]
 >>> round(float(row["ratio"]), 6), round(float(row["r"]), 6), int(row["n_layers"])
 (0.5, -1.0, 4)
 """
@@ -22,10 +26,11 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab.analysis._law_reason import LawCode, LawReason
 from lab.analysis._tables import _resolve_alias, aggregate_seeds, layer_order, pool_runs
 
-__all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "latest_separation_law",
-           "group_separation_law", "SEPARATION_LAW_COLUMNS", "SEPARATION_LAW_POINT_COLUMNS", "LATEST_LAW_KEYS",
+__all__ = ["separation_law", "separation_law_across_seeds", "law_across_seeds", "separation_law_points",
+           "latest_separation_law", "group_separation_law", "LawCode", "LawReason", "SEPARATION_LAW_COLUMNS", "SEPARATION_LAW_POINT_COLUMNS", "LATEST_LAW_KEYS",
            "MIN_LAW_LAYERS"]
 
 SEPARATION_LAW_COLUMNS = ["seed", "epoch", "split", "slope", "ratio", "r", "n_layers", "reason"]
@@ -100,41 +105,52 @@ def _one(values: pd.Series, distinct: Sequence[str]) -> dict:
         else:
             bad.append(f"{name} ({v:g})")
     if bad:
-        notes.append(f"NC1 not finite and positive at {', '.join(bad)}: left out")
+        notes.append((LawCode.NOT_FINITE, f"{LawCode.NOT_FINITE.words} at {', '.join(bad)}: left out"))
     if missing:
-        notes.append(f"NC1 not measured at {', '.join(missing)}")
+        notes.append((LawCode.NOT_MEASURED, f"{LawCode.NOT_MEASURED.words} at {', '.join(missing)}"))
     n = len(kept)
     if n < MIN_LAW_LAYERS:
-        reason = (f"no law: {n} layer(s) with a finite, positive NC1, at least {MIN_LAW_LAYERS} needed"
-                  + (f" ({'; '.join(notes)})" if notes else ""))
-        return {"slope": np.nan, "ratio": np.nan, "r": np.nan, "n_layers": n, "reason": reason,
+        few = (LawCode.TOO_FEW_LAYERS, f"{n} layer(s) with a finite, positive NC1, at least {MIN_LAW_LAYERS} needed")
+        return {"slope": np.nan, "ratio": np.nan, "r": np.nan, "n_layers": n, "reason": LawReason([few, *notes]),
                 "intercept": np.nan, "fitted_index": index}
     slope, r, intercept = _fit(np.asarray(index, dtype=float), np.asarray(kept, dtype=float))
     if not np.isfinite(r):
-        notes.append("NC1 is the same at every layer: r undefined")
+        notes.append((LawCode.R_UNDEFINED, f"NC1 is the same at every layer: {LawCode.R_UNDEFINED.words}"))
     return {"slope": slope, "ratio": 10.0 ** slope, "r": r, "n_layers": n,
-            "reason": "; ".join(notes) if notes else None, "intercept": intercept, "fitted_index": index}
+            "reason": LawReason(notes) if notes else None, "intercept": intercept, "fitted_index": index}
 
 
-def _unpack(metrics, layers, aliases):
-    """(metrics table, layers, aliases) of a run's table, or of its record (anything else with ``metrics`` and
-    ``meta``, e.g. :class:`lab.store.RunRecord`), whose meta gives what is not passed. Records are told apart by
-    not being a table rather than by lab.store's check: the store's package imports the run summary, which
-    reads the law."""
-    if metrics is None or isinstance(metrics, pd.DataFrame):
-        return metrics, layers, aliases
-    if not hasattr(metrics, "metrics"):
-        raise TypeError(f"the law is read from a run's metrics table (RunRecord.metrics) or its RunRecord. Got "
-                        f"{type(metrics).__name__} {metrics!r:.60} instead; load a run id with lab.RunStore().load(id).")
-    meta = getattr(metrics, "meta", None) or {}
-    return (metrics.metrics, meta.get("layers") if layers is None else layers,
-            meta.get("layer_aliases") if aliases is None else aliases)
+def _unpack(run, layers, aliases, who: str):
+    """(metrics table, layers, aliases) of ``run``: a record (anything with ``metrics`` and ``meta``, e.g.
+    :class:`lab.store.RunRecord`, whose meta gives what is not passed) or a long metrics table with its
+    ``aliases`` passed. Records are told apart by not being a table rather than by lab.store's check: the
+    store's package imports the run summary, which reads the law."""
+    if run is None:                                         # no rows yet: nothing to fit, nothing to count
+        return None, layers, aliases or {}
+    if isinstance(run, pd.DataFrame):
+        if {"slope", "r"} <= set(run.columns) and "metric" not in run.columns:
+            raise ValueError(f"{who}: this is the table separation_law returned, already fitted; give split, "
+                             "layers and aliases to that call, not this one, and pass its table to "
+                             "lab.analysis.law_across_seeds for the mean over seeds")
+        if aliases is None:
+            raise TypeError(f"{who}: a metrics table needs aliases= by keyword, the run's {{tap: deeper tap}} of "
+                            "identical features (RunRecord.meta['layer_aliases']; {} when it has none), or an "
+                            "MLP's last hidden layer and pre_logits count as two layers. Got a table without them; "
+                            f"pass aliases=record.meta.get('layer_aliases') or {{}}, or pass the record itself.")
+        return run, layers, aliases
+    if not (hasattr(run, "metrics") and hasattr(run, "meta")):
+        raise TypeError(f"{who}: the law is read from a RunRecord, or its metrics table (RunRecord.metrics) with "
+                        f"aliases=. Got {type(run).__name__} {run!r:.60} instead; load a run id with "
+                        "lab.RunStore().load(id).")
+    meta = run.meta or {}
+    return (run.metrics, meta.get("layers") if layers is None else layers,
+            (meta.get("layer_aliases") or {}) if aliases is None else aliases)
 
 
-def _evaluations(metrics, split, seed, layers, aliases):
+def _evaluations(metrics, split, seed, layers, aliases, who):
     """(seed, epoch, split, NC1 per distinct layer, the distinct layers in depth order) of each evaluation with NC1
     rows, in the table's order: what :func:`separation_law` and :func:`separation_law_points` fit."""
-    metrics, layers, aliases = _unpack(metrics, layers, aliases)
+    metrics, layers, aliases = _unpack(metrics, layers, aliases, who)
     if metrics is None or len(metrics) == 0:
         return
     rows = metrics[metrics["metric"] == _METRIC]
@@ -153,24 +169,27 @@ def _evaluations(metrics, split, seed, layers, aliases):
         yield int(s), int(e), str(sp), per_layer, distinct
 
 
-def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: int | None = None,
+def separation_law(run, *, split: str | Sequence[str] | None = None, seed: int | None = None,
                    layers: Iterable | None = None, aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The law of equi-separation per (seed, epoch, split): log10 NC1 fitted against the layer index.
 
     Parameters
     ----------
-    metrics : pandas.DataFrame or lab.store.RunRecord
-        A run's long metrics table (seed, epoch, layer, split, metric, value; ``RunRecord.metrics``), or the
-        record itself, whose ``meta["layers"]`` and ``meta["layer_aliases"]`` then give ``layers`` and
-        ``aliases`` unless they are passed.
+    run : lab.store.RunRecord or pandas.DataFrame
+        A stored run's record, whose ``meta["layers"]`` and ``meta["layer_aliases"]`` give ``layers`` and
+        ``aliases`` unless they are passed; or a run's long metrics table (seed, epoch, layer, split, metric,
+        value; ``RunRecord.metrics``), which needs ``aliases`` passed (a table without them is refused with a
+        TypeError: nothing is guessed). The table :func:`separation_law` returned is refused with a ValueError
+        (its mean over seeds is :func:`law_across_seeds`'s).
     split : str or sequence of str, optional
         The splits to fit ("train", "seen", "unseen"); None: every split with NC1 rows. A split the run lacks
         (an old run without the train sample) gives no rows.
     seed : int, optional
         One seed; None: every seed.
     layers : the run's layers, input -> output (names or ``meta["layers"]``); None: the table's order
-    aliases : ``{tap: deeper tap}`` for taps with identical features (``meta["layer_aliases"]``); each such
-        tap is left out, so the tensor counts once, at the deeper tap's place
+    aliases : ``{tap: deeper tap}`` for taps with identical features (``meta["layer_aliases"]``; ``{}`` for
+        none); each such tap is left out, so the tensor counts once, at the deeper tap's place. Required with a
+        table; None with a record: the record's.
 
     Returns
     -------
@@ -180,21 +199,24 @@ def separation_law(metrics, *, split: str | Sequence[str] | None = None, seed: i
         index l = 0, 1, ... over the distinct layers; ``ratio`` = 10**slope, the factor by which each layer
         multiplies NC1 (below 1: each deeper layer separates the classes better); ``r``, Pearson's r of
         (l, log10 NC1), −1 or +1 for an exact geometric sequence; ``n_layers``, the layers fitted; ``reason``,
-        None when every distinct layer was fitted, else one line naming the layers left out (NC1 NaN,
-        infinite or not positive, or not measured at that evaluation). With fewer than
-        :data:`MIN_LAW_LAYERS` layers left the law is absent: slope, ratio and r are NaN and ``reason`` says
-        why. A layer left out keeps the others' indices (l is the depth among the distinct layers).
+        None when every distinct layer was fitted, else a :class:`LawReason`: one line naming the layers left
+        out (NC1 NaN, infinite or not positive, or not measured at that evaluation) with its :class:`LawCode`
+        codes. With fewer than :data:`MIN_LAW_LAYERS` layers left the law is absent: slope, ratio and r are NaN
+        and ``reason`` says why (code :attr:`LawCode.TOO_FEW_LAYERS`). A layer left out keeps the others'
+        indices (l is the depth among the distinct layers).
     """
     out = [{"seed": s, "epoch": e, "split": sp, **_one(per_layer, distinct)}
-           for s, e, sp, per_layer, distinct in _evaluations(metrics, split, seed, layers, aliases)]
+           for s, e, sp, per_layer, distinct in _evaluations(run, split, seed, layers, aliases, "separation_law")]
     if not out:
         return pd.DataFrame(columns=SEPARATION_LAW_COLUMNS)
     table = pd.DataFrame(out, columns=SEPARATION_LAW_COLUMNS)
+    # object, not pandas' inferred str dtype, which would turn each LawReason into a plain str and lose its codes
+    table["reason"] = pd.Series([row["reason"] for row in out], dtype=object)
     table = _sorted(table, ["seed", "epoch", "split"])
     return table.astype({"slope": float, "ratio": float, "r": float, "n_layers": int})
 
 
-def separation_law_points(metrics, *, split: str | Sequence[str] | None = None, seed: int | None = None,
+def separation_law_points(run, *, split: str | Sequence[str] | None = None, seed: int | None = None,
                           epoch: int | None = None, layers: Iterable | None = None,
                           aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The points :func:`separation_law` fits and its line through them, one row per distinct layer of each
@@ -211,7 +233,7 @@ def separation_law_points(metrics, *, split: str | Sequence[str] | None = None, 
         line of :func:`separation_law`; NaN where the law is absent) and ``in_fit`` (the point was fitted).
     """
     out = []
-    for s, e, sp, per_layer, distinct in _evaluations(metrics, split, seed, layers, aliases):
+    for s, e, sp, per_layer, distinct in _evaluations(run, split, seed, layers, aliases, "separation_law_points"):
         if epoch is not None and e != int(epoch):
             continue
         law = _one(per_layer, distinct)
@@ -228,16 +250,16 @@ def separation_law_points(metrics, *, split: str | Sequence[str] | None = None, 
     return table.astype({"index": int, "log10_nc1": float, "fitted": float, "in_fit": bool})
 
 
-def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = None,
+def separation_law_across_seeds(run, *, split: str | Sequence[str] | None = None,
                                 layers: Iterable | None = None,
                                 aliases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The law's slope, ratio and r per (epoch, split), mean and spread over seeds.
 
-    Each seed's values come from :func:`separation_law`; their mean, standard deviation (ddof=1; NaN for one
-    seed) and number are :func:`lab.analysis.aggregate_seeds`'s, as for every other measure (a seed without
-    the law counts in none of them). ``metrics`` may also be the table :func:`separation_law` returned: its
-    rows are used as they are (a view that shows both fits the law once); ``split``, ``layers`` and
-    ``aliases`` are then that call's and must not be given again.
+    Parameters are :func:`separation_law`'s (``run``: a record, or a metrics table with ``aliases``). Each seed's
+    values come from :func:`separation_law`; their mean, standard deviation (ddof=1; NaN for one seed) and number
+    are :func:`lab.analysis.aggregate_seeds`'s, as for every other measure (a seed without the law counts in none
+    of them). A view that already holds :func:`separation_law`'s table gives it to :func:`law_across_seeds`,
+    which fits nothing again.
 
     Returns
     -------
@@ -246,12 +268,30 @@ def separation_law_across_seeds(metrics, *, split: str | Sequence[str] | None = 
         ``n_seeds`` (the seeds with a fitted law), one row per (epoch, split), sorted as
         :func:`separation_law`'s. ``ratio`` is the mean of the seeds' ratios.
     """
-    if isinstance(metrics, pd.DataFrame) and {"slope", "r", "seed"} <= set(metrics.columns):
-        if split is not None or layers is not None or aliases is not None:
-            raise ValueError("separation_law_across_seeds: the per-seed table separation_law returned is "
-                             "already fitted; give split, layers and aliases to that call, not this one")
-        return _across(metrics)
+    metrics, layers, aliases = _unpack(run, layers, aliases, "separation_law_across_seeds")
     return _across(separation_law(metrics, split=split, layers=layers, aliases=aliases))
+
+
+def law_across_seeds(law: pd.DataFrame) -> pd.DataFrame:
+    """:func:`separation_law_across_seeds` of the table :func:`separation_law` returned, its rows used as they
+    are: a view that shows both fits the law once.
+
+    Parameters
+    ----------
+    law : pandas.DataFrame
+        :func:`separation_law`'s table (:data:`SEPARATION_LAW_COLUMNS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`separation_law_across_seeds`'s columns and rows.
+    """
+    if not isinstance(law, pd.DataFrame) or not set(SEPARATION_LAW_COLUMNS) <= set(law.columns):
+        got = sorted(law.columns) if isinstance(law, pd.DataFrame) else type(law).__name__
+        raise TypeError(f"law_across_seeds takes the table separation_law returned (columns "
+                        f"{', '.join(SEPARATION_LAW_COLUMNS)}). Got {got} instead; for a run or its metrics table "
+                        "call separation_law_across_seeds.")
+    return _across(law)
 
 
 def _across(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -276,11 +316,11 @@ def _number(value) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def latest_separation_law(metrics, *, layers: Iterable | None = None,
+def latest_separation_law(run, *, layers: Iterable | None = None,
                           aliases: Mapping[str, str] | None = None) -> dict | None:
     """The law at each split's last evaluation, over seeds: what the run summary reports.
 
-    Parameters are :func:`separation_law`'s (``metrics``: a long metrics table or a RunRecord).
+    Parameters are :func:`separation_law`'s (``run``: a RunRecord, or a long metrics table with ``aliases``).
 
     Returns
     -------
@@ -295,7 +335,7 @@ def latest_separation_law(metrics, *, layers: Iterable | None = None,
         their seeds), e.g. why the law is absent. Values are floats
         or None (never NaN), so the dict is JSON as it is.
     """
-    metrics, layers, aliases = _unpack(metrics, layers, aliases)
+    metrics, layers, aliases = _unpack(run, layers, aliases, "latest_separation_law")
     if metrics is None or len(metrics) == 0:
         return None
     rows = metrics[metrics["metric"] == _METRIC]
@@ -333,7 +373,8 @@ def group_separation_law(groups: Mapping[str, Sequence[pd.DataFrame]], layers: M
     ----------
     groups : ``{group: [metrics table of each run]}``; a group's runs are pooled as seeds of one condition
         (:func:`lab.analysis.pool_runs`)
-    layers, aliases : ``{group: the runs' layers}`` and ``{group: their aliases}``
+    layers, aliases : ``{group: the runs' layers}`` and ``{group: their aliases}`` (``{}`` for a group without
+        identical taps); every group needs its aliases, as a table does in :func:`separation_law`
 
     Returns
     -------
@@ -343,7 +384,10 @@ def group_separation_law(groups: Mapping[str, Sequence[pd.DataFrame]], layers: M
     """
     rows = []
     for group, frames in groups.items():
-        law = latest_separation_law(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
+        if aliases is None or group not in aliases:
+            raise TypeError(f"group_separation_law: no aliases for group {group!r}. Pass aliases={{group: the runs' "
+                            "meta['layer_aliases']}, {} for a group without identical taps; nothing is guessed.")
+        law = latest_separation_law(pool_runs(frames), layers=layers.get(group), aliases=aliases[group])
         rows.extend({"group": group, "split": split, **entry} for split, entry in (law or {}).items())
     table = pd.DataFrame(rows, columns=["group", "split", *LATEST_LAW_KEYS])
     return table.astype({q: float for q in ("ratio", "ratio_std", "r", "r_std", "slope")})

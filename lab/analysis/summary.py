@@ -174,7 +174,7 @@ def run_summary(metrics: pd.DataFrame, training: pd.DataFrame | None = None, *,
     acc, acc_epoch = heldout_accuracy(training)
     out.update(heldout_accuracy=acc, heldout_epoch=acc_epoch)
     out["terminal_phase"] = {str(seed): epoch for seed, epoch in terminal_phase(metrics).items()}
-    out["separation_law"] = latest_separation_law(metrics, layers=layers, aliases=aliases)
+    out["separation_law"] = latest_separation_law(metrics, layers=layers, aliases=aliases or {})
     return out
 
 

@@ -20,6 +20,7 @@ import torch
 from lab.analysis.neural_collapse import terminal_phase_epoch  # noqa: F401  (public here too)
 
 from ._checks import DegenerateFeaturesError, _check_inputs, _Checked, _single_thread_on_cpu
+from ._docs import metric_doc
 from .collapse import _COINCIDE, _acc_dtype, _class_chunks, _ClassStats, _rows_per_block
 
 __all__ = [
@@ -210,6 +211,7 @@ def nc2_classifier(W) -> dict[str, float]:
     }
 
 
+@metric_doc
 def nc2_cosine_std(X, y) -> float:
     """NC2 on the means: spread of the angles between centred class means.
 
@@ -217,10 +219,7 @@ def nc2_cosine_std(X, y) -> float:
     of the class means. Class means in float64 on X's device; a class with one image is fine.
     With K = 2 there is a single pair, so the value is 0 (its cosine is always −1).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,), at least 2 classes
+    {X_y_two_classes}
 
     Returns
     -------
@@ -228,9 +227,7 @@ def nc2_cosine_std(X, y) -> float:
         In [0, 1]; 0 when all pairs meet at the same angle (e.g. a simplex ETF). Invariant to
         scaling X, relabelling classes and reordering samples.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When all class means coincide, or one equals the global mean.
 
     References

@@ -17,6 +17,7 @@ import torch
 
 from ._checks import _check_inputs
 from ._context import LayerContext
+from ._docs import metric_doc
 from .classifier_collapse import (
     _check_weights, _ncc_codes, _pair_cosines, _predicted_codes, _require_centred_nonzero, _require_nonzero_rows,
     _self_duality, nc2_classifier,
@@ -125,13 +126,11 @@ def head_accuracy_of_layer(layer: LayerContext) -> float:
     return float((net == layer.checked.codes.cpu()).double().mean())
 
 
+@metric_doc
 def class_gram(X, y) -> np.ndarray:
     """The Gram matrix MᵀM of the centred class means, M = [μ_1 − μ_G, …, μ_K − μ_G] (d × K).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,), at least 2 classes
+    {X_y_two_classes}
 
     Returns
     -------

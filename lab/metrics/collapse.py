@@ -19,6 +19,7 @@ import torch
 
 from ._checks import DegenerateFeaturesError, _Checked, _single_thread_on_cpu
 from ._context import LayerContext, measure
+from ._docs import metric_doc
 from ._neighbors import _matmul_t
 
 __all__ = ["nc1", "cdnv", "numerical_rank", "nc2", "ncc_accuracy"]
@@ -250,6 +251,7 @@ def margin_samples(layer: LayerContext) -> dict[str, np.ndarray]:
         return {"margin": np.full(c.n, np.nan), "cdnv_pairs": np.full((c.n_classes, c.n_classes), np.nan)}
 
 
+@metric_doc
 def nc1(X, y) -> float:
     """NC1 within-class variability collapse: (1/K) · tr(Σ_W Σ_B⁺).
 
@@ -258,10 +260,7 @@ def nc1(X, y) -> float:
     centred means M (d × K): nc1 = tr((MᵀM)⁺² · MᵀΣ_W M), float64, O(N·d·K), never a d × d
     matrix; the pseudo-inverse drops eigenvalues of MᵀM below 1e-10 × the largest.
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,); every class needs ≥ 2 samples.
+    {X_y_two_per_class}
 
     Returns
     -------
@@ -269,9 +268,7 @@ def nc1(X, y) -> float:
         ≥ 0; 0 for perfectly collapsed classes (every sample at its class mean); grows as
         classes overlap. Invariant to scaling X, relabelling classes and reordering samples.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When all class means coincide (Σ_B = 0, e.g. a constant layer): the literal
         formula would give a misleading 0.
 
@@ -282,25 +279,21 @@ def nc1(X, y) -> float:
     return measure("nc1", X, y)
 
 
+@metric_doc
 def cdnv(X, y) -> float:
     """Class-distance normalized variance, averaged over class pairs.
 
     mean over pairs i ≠ j of (Var_i + Var_j) / (2 ‖μ_i − μ_j‖²), with
     Var_k = (1/n_k) Σ_{x in class k} ‖x − μ_k‖².
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,); every class needs ≥ 2 samples.
+    {X_y_two_per_class}
 
     Returns
     -------
     float
         ≥ 0; 0 for perfectly collapsed classes. Invariant to scaling X.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When two class means coincide (division by zero).
 
     References
@@ -310,16 +303,14 @@ def cdnv(X, y) -> float:
     return measure("cdnv", X, y)
 
 
+@metric_doc
 def nc2(X, y) -> dict[str, float]:
     """NC2 convergence of the centred class means to a simplex ETF.
 
     equinorm = std/mean of ‖μ_k − μ_G‖ (sample std, ``torch.std`` as in Papyan et al.'s
     code); equiangularity = mean over pairs of |cos(μ_i − μ_G, μ_j − μ_G) + 1/(K − 1)|.
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
 
     Returns
     -------
@@ -327,9 +318,7 @@ def nc2(X, y) -> dict[str, float]:
         ``{"equinorm": float ≥ 0, "equiangularity": float in [0, K/(K-1)]}``; both 0 at a
         simplex equiangular tight frame.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When all class means coincide, or (equiangularity) one equals the global mean.
 
     References
@@ -340,22 +329,18 @@ def nc2(X, y) -> dict[str, float]:
     return {"equinorm": nc2_equinorm_of_layer(layer), "equiangularity": nc2_equiangularity_of_layer(layer)}
 
 
+@metric_doc
 def ncc_accuracy(X, y) -> float:
     """Accuracy of the nearest-class-centre rule (NC4), centres = class means of all of X.
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
 
     Returns
     -------
     float
         In [0, 1]; 1 for collapsed classes. Exact distance ties go to the lowest class.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When two class means coincide.
 
     References
@@ -404,25 +389,21 @@ def _numerical_rank_impl(c: _Checked) -> float:
     return float(np.mean(ratios))
 
 
+@metric_doc
 def numerical_rank(X, y) -> float:
     """Mean numerical (stable) rank of the class feature matrices.
 
     (1/K) Σ_k ‖H_k‖_F² / ‖H_k‖_2², H_k the n_k × d matrix of class-k features,
     uncentred (as in the neural-collapse transfer paper).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
 
     Returns
     -------
     float
         In [1, min(n_k, d)]; 1 when every class matrix has rank 1 (e.g. collapsed classes).
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When a class's features are all zero.
 
     References

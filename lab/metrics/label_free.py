@@ -32,6 +32,7 @@ import torch
 
 from ._checks import DegenerateFeaturesError, _as_features, _is_constant
 from ._device import _float64_device
+from ._docs import metric_doc
 from ._two_nearest import matmul, two_nearest
 
 __all__ = ["rankme", "alpha_req", "twonn_id", "lidar", "rankme_of_layer", "alpha_req_of_layer", "twonn_id_of_layer",
@@ -110,6 +111,7 @@ def _entropy_rank(values: torch.Tensor, extra_zeros: int = 0) -> float:
 
 
 # -------------------------------------------------------------------------- RankMe
+@metric_doc
 def rankme(X) -> float:
     """RankMe: the effective rank of the features' singular values.
 
@@ -117,10 +119,7 @@ def rankme(X) -> float:
     *not* centred (as in the paper). σ_i comes from the eigenvalues of the smaller Gram (XᵀX or XXᵀ) in
     float64; those below λ_1 · max(N, d) · ε count as zero (σ_i < about 1e-6 σ_1).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-        One layer's pooled features of N images; computed on X's device.
+    {X_one_layer}
 
     Returns
     -------
@@ -128,9 +127,7 @@ def rankme(X) -> float:
         In [1, min(N, d)] (up to the 1e-7 term): 1 when X has rank 1 (e.g. every image has the same
         non-zero features), min(N, d) when all singular values are equal.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When every feature of every image is zero (no singular value to normalise by).
     ValueError
         When X is not a finite 2-D array.
@@ -150,6 +147,7 @@ def rankme(X) -> float:
 
 
 # -------------------------------------------------------------------------- alpha-ReQ
+@metric_doc
 def alpha_req(X) -> float:
     """alpha-ReQ: the power-law decay exponent α of the centred covariance spectrum, λ_i ∝ i^(−α).
 
@@ -158,10 +156,7 @@ def alpha_req(X) -> float:
     over the ranks i = 6 … 100 with weights 1/i; α is the slope. When fewer than 100 eigenvalues are
     non-zero (above λ_1 · max(N, d) · ε), the range ends at the last non-zero eigenvalue but one.
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-        One layer's pooled features of N images; computed on X's device.
+    {X_one_layer}
 
     Returns
     -------
@@ -169,9 +164,7 @@ def alpha_req(X) -> float:
         α, usually in (0, 5); about 1 for the power law Agrawal et al. found in good representations,
         larger for a faster decay (fewer effective dimensions).
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When fewer than 10 eigenvalues lie in the fit range (fewer than 16 non-zero eigenvalues: too
         few images or features), or when the features are constant.
     ValueError
@@ -210,6 +203,7 @@ def alpha_req(X) -> float:
 
 
 # -------------------------------------------------------------------------- TwoNN
+@metric_doc
 def twonn_id(X) -> float:
     """TwoNN intrinsic dimension of the features (Facco et al. 2017, scikit-dimension's formula).
 
@@ -237,9 +231,7 @@ def twonn_id(X) -> float:
     float
         The estimated dimension, > 0; about k for points spread over a k-dimensional manifold.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When fewer than 3 images have a non-zero nearest-neighbour distance (fewer than 3 images, all
         identical, or mostly duplicates), or when every kept ratio is 1.
     ValueError
@@ -294,6 +286,7 @@ def twonn_id(X) -> float:
 
 
 # -------------------------------------------------------------------------- LiDAR
+@metric_doc
 def lidar(views) -> float:
     """LiDAR: the effective rank of the between-image covariance whitened by the within-image one.
 
@@ -316,9 +309,7 @@ def lidar(views) -> float:
         In [1, min(n − 1, d)] (up to the 1e-7 terms): larger when the images differ along more
         directions than their augmentations do.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         With fewer than 2 images or 2 views, constant features, views identical within every image
         (Σ_w = 0: nothing to whiten by), or view-means that all coincide (Σ_b = 0).
     ValueError

@@ -27,6 +27,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from ._checks import BACKENDS, _as_features, _check_k, _Checked, _on_device
 from ._context import LayerContext, measure, option_default
+from ._docs import metric_doc
 from ._kmeans import kmeans_labels
 from ._kmeans_torch import kmeans_labels_torch
 from ._neighbors import _neighbor_graphs, _vote
@@ -151,6 +152,7 @@ def _nmi_torch(codes: torch.Tensor, clusters: torch.Tensor, n_classes: int, n_cl
     return float(mi / ((h_true + h_pred) / 2))
 
 
+@metric_doc
 def nmi(X, y, *, n_init: int | None = option_default("nmi", "n_init"),
         seed: int | None = option_default("nmi", "seed"), protocol: str = "default", backend: str = "auto") -> float:
     """Normalized mutual information between k-means clusters and the classes.
@@ -160,10 +162,7 @@ def nmi(X, y, *, n_init: int | None = option_default("nmi", "n_init"),
     ``lab.metrics._kmeans``) into K = number of classes clusters, then
     ``normalized_mutual_info_score`` (arithmetic-mean normalization).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
     n_init : int, optional
         k-means restarts; default 10 (``protocol="paper"``: 1).
     seed : int, optional
@@ -180,9 +179,7 @@ def nmi(X, y, *, n_init: int | None = option_default("nmi", "n_init"),
         In [0, 1]; 1 when the clusters are exactly the classes, ≈ 0 for features that
         carry no class information.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When all samples are identical (the partition would be arbitrary).
 
     References
@@ -234,6 +231,7 @@ def _default_purity_k(c: _Checked, protocol: str) -> int:
     return smallest if protocol == "paper" else smallest - 1
 
 
+@metric_doc
 def knn_accuracy(X, y, *, k: int = option_default("knn_accuracy", "k"),
                  metric: str = option_default("knn_accuracy", "metric")) -> float:
     """Leave-one-out k-nearest-neighbour classification accuracy.
@@ -242,10 +240,7 @@ def knn_accuracy(X, y, *, k: int = option_default("knn_accuracy", "k"),
     (exact search); ties go to the class of the nearest neighbour among the tied classes.
     k=1 Euclidean is the papers' NNk1 (the same under ``protocol="paper"``).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
     k : int
         ``1 <= k <= N - 1``.
     metric : {"euclidean", "cosine"}
@@ -256,9 +251,7 @@ def knn_accuracy(X, y, *, k: int = option_default("knn_accuracy", "k"),
         In [0, 1]; 1 when every sample's neighbourhood is its own class, ≈ 1/K for
         identically distributed classes of equal size.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         When all samples are identical (every neighbour ties).
 
     References
@@ -283,14 +276,12 @@ def knn_accuracy_of_layer(layer: LayerContext, *, k, metric) -> float:
     return float(correct.double().mean())
 
 
+@metric_doc
 def knn_purity(X, y, *, k: int | None = option_default("knn_purity", "k"),
                metric: str = option_default("knn_purity", "metric"), protocol: str = "default") -> float:
     """Mean fraction of each sample's k nearest other samples that share its class.
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
     k : int, optional
         Default: smallest class size minus one (every other member of a class could be a
         neighbour). ``protocol="paper"``: smallest class size, as the seed code's NNk500
@@ -304,10 +295,7 @@ def knn_purity(X, y, *, k: int | None = option_default("knn_purity", "k"),
         In [0, 1]; 1 for perfectly separated classes (default k), ≈ (n_k - 1)/(N - 1)
         for identically distributed classes.
 
-    Raises
-    ------
-    DegenerateFeaturesError
-        When all samples are identical.
+    {raises_identical}
 
     References
     ----------
@@ -339,6 +327,7 @@ def _check_temperature(temperature) -> float:
     return float(temperature)
 
 
+@metric_doc
 def weighted_knn_accuracy(X, y, *, k: int = option_default("weighted_knn_accuracy", "k"),
                           temperature: float = option_default("weighted_knn_accuracy", "temperature")) -> float:
     """Leave-one-out weighted k-NN accuracy, the DINO/DINOv2 (and solo-learn) protocol.
@@ -347,10 +336,7 @@ def weighted_knn_accuracy(X, y, *, k: int = option_default("weighted_knn_accurac
     cosine-similar other samples vote for their class with weight ``exp(sim / T)``; the
     class with the largest total weight wins (exact ties: lowest class).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
     k : int
         ``1 <= k <= N - 1``; DINO uses 20.
     temperature : float
@@ -361,10 +347,7 @@ def weighted_knn_accuracy(X, y, *, k: int = option_default("weighted_knn_accurac
     float
         In [0, 1].
 
-    Raises
-    ------
-    DegenerateFeaturesError
-        When all samples are identical.
+    {raises_identical}
 
     References
     ----------
@@ -409,6 +392,7 @@ def _probe_from_checked(c: _Checked, *, folds: int, C: float, seed: int, max_ite
     return float(np.mean(scores))
 
 
+@metric_doc
 def linear_probe_accuracy(X, y, *, folds: int = option_default("linear_probe_accuracy", "folds"),
                           C: float = option_default("linear_probe_accuracy", "C"),
                           seed: int = option_default("linear_probe_accuracy", "seed"),
@@ -423,10 +407,7 @@ def linear_probe_accuracy(X, y, *, folds: int = option_default("linear_probe_acc
     (``lab.metrics._probe`` makes scikit-learn's own calls with less overhead; the fitted
     coefficients are bit-identical).
 
-    Parameters
-    ----------
-    X : torch.Tensor or numpy.ndarray, shape (N, d)
-    y : array-like of int, shape (N,)
+    {X_y}
     folds : int
         ``2 <= folds <=`` smallest class size.
     C : float

@@ -24,6 +24,7 @@ import scipy.linalg
 
 from ._checks import DegenerateFeaturesError, _Checked
 from ._context import LayerContext, measure
+from ._docs import metric_doc
 
 __all__ = ["logme", "sfda"]
 
@@ -79,6 +80,7 @@ def _logme_from_checked(c: _Checked, *, max_iter: int = _LOGME_MAX_ITER, tol: fl
     return float(np.mean(value))
 
 
+@metric_doc
 def logme(X, y) -> float:
     """LogME: the mean over classes of the maximised log evidence of a Bayesian linear model, per sample.
 
@@ -106,9 +108,7 @@ def logme(X, y) -> float:
         Higher means the features fit the labels linearly with more evidence: more transferable.
         Invariant to rescaling the features.
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         Constant features.
 
     References
@@ -182,6 +182,7 @@ def _sfda_from_checked(c: _Checked) -> float:
     return float(prob[np.arange(n), codes].mean())
 
 
+@metric_doc
 def sfda(X, y) -> float:
     """SFDA: mean probability of the true class in a self-challenging Fisher space (Shao et al. 2022).
 
@@ -206,9 +207,7 @@ def sfda(X, y) -> float:
         In (0, 1]; higher means more transferable. Depends on the scale of the features through λ
         (as defined by the paper).
 
-    Raises
-    ------
-    DegenerateFeaturesError
+    {raises_degenerate}
         Constant features, or every class collapsed to one point.
 
     References

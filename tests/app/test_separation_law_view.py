@@ -201,7 +201,7 @@ def test_a_live_run_draws_the_law_as_evaluations_arrive():
             seen_epochs.append(view.shown_epoch())
     assert seen_epochs[0] == 0 and seen_epochs[-1] == 3 and seen_epochs == sorted(seen_epochs)   # the player follows
     assert view.law.layers == list(LAYERS)
-    law = analysis.separation_law(model.metrics, layers=list(LAYERS))
+    law = analysis.separation_law(model.metrics, layers=list(LAYERS), aliases={})
     row = law[(law["epoch"] == 3) & (law["split"] == "train")].iloc[0]
     line = _line(view.figures()["law_depth"], "train sample")
     assert f"r {row['r']:+.3f}" in line.label
@@ -248,3 +248,23 @@ def test_a_run_counted_in_steps_says_step_on_both_panels(monitored_run):
     assert depth.startswith("log10 NC1 against depth · step ") and r.startswith("r against step"), (depth, r)
     rendered = hv.render(law._render_r(law._r_data(law.epoch)))
     assert rendered.xaxis[0].axis_label == "step"
+
+
+def test_the_card_reads_a_reasons_code_and_words_never_its_prose(deep_run):
+    """Whether a row's law is absent comes from its reason's code, and the card shows the reason's words: it
+    strips no "no law: " off a sentence."""
+    import pandas as pd
+
+    view = _view(deep_run)
+    epoch = view.shown_epoch()
+    law = analysis.separation_law(deep_run)
+    law = law[(law["epoch"] == epoch) & (law["seed"] == view.law.seed)].copy()
+    assert len(law) >= 2
+    absent = analysis.LawReason([(analysis.LawCode.TOO_FEW_LAYERS, "words the card does not parse")])
+    noted = analysis.LawReason([(analysis.LawCode.NOT_MEASURED, "NC1 not measured at fc9")])
+    law["reason"] = pd.Series([absent, noted, *[None] * (len(law) - 2)], index=law.index, dtype=object)
+    law.loc[law.index[0], ["slope", "ratio", "r"]] = np.nan
+    notes = html.unescape(view.law.notes_html(law, epoch))
+    assert f"{epoch}: no law (words the card does not parse)." in notes
+    assert "; NC1 not measured at fc9." in notes
+    assert "no law: " not in notes

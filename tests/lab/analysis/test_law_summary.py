@@ -29,7 +29,7 @@ def test_each_split_at_its_last_epoch_with_the_seeds_mean_and_spread():
               ("unseen", 0): 1.3, ("unseen", 1): 1.5}
     rows = [_rows(0.99, seed=s, epoch=0, split=sp) for sp in ("train", "seen", "unseen") for s in (0, 1)]
     rows += [_rows(q, seed=s, epoch=2, split=sp) for (sp, s), q in ratios.items()]
-    law = analysis.latest_separation_law(_table(rows), layers=LAYERS)
+    law = analysis.latest_separation_law(_table(rows), layers=LAYERS, aliases={})
     assert list(law) == ["train", "seen", "unseen"]
     for split in law:
         both = np.array([ratios[(split, 0)], ratios[(split, 1)]])
@@ -46,7 +46,7 @@ def test_each_split_at_its_last_epoch_with_the_seeds_mean_and_spread():
 def test_a_split_measured_less_often_reports_its_own_last_epoch():
     rows = [_rows(0.5, epoch=1, split="train"), _rows(0.9, epoch=1, split="unseen"),
             _rows(1.2, epoch=3, split="unseen")]
-    law = analysis.latest_separation_law(_table(rows), layers=LAYERS)
+    law = analysis.latest_separation_law(_table(rows), layers=LAYERS, aliases={})
     assert (law["train"]["epoch"], law["unseen"]["epoch"]) == (1, 3)
     assert law["unseen"]["ratio"] == pytest.approx(1.2, rel=1e-9)
     assert law["train"]["ratio_std"] is None and law["train"]["r_std"] is None      # one seed: no spread
@@ -66,7 +66,7 @@ def test_a_seed_without_the_law_is_named_and_left_out_of_the_mean():
     rows = [_rows(0.5, seed=0, epoch=1), _rows(0.7, seed=1, epoch=1)]
     table = _table(rows)
     table.loc[(table["seed"] == 1) & table["layer"].isin(["fc2", "fc3"]), "value"] = np.nan
-    law = analysis.latest_separation_law(table, layers=LAYERS)["train"]
+    law = analysis.latest_separation_law(table, layers=LAYERS, aliases={})["train"]
     assert law["ratio"] == pytest.approx(0.5, rel=1e-9) and law["n_seeds"] == 1 and law["n_layers"] == 4
     assert law["reason"].startswith("seed 1: no law: 2 layer(s)") and "fc2 (nan), fc3 (nan)" in law["reason"]
 
@@ -74,18 +74,19 @@ def test_a_seed_without_the_law_is_named_and_left_out_of_the_mean():
 def test_no_nc1_is_no_law_and_the_run_summary_carries_it():
     nmi = pd.DataFrame({"seed": 0, "epoch": 0, "layer": LAYERS, "split": "unseen", "metric": "nmi",
                         "value": [0.1, 0.2, 0.3, 0.4]})
-    assert analysis.latest_separation_law(nmi, layers=LAYERS) is None
+    assert analysis.latest_separation_law(nmi, layers=LAYERS, aliases={}) is None
     assert analysis.run_summary(nmi, layers=LAYERS)["separation_law"] is None
     both = pd.concat([nmi, _table([_rows(0.5, split="unseen")])], ignore_index=True)
     summary = analysis.run_summary(both, layers=LAYERS)
-    assert summary["separation_law"] == analysis.latest_separation_law(both, layers=LAYERS)
+    assert summary["separation_law"] == analysis.latest_separation_law(both, layers=LAYERS, aliases={})
     assert summary["separation_law"]["unseen"]["ratio"] == pytest.approx(0.5, rel=1e-9)
 
 
 def test_per_condition_the_runs_are_pooled_as_seeds():
     a = [_table([_rows(0.5, seed=0, epoch=1)]), _table([_rows(0.6, seed=0, epoch=1)])]     # two runs, seed 0 each
     b = [_table([_rows(1.1, seed=0, epoch=1, split="unseen")])]
-    table = analysis.group_separation_law({"lr=0.1": a, "lr=0.5": b}, {"lr=0.1": LAYERS, "lr=0.5": LAYERS})
+    table = analysis.group_separation_law({"lr=0.1": a, "lr=0.5": b}, {"lr=0.1": LAYERS, "lr=0.5": LAYERS},
+                                            aliases={"lr=0.1": {}, "lr=0.5": {}})
     assert list(zip(table["group"], table["split"])) == [("lr=0.1", "train"), ("lr=0.5", "unseen")]
     first = table.iloc[0]
     assert first["n_seeds"] == 2 and first["ratio"] == pytest.approx(0.55, rel=1e-9)

@@ -23,7 +23,7 @@ def _only_row(law: pd.DataFrame) -> pd.Series:
 
 @pytest.mark.parametrize("q", [0.5, 0.83, 1.4])
 def test_exact_geometric_sequence_gives_its_ratio_and_r_of_one(q):
-    row = _only_row(analysis.separation_law(_table(3.7 * q ** np.arange(6.0)), layers=LAYERS))
+    row = _only_row(analysis.separation_law(_table(3.7 * q ** np.arange(6.0)), layers=LAYERS, aliases={}))
     assert row["ratio"] == pytest.approx(q, rel=1e-9)
     assert row["slope"] == pytest.approx(np.log10(q), rel=1e-9)
     assert row["r"] == pytest.approx(-1.0 if q < 1 else 1.0, abs=1e-9)
@@ -33,7 +33,7 @@ def test_exact_geometric_sequence_gives_its_ratio_and_r_of_one(q):
 def test_noisy_sequence_gives_numpys_polyfit_and_corrcoef():
     rng = np.random.default_rng(4)
     values = 10.0 ** (0.5 - 0.15 * np.arange(6) + rng.normal(scale=0.08, size=6))
-    row = _only_row(analysis.separation_law(_table(values), layers=LAYERS))
+    row = _only_row(analysis.separation_law(_table(values), layers=LAYERS, aliases={}))
     x, y = np.arange(6.0), np.log10(values)
     slope, _ = np.polyfit(x, y, 1)
     assert row["slope"] == pytest.approx(slope, rel=1e-9)
@@ -45,7 +45,7 @@ def test_noisy_sequence_gives_numpys_polyfit_and_corrcoef():
 def test_layers_follow_the_runs_order_not_the_tables():
     values = 2.0 * 0.6 ** np.arange(6.0)
     shuffled = _table(values).iloc[[3, 0, 5, 1, 4, 2]]
-    row = _only_row(analysis.separation_law(shuffled, layers=[{"name": n} for n in LAYERS]))
+    row = _only_row(analysis.separation_law(shuffled, layers=[{"name": n} for n in LAYERS], aliases={}))
     assert row["ratio"] == pytest.approx(0.6, rel=1e-9) and row["r"] == pytest.approx(-1.0, abs=1e-9)
 
 
@@ -56,7 +56,7 @@ def test_identical_taps_count_once_as_the_deeper_tap():
     row = _only_row(analysis.separation_law(_table(values, layers=layers), layers=layers, aliases=aliases))
     assert row["n_layers"] == 6
     assert row["ratio"] == pytest.approx(0.7, rel=1e-9) and row["r"] == pytest.approx(-1.0, abs=1e-9)
-    twice = _only_row(analysis.separation_law(_table(values, layers=layers), layers=layers))
+    twice = _only_row(analysis.separation_law(_table(values, layers=layers), layers=layers, aliases={}))
     assert twice["n_layers"] == 7 and twice["r"] > -1.0 + 1e-6    # counted twice, the line bends
 
 
@@ -75,7 +75,7 @@ def test_a_run_record_brings_its_layers_and_identical_taps():
 def test_a_layer_without_a_finite_positive_nc1_is_left_out_and_named(bad):
     values = 0.5 ** np.arange(6.0)
     values[2] = bad
-    row = _only_row(analysis.separation_law(_table(values), layers=LAYERS))
+    row = _only_row(analysis.separation_law(_table(values), layers=LAYERS, aliases={}))
     assert row["n_layers"] == 5
     assert "fc3" in row["reason"] and "left out" in row["reason"]
     # the others keep their depth: still exactly the sequence 0.5 ** l
@@ -83,14 +83,14 @@ def test_a_layer_without_a_finite_positive_nc1_is_left_out_and_named(bad):
 
 
 def test_two_layers_are_no_law():
-    row = _only_row(analysis.separation_law(_table([1.0, 0.5], layers=["a", "b"]), layers=["a", "b"]))
+    row = _only_row(analysis.separation_law(_table([1.0, 0.5], layers=["a", "b"]), layers=["a", "b"], aliases={}))
     assert np.isnan(row["slope"]) and np.isnan(row["ratio"]) and np.isnan(row["r"])
     assert row["n_layers"] == 2 and "at least 3" in row["reason"] and "\n" not in row["reason"]
 
 
 def test_too_few_finite_layers_after_leaving_some_out_is_no_law():
     row = _only_row(analysis.separation_law(_table([1.0, np.nan, 0.5, np.inf], layers=LAYERS[:4]),
-                                            layers=LAYERS[:4]))
+                                            layers=LAYERS[:4], aliases={}))
     assert np.isnan(row["ratio"]) and row["n_layers"] == 2
     assert "fc2" in row["reason"] and "fc4" in row["reason"] and "at least 3" in row["reason"]
 
@@ -104,10 +104,10 @@ def test_identical_taps_do_not_make_up_the_third_layer():
 
 def test_a_split_the_run_lacks_gives_no_rows():
     old = pd.concat([_table(0.5 ** np.arange(6.0), split="seen"), _table(0.9 ** np.arange(6.0), split="unseen")])
-    law = analysis.separation_law(old, layers=LAYERS)
+    law = analysis.separation_law(old, layers=LAYERS, aliases={})
     assert list(law["split"]) == ["seen", "unseen"]
-    assert analysis.separation_law(old, split="train", layers=LAYERS).empty
-    assert list(analysis.separation_law(old, split=["train", "unseen"], layers=LAYERS)["split"]) == ["unseen"]
+    assert analysis.separation_law(old, split="train", layers=LAYERS, aliases={}).empty
+    assert list(analysis.separation_law(old, split=["train", "unseen"], layers=LAYERS, aliases={})["split"]) == ["unseen"]
     assert list(law.columns) == analysis.SEPARATION_LAW_COLUMNS
 
 
@@ -115,11 +115,11 @@ def test_one_row_per_seed_epoch_and_split_and_only_nc1_is_read():
     parts = [_table(q ** np.arange(6.0), seed=s, epoch=e, split=sp)
              for s, q in ((0, 0.5), (1, 0.6)) for e in (0, 2) for sp in ("unseen", "train")]
     parts.append(_table(np.ones(6), metric="nmi"))
-    law = analysis.separation_law(pd.concat(parts), layers=LAYERS)
+    law = analysis.separation_law(pd.concat(parts), layers=LAYERS, aliases={})
     assert list(zip(law["seed"], law["epoch"], law["split"])) == [
         (s, e, sp) for s in (0, 1) for e in (0, 2) for sp in ("train", "unseen")]
     assert np.allclose(law["ratio"], np.repeat([0.5, 0.6], 4))
-    one = analysis.separation_law(pd.concat(parts), seed=1, split="train", layers=LAYERS)
+    one = analysis.separation_law(pd.concat(parts), seed=1, split="train", layers=LAYERS, aliases={})
     assert list(one["seed"]) == [1, 1] and np.allclose(one["ratio"], 0.6)
 
 
@@ -127,8 +127,8 @@ def test_across_seeds_is_the_seed_aggregation_of_each_seeds_law():
     parts = [_table(q ** np.arange(6.0), seed=s) for s, q in enumerate((0.5, 0.6, 0.8))]
     parts.append(_table([1.0, 0.5], layers=["fc1", "fc2"], seed=3))        # no law: left out of the mean
     metrics = pd.concat(parts)
-    per_seed = analysis.separation_law(metrics, layers=LAYERS)
-    row = _only_row(analysis.separation_law_across_seeds(metrics, layers=LAYERS))
+    per_seed = analysis.separation_law(metrics, layers=LAYERS, aliases={})
+    row = _only_row(analysis.separation_law_across_seeds(metrics, layers=LAYERS, aliases={}))
     ratios = np.array([0.5, 0.6, 0.8])
     assert row["ratio"] == pytest.approx(ratios.mean(), rel=1e-9)
     assert row["ratio_std"] == pytest.approx(ratios.std(ddof=1), rel=1e-9)
@@ -138,8 +138,8 @@ def test_across_seeds_is_the_seed_aggregation_of_each_seeds_law():
                                                       var_name="metric"), by=("epoch", "split", "metric"))
     assert row["r_std"] == pytest.approx(float(expected["std"].iloc[0]), abs=1e-12)
     # the table separation_law returned gives the same rows without fitting again (the collapse card's use)
-    pd.testing.assert_frame_equal(analysis.separation_law_across_seeds(per_seed),
-                                  analysis.separation_law_across_seeds(metrics, layers=LAYERS))
+    pd.testing.assert_frame_equal(analysis.law_across_seeds(per_seed),
+                                  analysis.separation_law_across_seeds(metrics, layers=LAYERS, aliases={}))
     with pytest.raises(ValueError, match="already fitted; give split, layers and aliases to that call"):
         analysis.separation_law_across_seeds(per_seed, layers=LAYERS)
 
@@ -149,7 +149,7 @@ def test_points_are_the_fitted_values_and_the_line_is_numpys_polyfit():
     values = 10.0 ** (0.3 - 0.2 * np.arange(6) + rng.normal(scale=0.05, size=6))
     values[2] = np.nan
     table = _table(values, epoch=3)
-    points = analysis.separation_law_points(table, layers=LAYERS, epoch=3)
+    points = analysis.separation_law_points(table, layers=LAYERS, aliases={}, epoch=3)
     assert list(points.columns) == analysis.SEPARATION_LAW_POINT_COLUMNS
     assert list(points["layer"]) == LAYERS and list(points["index"]) == list(range(6))
     kept = np.isfinite(values)
@@ -157,9 +157,9 @@ def test_points_are_the_fitted_values_and_the_line_is_numpys_polyfit():
     np.testing.assert_allclose(points["log10_nc1"][kept], np.log10(values[kept]), rtol=1e-12)
     slope, intercept = np.polyfit(np.arange(6.0)[kept], np.log10(values[kept]), 1)
     np.testing.assert_allclose(points["fitted"], intercept + slope * np.arange(6.0), rtol=1e-9)
-    law = _only_row(analysis.separation_law(table, layers=LAYERS))
+    law = _only_row(analysis.separation_law(table, layers=LAYERS, aliases={}))
     assert np.diff(points["fitted"]).mean() == pytest.approx(law["slope"], rel=1e-9)
-    assert analysis.separation_law_points(table, layers=LAYERS, epoch=4).empty
+    assert analysis.separation_law_points(table, layers=LAYERS, aliases={}, epoch=4).empty
 
 
 def test_points_count_identical_taps_once_and_have_no_line_without_the_law():
@@ -167,12 +167,12 @@ def test_points_count_identical_taps_once_and_have_no_line_without_the_law():
     table = _table([8.0, 4.0, 2.0, 2.0], layers=layers)
     points = analysis.separation_law_points(table, layers=layers, aliases={"fc3": "pre_logits"})
     assert list(points["layer"]) == ["fc1", "fc2", "pre_logits"]
-    assert np.isnan(analysis.separation_law_points(table.iloc[:2], layers=layers)["fitted"]).all()
+    assert np.isnan(analysis.separation_law_points(table.iloc[:2], layers=layers, aliases={})["fitted"]).all()
 
 
 def test_an_empty_table_gives_an_empty_frame_with_the_columns():
-    assert list(analysis.separation_law(pd.DataFrame()).columns) == analysis.SEPARATION_LAW_COLUMNS
-    assert analysis.separation_law_across_seeds(pd.DataFrame()).empty
+    assert list(analysis.separation_law(pd.DataFrame(), aliases={}).columns) == analysis.SEPARATION_LAW_COLUMNS
+    assert analysis.separation_law_across_seeds(pd.DataFrame(), aliases={}).empty
 
 
 # -------------------------------------------------------------------------------- D = K · NC1 (He & Su 2023)
