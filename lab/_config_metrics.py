@@ -11,7 +11,7 @@ def check_metrics(metrics, lidar_views, lidar_images) -> None:
     """Raise ValueError when the metric names or LiDAR's settings are not a valid choice (one message, the fix)."""
     if len(metrics) == 0:
         raise ValueError("metrics must name at least one metric.")
-    known = catalogue.METRIC_NAMES
+    known = tuple(catalogue.METRICS)
     unknown = [m for m in metrics if m not in known]
     if unknown:
         raise ValueError(f"metrics: unknown metric {unknown[0]!r}. Allowed: {_check.fmt_choices(known)}.")

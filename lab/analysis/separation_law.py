@@ -22,6 +22,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab import catalogue
 from lab.analysis._tables import _resolve_alias, aggregate_seeds, layer_order, pool_runs
 
 __all__ = ["separation_law", "separation_law_across_seeds", "separation_law_points", "latest_separation_law",
@@ -39,7 +40,7 @@ MIN_LAW_LAYERS = 3
 always fits, so it says nothing about a law."""
 
 _METRIC = "nc1"
-_SPLIT_ORDER = ("train", "seen", "unseen")
+_SPLIT_ORDER = catalogue.SPLITS
 _QUANTITIES = ("slope", "ratio", "r")
 
 
