@@ -64,3 +64,20 @@ def test_one_split_table_names_orders_and_labels_the_splits():
 def test_join_words_lists_as_a_sentence_does():
     assert join_words([]) == "" and join_words(["a"]) == "a" and join_words(("a", "b")) == "a and b"
     assert join_words(iter(["train sample", "held-out", "unseen"])) == "train sample, held-out and unseen"
+
+
+def test_metric_none_means_the_g_metric():
+    import pandas as pd
+
+    from lab import analysis
+    from lab.events import Generalization
+
+    rows = pd.DataFrame([{"seed": 0, "epoch": 0, "layer": layer, "split": "unseen", "metric": metric, "value": v}
+                         for metric, values in (("nmi", (0.2, 0.6, 0.4)), ("knn_accuracy", (0.9, 0.1, 0.2)))
+                         for layer, v in zip(("a", "b", "c"), values)])
+    g = analysis.generalization(rows, layers=["a", "b", "c"])
+    assert g["layer"].tolist() == ["b"] and g["g"].tolist() == [0.6]            # NMI's best, not kNN's
+    assert analysis.layer_curve(rows, layers=["a", "b", "c"])["mean"].tolist() == [0.2, 0.6, 0.4]
+    assert len(analysis.summary.complete_evaluations(rows, ["a", "b", "c"])) == 3
+    assert Generalization("r", epoch=0, g=0.6, layer="b").metric == catalogue.g_metric() == "nmi"
+    assert Generalization("r", epoch=0, g=0.9, layer="a", metric="knn_accuracy").metric == "knn_accuracy"

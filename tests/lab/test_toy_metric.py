@@ -163,6 +163,8 @@ def test_an_exported_notebook_draws_it(stored, toy, tmp_path):
     cells = nbformat.read(path, as_version=4).cells
     curves = [c.source for c in cells if c.cell_type == "code" and "CURVE_METRICS = " in c.source]
     assert len(curves) == 1 and f"'{toy.name}'" in curves[0]
+    heatmap = [c.source for c in cells if c.cell_type == "code" and "HEATMAP_METRIC = " in c.source]
+    assert len(heatmap) == 1 and "HEATMAP_METRIC = 'nmi' if 'nmi' in METRIC_NAMES" in heatmap[0]   # the g metric
 
 
 def test_the_command_line_offers_it(toy, capsys):
