@@ -52,7 +52,7 @@ def one_evaluation(layers, y, metrics) -> tuple[float, float, object]:
     for name, X in layers.items():
         _, per_image[name] = compute_layer(X, labels, metrics=metrics, layer=name, return_samples=True)
     metric_s = time.perf_counter() - t
-    wanted = {name: {m: v for m, v in got.items() if m in catalogue.CONFIDENCE_METRICS}
+    wanted = {name: {m: v for m, v in got.items() if m in catalogue.metric_names(per_image=True)}
               for name, got in per_image.items()}
     t = time.perf_counter()
     table = analysis.bootstrap(wanted, y, layers=list(layers), n_resamples=analysis.N_RESAMPLES, seed=0)
@@ -72,7 +72,7 @@ def main(argv=None) -> None:
         load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
         print(f"torch {torch.__version__}, numpy {np.__version__}, threads={args.threads}, {os.cpu_count()} cores, "
               f"load average {load}")
-        metrics = tuple(m for m in catalogue.DEFAULT_METRICS if m in catalogue.METRICS
+        metrics = tuple(m for m in catalogue.metric_names(default=True) if m in catalogue.METRICS
                         and "unseen" in catalogue.METRICS[m].splits)
         layers, y = make_layers(args.per_class)
         print(f"{len(layers)} layers, widths {WIDTHS}, N = {len(y)} ({K} classes x {args.per_class}); "

@@ -1,4 +1,4 @@
-"""The one catalogue of metric and strategy names (torch-free).
+"""The one catalogue of metric, strategy and split names (torch-free).
 
 Config validation, ``lab.metrics.compute_layer``, the app's plots and form, the CLI and exported
 notebooks all read names, labels and display hints from here; ``compute_layer`` also reads how to
@@ -7,34 +7,39 @@ one function in ``lab.metrics`` (docs/development.md, "Adding a metric"). Where 
 curve, the agreement table, the default report, exports, the images a run needs) is its entry's to say,
 and :func:`register_metric` adds an entry from outside this file (a plugin, a test's toy).
 
+Ask it, never copy it: :func:`metric_names` answers which metrics belong to a family or a split, get a curve,
+are compared, exported or measured by default, from the live registry (as timm's ``list_models(filter=...)``),
+so a metric registered later is in every answer. The evaluation splits' names, labels and order are one table,
+:data:`SPLIT_TABLE` (:func:`split_label`, :func:`split_order`).
+
 Examples
 --------
 >>> METRICS["nc1"].label, METRICS["nc1"].log_scale, METRICS["nc1"].higher_is_better
 ('NC1', True, False)
 >>> [m.name for m in metrics_for("unseen")][:3]
 ['nmi', 'knn_accuracy', 'knn_purity']
+>>> metric_names(family="transferability"), split_label("seen")
+(('logme', 'sfda'), 'held-out (seen)')
 >>> dict(METRICS["knn_accuracy"].options), METRICS["knn_accuracy"].function
 ({'k': 1, 'metric': 'euclidean'}, 'lab.metrics.separability:knn_accuracy_of_layer')
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from lab._split_table import SPLIT_TABLE, SPLITS, SplitInfo, split_info, split_label, split_order
+
 __all__ = [
-    "MetricInfo", "Strategy", "METRICS", "STRATEGIES", "METRIC_NAMES", "register_strategy", "unregister_strategy",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "CLASSIFIER_METRICS", "TRANSFER_METRICS", "TRANSFER_BASELINE",
-    "LABEL_FREE_METRICS",
-    "DEFAULT_METRICS", "CONFIDENCE_METRICS", "REPORT_METRICS", "AGREEMENT_METRICS", "EXPORT_METRICS",
-    "HEAD_LAYER", "SPLITS", "metric_label", "metrics_for", "g_metric", "per_image_metric", "curve_specs",
+    "MetricInfo", "Strategy", "SplitInfo", "METRICS", "STRATEGIES", "register_strategy", "unregister_strategy",
+    "TRANSFER_BASELINE", "HEAD_LAYER", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order",
+    "metric_names", "metric_label", "metrics_for", "g_metric", "law_metric", "per_image_metric", "curve_specs",
     "register_metric", "unregister_metric",
 ]
 
-SPLITS = ("train", "seen", "unseen")
-"""The evaluation splits: a fixed sample of the seen classes' training images ("train", with the labels the
-network trains on), the seen classes' held-out images ("seen") and the unseen classes' images ("unseen")."""
-_FAMILY_SPLITS = {"separability": ("unseen",), "collapse": ("train", "seen", "unseen"),
+
+_FAMILY_SPLITS = {"separability": ("unseen",), "collapse": SPLITS,
                   "classifier_collapse": ("train", "seen"), "transferability": ("seen",),
                   "label_free": ("seen", "unseen")}
 """The evaluation splits a family is measured on unless its entry says otherwise."""
@@ -94,6 +99,8 @@ class MetricInfo:
         (None: by family, separability and collapse)
     export : drawn by an exported notebook's layer curves when the runs have it
     g : the metric whose best layer is g, the generalization index (one entry)
+    law : the metric whose log10 the law of equi-separation fits against depth (He & Su 2023; one entry:
+        NC1, :func:`lab.analysis.separation_law`)
     per_image : what it keeps per unseen image for the bootstrap and the per-image record: ``"cluster"``
         (each image's k-means cluster) or ``"right"`` (whether its leave-one-out vote is right); None: nothing
         (no bootstrap interval)
@@ -121,6 +128,7 @@ class MetricInfo:
     report: bool | None = None
     export: bool = False
     g: bool = False
+    law: bool = False
     per_image: str | None = None
 
     def __post_init__(self):
@@ -229,7 +237,7 @@ _METRIC_LIST = (
                curve=("unseen",), compared=True, export=True,
                doc="cross-validated multinomial logistic-regression accuracy"),
     MetricInfo("nc1", "NC1", "collapse", False, log_scale=True, function=_COL + "nc1_of_layer", per_class=2,
-               images_why="within-class spread", curve=("unseen", "seen"), export=True,
+               images_why="within-class spread", curve=("unseen", "seen"), export=True, law=True,
                doc="tr(Σ_W Σ_B⁺)/K: within-class variability against between-class spread"),
     MetricInfo("cdnv", "CDNV", "collapse", False, log_scale=True, function=_COL + "cdnv_of_layer", per_class=2,
                images_why="within-class spread", curve=("unseen", "seen"),
@@ -294,56 +302,24 @@ _DERIVED_LABELS = {"cka_initial": "CKA to epoch 0"}
 _FIRST_EVALUATION_LABELS = {"cka_initial": "CKA to the first evaluation"}
 # rows the engine records besides the catalogue's metrics (lab.runs.similarity.CKA_INITIAL)
 
-_SELECTIONS = {
-    "METRIC_NAMES": lambda m: True,
-    "SEPARABILITY_METRICS": lambda m: m.family == "separability",
-    "COLLAPSE_METRICS": lambda m: m.family == "collapse",
-    "CLASSIFIER_METRICS": lambda m: m.family == "classifier_collapse",
-    "TRANSFER_METRICS": lambda m: m.family == "transferability",
-    "LABEL_FREE_METRICS": lambda m: m.family == "label_free",
-    "CONFIDENCE_METRICS": lambda m: m.per_image is not None,
-    "DEFAULT_METRICS": lambda m: m.default,
-    "REPORT_METRICS": lambda m: m.report,
-    "AGREEMENT_METRICS": lambda m: m.compared,
-    "EXPORT_METRICS": lambda m: m.export,
+_REMOVED = {
+    "METRIC_NAMES": "metric_names()", "SEPARABILITY_METRICS": 'metric_names(family="separability")',
+    "COLLAPSE_METRICS": 'metric_names(family="collapse")',
+    "CLASSIFIER_METRICS": 'metric_names(family="classifier_collapse")',
+    "TRANSFER_METRICS": 'metric_names(family="transferability")',
+    "LABEL_FREE_METRICS": 'metric_names(family="label_free")', "CONFIDENCE_METRICS": "metric_names(per_image=True)",
+    "DEFAULT_METRICS": "metric_names(default=True)", "REPORT_METRICS": "metric_names(report=True)",
+    "AGREEMENT_METRICS": "metric_names(compared=True)", "EXPORT_METRICS": "metric_names(export=True)",
 }
-# The name lists below, each the entries one field selects, in display order; computed here and again
-# whenever a metric is registered. Read them as ``catalogue.NAME`` where a registered metric must show.
+# the name lists this module kept until the catalogue was asked instead: a copy missed later registrations
 
 
-def _derive() -> None:
-    globals().update({name: tuple(m.name for m in _METRICS.values() if keep(m))
-                      for name, keep in _SELECTIONS.items()})
+def __getattr__(name: str):
+    if name in _REMOVED:
+        raise AttributeError(f"lab.catalogue.{name} was removed: a list copied at import missed metrics registered "
+                             f"later. Ask the live catalogue instead: lab.catalogue.{_REMOVED[name]}.")
+    raise AttributeError(f"module 'lab.catalogue' has no attribute {name!r}")
 
-
-_derive()
-METRIC_NAMES: tuple[str, ...]
-"""Every metric name, in display order."""
-SEPARABILITY_METRICS: tuple[str, ...]
-COLLAPSE_METRICS: tuple[str, ...]
-CLASSIFIER_METRICS: tuple[str, ...]
-"""Classifier-side collapse (Papyan, Han & Donoho 2020): measured at :data:`HEAD_LAYER` on the seen training
-sample and the seen held-out images, for strategies that train a head."""
-TRANSFER_METRICS: tuple[str, ...]
-"""Transferability estimators: measured on the seen held-out images at epoch 0 (before fine-tuning)."""
-LABEL_FREE_METRICS: tuple[str, ...]
-"""Label-free layer quality (docs/METRICS.md): computed without the labels on the unseen images and the seen
-held-out images; LiDAR on augmented views of the unseen images (``RunConfig.lidar_views``)."""
-CONFIDENCE_METRICS: tuple[str, ...]
-"""Metrics that keep a value per image (``per_image``) and so get a bootstrap interval over the unseen images
-(:func:`lab.analysis.bootstrap`)."""
-DEFAULT_METRICS: tuple[str, ...]
-"""What a run measures by default. ``linear_probe_accuracy`` is left out because its
-cross-validated logistic regression costs seconds to a minute per layer and epoch on a CPU;
-``weighted_knn_accuracy`` because it repeats what kNN accuracy shows; ``lidar`` because its views cost
-extra forward passes (``RunConfig.lidar_views`` turns it on)."""
-REPORT_METRICS: tuple[str, ...]
-"""What :func:`lab.metrics.compute_layer` and ``layer_report`` measure when no metrics are named: the
-separability and collapse families, less the weighted kNN (the linear probe included, unlike a run)."""
-AGREEMENT_METRICS: tuple[str, ...]
-"""The measures :func:`lab.analysis.measure_agreement` compares, in this order (the label-free ones last)."""
-EXPORT_METRICS: tuple[str, ...]
-"""The metrics an exported notebook draws as layer curves when the runs have them."""
 
 _STRATEGIES: dict[str, Strategy] = {}
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(_STRATEGIES)
@@ -403,12 +379,71 @@ def g_metric() -> str:
     return next(m.name for m in _METRICS.values() if m.g)
 
 
+def law_metric() -> str:
+    """The metric the law of equi-separation fits (the entry with ``law=True``: NC1)."""
+    return next(m.name for m in _METRICS.values() if m.law)
+
+
 def per_image_metric(kind: str) -> str | None:
     """The metric that keeps ``kind`` (one of :data:`PER_IMAGE`) per unseen image, or None: the per-image
     record's ``"cluster"`` (NMI's k-means clusters) and ``"right"`` (kNN accuracy's votes) come from it."""
     if kind not in PER_IMAGE:
         raise ValueError(f"kind must be one of {', '.join(map(repr, PER_IMAGE))}. Got {kind!r} instead.")
     return next((m.name for m in _METRICS.values() if m.per_image == kind), None)
+
+
+def metric_names(*, family: str | Iterable[str] | None = None, split: str | None = None,
+                 default: bool | None = None, report: bool | None = None, compared: bool | None = None,
+                 export: bool | None = None, curve: bool | None = None, per_image: bool | None = None,
+                 where: Callable[[MetricInfo], bool] | None = None) -> tuple[str, ...]:
+    """The names of the metrics that answer every question asked, in display order, read from the live
+    registry (as timm's ``list_models(filter=...)``): a metric added by :func:`register_metric` is in the answer
+    from then on. Ask instead of keeping a copy.
+
+    Parameters
+    ----------
+    family : a family name, or several ("separability", "collapse", "classifier_collapse", "transferability",
+        "label_free"). Classifier-side collapse (Papyan, Han & Donoho 2020) is measured at :data:`HEAD_LAYER`;
+        transferability estimators on the seen held-out images at epoch 0; the label-free family without labels
+    split : measured on that split (one of :data:`SPLITS`)
+    default : measured by a run unless its config lists metrics (``True``). The linear probe is left out (its
+        cross-validated regression costs seconds to a minute per layer on a CPU), the weighted kNN (it repeats kNN
+        accuracy) and LiDAR (its views cost extra forward passes; ``RunConfig.lidar_views`` turns it on)
+    report : measured by :func:`lab.metrics.compute_layer` and ``layer_report`` when no metrics are named
+    compared : compared in the agreement table (:func:`lab.analysis.measure_agreement`), in this order
+    export : drawn by an exported notebook's layer curves when the runs have them
+    curve : has a live metric-vs-layer curve (:func:`curve_specs` gives its splits)
+    per_image : keeps a value per unseen image, so has a bootstrap interval (:func:`lab.analysis.bootstrap`)
+    where : any other question: ``where(info) -> bool``
+
+    None leaves a question unasked; ``False`` asks for the metrics that answer no.
+
+    Examples
+    --------
+    >>> metric_names(family="transferability")
+    ('logme', 'sfda')
+    >>> metric_names(compared=True, family="separability")
+    ('nmi', 'knn_accuracy', 'linear_probe_accuracy')
+    """
+    families = (family,) if isinstance(family, str) else None if family is None else tuple(family)
+    for name in families or ():
+        if name not in _FAMILY_SPLITS:
+            raise ValueError(f"family must be one of {', '.join(map(repr, _FAMILY_SPLITS))}. Got {name!r} instead.")
+    if split is not None:
+        split_info(split)
+    flags = {"default": default, "report": report, "compared": compared, "export": export}
+    keep = []
+    for m in _METRICS.values():
+        if (families is not None and m.family not in families) or (split is not None and split not in m.splits):
+            continue
+        if any(asked is not None and bool(getattr(m, name)) != asked for name, asked in flags.items()):
+            continue
+        if (curve is not None and bool(m.curve) != curve) or \
+                (per_image is not None and (m.per_image is not None) != per_image):
+            continue
+        if where is None or where(m):
+            keep.append(m.name)
+    return tuple(keep)
 
 
 def curve_specs() -> list[tuple[str, tuple[str, ...]]]:
@@ -426,7 +461,7 @@ def register_metric(info: MetricInfo) -> MetricInfo:
     ------
     ValueError
         The name is taken (unregister the old entry first), or the entry claims a role one metric holds
-        (``g``, or a ``per_image`` kind another entry keeps).
+        (``g``, ``law``, or a ``per_image`` kind another entry keeps).
     """
     if not isinstance(info, MetricInfo):
         raise TypeError(f"register_metric takes a MetricInfo. Got {type(info).__name__} instead.")
@@ -435,11 +470,13 @@ def register_metric(info: MetricInfo) -> MetricInfo:
                          "first to replace it, or choose another name.")
     if info.g and any(m.g for m in _METRICS.values()):
         raise ValueError(f"metric {info.name!r} says g=True, but g is {g_metric()!r}; one metric is g.")
+    if info.law and any(m.law for m in _METRICS.values()):
+        raise ValueError(f"metric {info.name!r} says law=True, but the law's metric is {law_metric()!r}; one "
+                         "metric is.")
     if info.per_image is not None and per_image_metric(info.per_image) is not None:
         raise ValueError(f"metric {info.name!r} keeps per_image={info.per_image!r}, which "
                          f"{per_image_metric(info.per_image)!r} already keeps; leave per_image None.")
     _METRICS[info.name] = info
-    _derive()
     return info
 
 
@@ -450,5 +487,4 @@ def unregister_metric(name: str) -> MetricInfo:
     if name in {m.name for m in _METRIC_LIST}:
         raise ValueError(f"metric {name!r} is one of layerscope's own; only a registered metric can be removed.")
     info = _METRICS.pop(name)
-    _derive()
     return info

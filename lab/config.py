@@ -34,7 +34,7 @@ from lab._params import (Boolean, Convert, Hidden, Interval, ListOf, Options, Pa
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS", "PRECISIONS",
-    "SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS", "FIELD_CHOICES",
+    "FIELD_CHOICES",
 ]
 
 STRATEGIES = catalogue.STRATEGIES
@@ -50,22 +50,14 @@ PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 """Autocast of training and extraction forwards (:func:`lab.device.autocast_dtype`, which reads them here:
 this module stays torch-free)."""
 
-SEPARABILITY_METRICS = catalogue.SEPARABILITY_METRICS
-"""Separability of the unseen classes (Dyballa et al.; Gerritz et al.); computed on unseen images."""
-COLLAPSE_METRICS = catalogue.COLLAPSE_METRICS
-"""Neural-collapse measures; computed on the seen training sample, the seen held-out sample and the unseen images."""
-TRANSFER_METRICS = catalogue.TRANSFER_METRICS
-"""Transferability estimators (LogME, SFDA); computed on the seen held-out sample before fine-tuning (epoch 0)."""
-DEFAULT_METRICS = catalogue.DEFAULT_METRICS
-"""What a run measures by default (:data:`lab.catalogue.DEFAULT_METRICS`)."""
-
 FIELD_CHOICES = MappingProxyType({
     "pooling": POOLINGS, "strategy": STRATEGIES, "optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES,
     "protocol": PROTOCOLS, "precision": PRECISIONS,
-    "projection": PROJECTIONS, "metrics": catalogue.METRIC_NAMES,
+    "projection": PROJECTIONS, "metrics": catalogue.METRICS,
 })
 """The allowed values of the fields that take a fixed set (``metrics``: of each entry); the
-validation below, the command line's help and the app's form read them here."""
+validation below, the command line's help and the app's form read them here. ``strategy`` and ``metrics`` are
+the catalogue's live tables (iterate them for the names): a strategy or metric registered later is a choice."""
 
 _DEFAULT_EPOCHS = 3
 _DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
@@ -181,9 +173,9 @@ class RunConfig:
         At the end of each seed, re-initialise each tap's module to its epoch-0
         weights and measure the effect (Wang & Yang).
     metrics : list of str
-        Metric names (``SEPARABILITY_METRICS`` are computed on unseen images,
-        ``COLLAPSE_METRICS`` on the seen training sample, seen held-out and unseen images, the classifier-side
-        ones at the trained head's input on the first two, ``TRANSFER_METRICS`` on seen held-out
+        Metric names (default: ``lab.catalogue.metric_names(default=True)``). The separability family is
+        computed on unseen images, the collapse family on the seen training sample, seen held-out and unseen
+        images, the classifier-side one at the trained head's input on the first two, transferability on seen held-out
         images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline; the
         label-free ones on unseen and seen held-out images, without their labels; ``lidar`` needs ``lidar_views``).
     protocol : str
@@ -250,7 +242,7 @@ class RunConfig:
     augment: bool = True
     label_noise: float = 0.0
     contribution: bool = False
-    metrics: tuple[str, ...] = DEFAULT_METRICS
+    metrics: tuple[str, ...] = catalogue.metric_names(default=True)
     protocol: str = "default"
     unseen_per_class: int | None = 300
     seen_per_class: int | None = 100
@@ -377,22 +369,22 @@ class RunConfig:
     @property
     def separability_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on unseen images only."""
-        return tuple(m for m in self.metrics if m in catalogue.SEPARABILITY_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="separability"))
 
     @property
     def collapse_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on the seen training sample, the seen held-out sample and unseen images."""
-        return tuple(m for m in self.metrics if m in catalogue.COLLAPSE_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="collapse"))
 
     @property
     def classifier_metrics(self) -> tuple[str, ...]:
         """Requested classifier-side measures (at the head input, when a head is trained)."""
-        return tuple(m for m in self.metrics if m in catalogue.CLASSIFIER_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="classifier_collapse"))
 
     @property
     def transfer_metrics(self) -> tuple[str, ...]:
         """Requested transferability estimators (seen held-out images, epoch 0 only)."""
-        return tuple(m for m in self.metrics if m in catalogue.TRANSFER_METRICS)
+        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="transferability"))
 
     @property
     def unseen_metrics(self) -> tuple[str, ...]:
@@ -404,8 +396,8 @@ class RunConfig:
     def seen_metrics(self, epoch: int) -> tuple[str, ...]:
         """Metrics measured on the seen held-out images at ``epoch``: the collapse and label-free metrics, and
         at epoch 0 (before fine-tuning) the transferability estimators with kNN accuracy as their baseline."""
-        names = self.collapse_metrics + tuple(m for m in self.metrics if m in catalogue.LABEL_FREE_METRICS
-                                              and "seen" in catalogue.METRICS[m].splits)
+        names = self.collapse_metrics + tuple(m for m in self.metrics if m in catalogue.metric_names(
+            family="label_free", split="seen"))
         if epoch == 0 and self.transfer_metrics:
             baseline = (catalogue.TRANSFER_BASELINE,) if catalogue.TRANSFER_BASELINE not in names else ()
             names = names + self.transfer_metrics + baseline

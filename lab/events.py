@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lab import catalogue
+
 __all__ = [
     "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "ClassMeans", "LayerConfidence",
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
@@ -209,11 +211,15 @@ class Generalization(Event):
     layer: str
     g_std: float | None = None
     seed: int | None = None
-    metric: str = "nmi"
+    metric: str | None = None       # None: the g metric (lab.catalogue.g_metric), resolved on construction
     g_low: float | None = None
     g_high: float | None = None
     best_share: float | None = None
     aliases: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.metric is None:
+            self.metric = catalogue.g_metric()
 
 
 @dataclass

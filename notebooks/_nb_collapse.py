@@ -89,7 +89,7 @@ accuracy.rename(columns={"train": "train sample", "seen": "held-out (seen)"})
 frame = lab.analysis.aggregate_seeds(metrics, by=("metric", "split", "epoch", "layer"))
 layers = list(lab.analysis.layer_order(record.meta.get("layers"), metrics))
 marks = [terminal.get(seed) for seed in sorted(terminal)]
-classifier = frozenset(lab.catalogue.CLASSIFIER_METRICS)
+classifier = frozenset(lab.catalogue.metric_names(family="classifier_collapse"))
 print("layers, input to output:", layers)
 '''),
         md('''

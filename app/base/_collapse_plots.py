@@ -9,12 +9,16 @@ here computes a statistic.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import holoviews as hv
 import numpy as np
 import pandas as pd
 from bokeh.models import HoverTool
 
-from ._plot_style import SPLIT_DASH_COLLAPSE, PLOT_OPTS, _width, class_colors, metric_label, plot_text
+from lab import catalogue
+
+from ._plot_style import SPLIT_DASH_COLLAPSE, PLOT_OPTS, _by_split, _width, class_colors, metric_label, plot_text
 
 __all__ = ["CLASSIFIER_COLOR", "TERMINAL_LABEL", "SPLIT_NAMES", "SPLIT_MARKERS", "collapse_curves", "cosine_heatmap",
            "simplex_plane", "layer_colors", "law_depth", "law_r_curve", "law_label"]
@@ -23,9 +27,9 @@ CLASSIFIER_COLOR = "#222222"
 """Colour of the classifier-side lines (the head's weight rows); the class means' lines take their layer's."""
 TERMINAL_LABEL = "terminal phase (100 % train accuracy)"
 """The label of the vertical line at the first epoch whose training-sample accuracy is 1.0."""
-SPLIT_NAMES = {"train": "train sample", "seen": "held-out (seen)", "unseen": "unseen classes"}
-"""How each split is named in the collapse plots' hover and key."""
-SPLIT_MARKERS = {"train": "circle", "seen": "square", "unseen": "triangle"}
+SPLIT_NAMES = MappingProxyType({split.name: split.label for split in catalogue.SPLIT_TABLE})
+"""How each split is named in the collapse plots' hover and key (the labels of the catalogue's split table)."""
+SPLIT_MARKERS = _by_split(train="circle", seen="square", unseen="triangle")
 """Marker of each split's points in the law-of-equi-separation plots (beside the split's dash)."""
 _LAW_COLOR = "#333333"
 _CURSOR_COLOR = "#777777"
@@ -47,7 +51,7 @@ def _line_values(frame: pd.DataFrame, metric: str, layer: str, split: str, epoch
 
 
 def collapse_curves(frame: pd.DataFrame, *, metrics: tuple[str, ...], layers: list[str], head: str | None,
-                    classifier: frozenset | set = frozenset(), splits=("train", "seen", "unseen"),
+                    classifier: frozenset | set = frozenset(), splits=catalogue.SPLITS,
                     terminal: list | tuple = (), title: str = "", log: bool = False, height: int = 250,
                     width: int = 360, responsive: bool = False, axis: str = "epoch") -> hv.Overlay:
     """One collapse measure (or a class-means measure and its classifier twin) against epoch (``axis``: what
@@ -185,7 +189,7 @@ def _law_legend() -> dict:
                                                                                         "spacing": 0, "padding": 2})
 
 
-def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], splits=("train", "seen", "unseen"),
+def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], splits=catalogue.SPLITS,
               title: str = "", height: int = 340, width: int = 360) -> hv.Overlay:
     """log10 NC1 against depth at one evaluation: each split's points per layer and the law's fitted line.
 
@@ -228,7 +232,7 @@ def law_depth(points: pd.DataFrame, law: pd.DataFrame, *, layers: list[str], spl
         **PLOT_OPTS)
 
 
-def law_r_curve(across: pd.DataFrame, *, splits=("train", "seen", "unseen"), terminal=(), epoch=None,
+def law_r_curve(across: pd.DataFrame, *, splits=catalogue.SPLITS, terminal=(), epoch=None,
                 title: str = "", height: int = 340, width: int = 360, axis: str = "epoch") -> hv.Overlay:
     """Pearson r of log10 NC1 against depth, per epoch: the law emerging (r near −1) or reversed (near +1).
 

@@ -4,6 +4,7 @@ Private: :mod:`app.base.plots` re-exports the public names (``from app import pl
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
 from types import MappingProxyType
 
 import numpy as np
@@ -17,21 +18,58 @@ __all__ = [
     "PLOT_OPTS",
 ]
 
-METRIC_LABELS = MappingProxyType({name: info.label for name, info in catalogue.METRICS.items()})
-"""Short human labels of the metric names used by lab (from :mod:`lab.catalogue`)."""
 
-LOG_METRICS = frozenset(name for name, info in catalogue.METRICS.items() if info.log_scale)
-"""Metrics shown as log10 (they span orders of magnitude across layers; from :mod:`lab.catalogue`)."""
+class _MetricLabels(Mapping):
+    """{metric: short label}, read from the live catalogue at each use (a metric registered later is in it)."""
+
+    def __getitem__(self, name):
+        return catalogue.METRICS[name].label
+
+    def __iter__(self):
+        return iter(catalogue.METRICS)
+
+    def __len__(self):
+        return len(catalogue.METRICS)
+
+
+class _LogMetrics(Set):
+    """The metric names drawn as log10, read from the live catalogue at each use."""
+
+    def __contains__(self, name):
+        info = catalogue.METRICS.get(name)
+        return bool(info is not None and info.log_scale)
+
+    def __iter__(self):
+        return iter(catalogue.metric_names(where=lambda m: m.log_scale))
+
+    def __len__(self):
+        return len(catalogue.metric_names(where=lambda m: m.log_scale))
+
+
+def _by_split(**styles) -> Mapping:
+    """A style per split, keyed on the catalogue's split table and in its order; a key that names no split fails
+    at import, not as a silently default-styled line."""
+    unknown = sorted(set(styles) - set(catalogue.SPLITS))
+    if unknown:
+        raise ValueError(f"split styles must be keyed on {', '.join(map(repr, catalogue.SPLITS))}. Got {unknown[0]!r}.")
+    return MappingProxyType({name: styles[name] for name in catalogue.SPLITS if name in styles})
+
+
+METRIC_LABELS = _MetricLabels()
+"""Short human labels of the metric names used by lab (from :mod:`lab.catalogue`, live: not a copy)."""
+
+LOG_METRICS = _LogMetrics()
+"""Metrics shown as log10 (they span orders of magnitude across layers; from :mod:`lab.catalogue`, live)."""
 
 metric_label = catalogue.metric_label
 
-_SPLIT_RAMPS = MappingProxyType({
+_SPLIT_RAMPS = _by_split(
     # light -> dark per split; the latest epoch gets the darkest shade
-    "unseen": ("#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
-    "seen": ("#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"),
-})
-_SPLIT_DASH = MappingProxyType({"unseen": "solid", "seen": "dashed"})
-SPLIT_DASH_COLLAPSE = MappingProxyType({"train": "solid", "seen": "dashed", "unseen": "dotted"})
+    unseen=("#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b"),
+    seen=("#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704"),
+)
+_SPLIT_DASH = _by_split(unseen="solid", seen="dashed")
+SPLIT_DASH_COLLAPSE = _by_split(train="solid", seen="dashed", unseen="dotted")
 """Line dash of each split in the neural-collapse panels: the training sample solid, held-out seen images dashed,
 unseen classes dotted (collapse on the training set against new data)."""
 _MAX_LINES = 16

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import panel as pn
 
-from lab import analysis
+from lab import analysis, catalogue
+from lab.text import join_words
 
 from app.base import KEEP_SIZE, plots, wrap_row
 
@@ -46,11 +47,7 @@ def _sentence(text: str) -> pn.pane.HTML:
 
 
 def _split_list(splits) -> str:
-    names = [plots.SPLIT_NAMES.get(s, s) for s in splits]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-_SHORT = {"train": "train sample", "seen": "held-out", "unseen": "unseen classes"}
+    return join_words(catalogue.split_label(s) for s in splits)
 
 
 def _why(reason: analysis.LawReason) -> str:
@@ -65,7 +62,7 @@ def _absent(reason) -> bool:
 
 def _title_splits(splits) -> str:
     """The splits measured, short enough for a plot title."""
-    return " · ".join(_SHORT.get(s, s) for s in splits)
+    return " · ".join(catalogue.split_label(s, "short_label") for s in splits)
 
 
 class LawSection:

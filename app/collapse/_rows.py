@@ -14,18 +14,25 @@ import pandas as pd
 
 from lab import analysis, catalogue
 from lab.errors import not_recorded
+from lab.text import join_words
 
-__all__ = ["PANELS", "Panel", "CLASSIFIER_METRICS", "HEAD_LAYER", "SPLITS", "Source", "ClassMeansTable",
+__all__ = ["PANELS", "Panel", "classifier_metrics", "HEAD_LAYER", "SPLITS", "Source", "ClassMeansTable",
            "collapse_frame", "head_layer", "problems", "terminal_epochs", "NO_HEAD", "NO_TRAIN", "TRAIN_OFF",
            "NO_CLASSIFIER_ROWS", "NO_CLASS_MEANS", "CLASSIFIER_NOT_ASKED", "MONITORED_NO_HEAD", "MONITORED_NO_TRAIN",
            "measured_or_asked", "split_names"]
 
-SPLITS = ("train", "seen", "unseen")
-"""The splits of the collapse panels: the training sample, the held-out seen images, the unseen classes."""
+SPLITS = catalogue.SPLITS
+"""The splits of the collapse panels, in the catalogue's order: the training sample, the held-out seen images, the
+unseen classes."""
 HEAD_LAYER = catalogue.HEAD_LAYER
 """The layer the engine records the classifier-side measures at: the head's input (:mod:`lab.catalogue`)."""
-CLASSIFIER_METRICS = frozenset(catalogue.CLASSIFIER_METRICS)
-"""The classifier-side measures (the family "classifier_collapse"): recorded at the head input on train and seen."""
+
+
+def classifier_metrics() -> frozenset[str]:
+    """The classifier-side measures (the family "classifier_collapse"), asked of the catalogue: recorded at the
+    head input on train and seen."""
+    return frozenset(catalogue.metric_names(family="classifier_collapse"))
+
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,8 @@ NO_TRAIN = f"{not_recorded(None, 'training-set sample')}; held-out and unseen on
 TRAIN_OFF = "the training-set sample was turned off for this run (train_sample_per_class = 0)"
 NO_CLASS_MEANS = f"{not_recorded(None, 'class means')}; no simplex to show"
 NO_CLASSIFIER_ROWS = f"{not_recorded(None, 'classifier-side measures')}; class-means measures only"
-CLASSIFIER_NOT_ASKED = ("no classifier-side measure (" + ", ".join(catalogue.CLASSIFIER_METRICS) + ") is among this "
+CLASSIFIER_NOT_ASKED = ("no classifier-side measure (" + ", ".join(catalogue.metric_names(family="classifier_collapse"))
+                        + ") is among this "
                         "run's metrics: class-means measures only")
 MONITORED_NO_HEAD = ("a training loop watched by lab.Monitor: lab does not read the loop's classifier, so there are no "
                      "classifier-side measures")
@@ -94,7 +102,7 @@ def collapse_frame(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def head_layer(metrics: pd.DataFrame, layers) -> str | None:
     """The layer the classifier-side rows are recorded at (:data:`HEAD_LAYER` when the run has it), or None."""
-    rows = metrics[metrics["metric"].isin(CLASSIFIER_METRICS)] if len(metrics) else metrics
+    rows = metrics[metrics["metric"].isin(classifier_metrics())] if len(metrics) else metrics
     recorded = list(dict.fromkeys(rows["layer"])) if len(rows) else []
     if HEAD_LAYER in recorded or (not recorded and HEAD_LAYER in list(layers)):
         return HEAD_LAYER
@@ -111,8 +119,7 @@ def measured_or_asked(source: Source) -> set[str]:
 
 def split_names(splits) -> str:
     """"held-out and unseen", "unseen": the splits named as the panels' key names them."""
-    names = [{"train": "training sample", "seen": "held-out", "unseen": "unseen"}.get(s, s) for s in splits]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return join_words(catalogue.split_label(s, "phrase") for s in splits)
 
 
 def problems(source: Source, *, finished: bool) -> dict[str, str | None]:
@@ -141,9 +148,9 @@ def problems(source: Source, *, finished: bool) -> dict[str, str | None]:
         out["classifier"] = MONITORED_NO_HEAD
     elif config.get("strategy") == "none":
         out["classifier"] = NO_HEAD
-    elif not CLASSIFIER_METRICS & measured_or_asked(source):
+    elif not classifier_metrics() & measured_or_asked(source):
         out["classifier"] = CLASSIFIER_NOT_ASKED
-    elif (measured or finished) and not (len(metrics) and metrics["metric"].isin(CLASSIFIER_METRICS).any()):
+    elif (measured or finished) and not (len(metrics) and metrics["metric"].isin(classifier_metrics()).any()):
         out["classifier"] = NO_CLASSIFIER_ROWS
     return out
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import html
 
+from lab import catalogue
+
 from app.base import plots
 
 __all__ = ["key_html", "notes_html", "deviation_html", "INTRO", "SIMPLEX_INTRO"]
@@ -22,7 +24,7 @@ def _line(color: str, dash: str, width: int = 2) -> str:
             f'stroke="{color}" stroke-width="{width}"{dasharray}/></svg>')
 
 
-def key_html(layers: list[str], *, classifier: bool, splits=("train", "seen", "unseen")) -> str:
+def key_html(layers: list[str], *, classifier: bool, splits=catalogue.SPLITS) -> str:
     """The legend of the panels: the dash of each split measured (``splits``), the colour of each layer, the
     classifier and the mark."""
     splits = " &nbsp; ".join(f"{_line('#444', plots.SPLIT_DASH_COLLAPSE[s])} {html.escape(plots.SPLIT_NAMES[s])}"

@@ -29,8 +29,8 @@ from lab.errors import not_evaluated
 from app.base import KEEP_SIZE, one_update, plots, wrap_row
 
 from ._law import LawSection
-from ._rows import (CLASSIFIER_METRICS, NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, collapse_frame,
-                    head_layer, measured_or_asked, problems, terminal_epochs)
+from ._rows import (NO_CLASS_MEANS, PANELS, SPLITS, ClassMeansTable, Source, classifier_metrics, collapse_frame,
+                    head_layer, measured_or_asked, problems, split_names, terminal_epochs)
 from ._text import INTRO, SIMPLEX_INTRO, deviation_html, key_html, notes_html
 
 __all__ = ["CollapseView"]
@@ -39,7 +39,6 @@ _PANEL_WIDTH = 360
 WAITING = "waiting for the first class means…"
 _DEFAULT_LAYERS = 4
 _TITLE = "Neural collapse: training sample, held-out and unseen"
-_TITLE_SPLITS = {"train": "training sample", "seen": "held-out", "unseen": "unseen"}
 _SIMPLEX_SPLITS = ("train", "unseen")        # the splits the engine records class means of
 
 
@@ -48,8 +47,7 @@ def _card_title(metrics) -> str:
     present = [s for s in SPLITS if len(metrics) and (metrics["split"] == s).any()]
     if not present or len(present) == len(SPLITS):
         return _TITLE
-    names = [_TITLE_SPLITS[s] for s in present]
-    return "Neural collapse: " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
+    return "Neural collapse: " + split_names(present)
 
 
 def _simplex_intro(axis: str) -> str:
@@ -266,7 +264,7 @@ class CollapseView(pn.viewable.Viewer):
         data = self._panel_data()
         objects = []
         for panel in PANELS:
-            metrics = tuple(m for m in panel.metrics if classifier or m not in CLASSIFIER_METRICS)
+            metrics = tuple(m for m in panel.metrics if classifier or m not in classifier_metrics())
             # a classifier-only panel of a run without classifier-side measures, or a panel none of whose metrics
             # the run measures: the reason, not empty axes
             reason = (self.notes.get("classifier") if not metrics else
@@ -287,7 +285,7 @@ class CollapseView(pn.viewable.Viewer):
 
     def _render_panel(self, data, panel, metrics, layers, head):
         return plots.collapse_curves(data["frame"], metrics=metrics, layers=layers, head=head,
-                                     classifier=CLASSIFIER_METRICS, splits=SPLITS, terminal=data["terminal"],
+                                     classifier=classifier_metrics(), splits=SPLITS, terminal=data["terminal"],
                                      title=panel.title, log=panel.log, width=_PANEL_WIDTH, axis=self.source.axis)
 
     def _on_layers(self, *_events) -> None:

@@ -13,8 +13,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from lab.catalogue import LABEL_FREE_METRICS
-from lab.config import COLLAPSE_METRICS, SEPARABILITY_METRICS
+from lab import catalogue
 from lab.export import tables
 
 from app.base import plots
@@ -25,7 +24,16 @@ from app.explorer.embedding import EmbeddingView
 
 from . import similarity_plots
 
-__all__ = ["RunsPanel"]
+__all__ = ["RunsPanel", "compare_choices"]
+
+_COMPARED_FAMILIES = ("separability", "collapse", "label_free")
+
+
+def compare_choices() -> list[str]:
+    """The metrics the Compare tab can overlay, asked of the catalogue when a panel is made (a metric registered
+    after import is among them): the separability, collapse and label-free families, in display order."""
+    return list(catalogue.metric_names(family=_COMPARED_FAMILIES))
+
 
 _CKA_HINT = "<i>Select two runs to compare their layers by linear CKA.</i>"
 _CKA_MEASURED = ("Linear CKA (unbiased) between every layer of the first run (rows) and of the second (columns), "
@@ -59,15 +67,15 @@ class RunsPanel(pn.viewable.Viewer):
 
     search = param.String(default="", doc="Case-insensitive text filter over the table's text columns.")
     selected = param.List(default=[], item_type=str, doc="Run ids selected in the table.")
-    compare_metric = param.Selector(default="nmi", objects=list(SEPARABILITY_METRICS + COLLAPSE_METRICS
-                                                                      + LABEL_FREE_METRICS),
-                                    doc="Metric overlaid for the selected runs.")
-    compare_split = param.Selector(default="unseen", objects=["unseen", "seen", "train"],
+    compare_metric = param.Selector(default=catalogue.g_metric(), objects=compare_choices(),
+                                    doc="Metric overlaid for the selected runs (:func:`compare_choices`).")
+    compare_split = param.Selector(default="unseen", objects=list(reversed(catalogue.SPLITS)),   # unseen first
                                    doc="Images the compared metric is measured on.")
     message = param.String(default="", doc="Last result of an action (delete, export).")
 
     def __init__(self, store, **params):
         super().__init__(**params)
+        self.param.compare_metric.objects = compare_choices()       # the live catalogue's, not the import's
         self.store = store
         self._tmp = tempfile.TemporaryDirectory(prefix="layerscope-export-")
         self._table = pn.widgets.Tabulator(

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import panel as pn
 
-from lab.catalogue import LABEL_FREE_METRICS
+from lab import catalogue
 
 __all__ = ["AgreementTable", "agreement_html"]
 
@@ -74,7 +74,7 @@ def agreement_html(table: pd.DataFrame, axis: str = "epoch") -> str:
             f"{f' ({axis} {int(epoch)})' if epoch is not None else ''}")
     rows = "".join(
         f"<tr data-measure='{html.escape(str(name))}'><td>{html.escape(str(r['label']))}"
-        f"{' (seen, epoch 0)' if r['split'] == 'seen' else ''}{_LABEL_FREE if name in LABEL_FREE_METRICS else ''}</td><td>{html.escape(str(r['best_layer']))}</td>"
+        f"{' (seen, epoch 0)' if r['split'] == 'seen' else ''}{_LABEL_FREE if name in catalogue.metric_names(family='label_free') else ''}</td><td>{html.escape(str(r['best_layer']))}</td>"
         f"<td style='text-align:right'>{_percent(r['best_share'])}</td>"
         f"<td style='text-align:right'>{_rho(r['spearman'])}</td></tr>"
         for name, r in table.iterrows())

@@ -18,8 +18,9 @@ __all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "has_seen_split", "h
 
 _ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
 
-HEATMAP_METRICS = catalogue.METRIC_NAMES
-"""Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order."""
+HEATMAP_METRICS = catalogue.METRICS
+"""Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order (the live
+table, not a copy: iterate it for the names; a metric registered later is among them)."""
 
 
 def curve_specs(model: RunModel) -> list[tuple[str, tuple[str, ...]]]:
@@ -45,7 +46,7 @@ def has_seen_split(model: RunModel) -> bool:
 def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
     """Mean and spread over seeds of ``metric`` per (split, epoch, layer), for the metric-vs-layer plot.
 
-    For the metrics the engine bootstraps (:data:`lab.catalogue.CONFIDENCE_METRICS`), also ``low`` and
+    For the metrics the engine bootstraps (``lab.catalogue.metric_names(per_image=True)``), also ``low`` and
     ``high``: the interval over the unseen images (rows ``nmi_low``/``nmi_high`` of
     :class:`~lab.events.LayerConfidence`), the mean over seeds of each seed's bound, as
     :func:`lab.analysis.layer_curve` gives it; NaN where the run has none.
@@ -54,7 +55,7 @@ def curves_data(model: RunModel, metric: str, splits) -> pd.DataFrame:
     for split in splits:
         f = model.summary_frame(metric, split)
         f.insert(0, "split", split)
-        if metric in catalogue.CONFIDENCE_METRICS:
+        if metric in catalogue.metric_names(per_image=True):
             for bound in ("low", "high"):
                 rows = model.summary_frame(f"{metric}_{bound}", split).rename(columns={"mean": bound})
                 f[bound] = (f[["epoch", "layer"]].merge(rows[["epoch", "layer", bound]], how="left")[bound]

@@ -26,6 +26,7 @@ import holoviews as hv
 import panel as pn
 import param
 
+from lab import catalogue
 from lab import events as ev
 
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
@@ -59,7 +60,7 @@ class LiveView(pn.viewable.Viewer):
     >>> view.streams["curves:nmi"].data                                            # doctest: +SKIP
     """
 
-    heatmap_metric = param.Selector(default="nmi", objects=list(HEATMAP_METRICS),
+    heatmap_metric = param.Selector(default=catalogue.g_metric(), objects=list(HEATMAP_METRICS),
                                     doc="Metric shown in the layer × epoch heatmap.")
     heatmap_split = param.Selector(default="unseen", objects=["unseen", "seen"],
                                    doc="Which images the heatmap metric is measured on.")

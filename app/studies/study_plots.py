@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from app.base.plots import PLOT_OPTS, plot_text
+from lab import catalogue
 from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
 
@@ -177,7 +178,7 @@ _NOT_MEASURED = ("The runs of this study did not measure transferability scores 
 
 
 def _score_label(score: str) -> str:
-    return f"seen {metric_label(score)}" if score == "knn_accuracy" else metric_label(score)
+    return f"seen {metric_label(score)}" if score == catalogue.TRANSFER_BASELINE else metric_label(score)
 
 
 def transfer_text(figs: dict) -> str:
@@ -242,12 +243,12 @@ def agreement_frame(figs: dict) -> pd.DataFrame:
     """:func:`lab.analysis.study_agreement` (``figs["agreement"]``) as shown: one row per measure, its label
     (label-free measures marked "no labels"), the runs compared, how many and what share of them have NMI's best
     layer, and the median Spearman ρ with NMI across layers; empty when no run had NMI and another measure."""
-    from lab.catalogue import LABEL_FREE_METRICS
 
     table = figs.get("agreement")
     if table is None or table.empty:
         return pd.DataFrame(columns=list(AGREEMENT_TITLES))
-    label = [f"{row.label} (no labels)" if measure in LABEL_FREE_METRICS else str(row.label)
+    label_free = catalogue.metric_names(family="label_free")
+    label = [f"{row.label} (no labels)" if measure in label_free else str(row.label)
              for measure, row in table.iterrows()]
     return pd.DataFrame({"label": label, "n_runs": table["n_runs"].astype(int).to_numpy(),
                          "same_best_layer": table["same_best_layer"].astype(int).to_numpy(),

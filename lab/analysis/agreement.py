@@ -33,7 +33,7 @@ def _info(measure: str):
 
 def _measures(measures: Sequence[str] | None) -> tuple[str, ...]:
     """The measures to compare: those given, else the catalogue's (``compared``), in its order."""
-    return catalogue.AGREEMENT_METRICS if measures is None else tuple(measures)
+    return catalogue.metric_names(compared=True) if measures is None else tuple(measures)
 
 
 def _best_at(measure: str) -> float | None:
@@ -66,7 +66,8 @@ def agreement_table(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     aliases : ``{tap: deeper tap}`` with identical features (``meta["layer_aliases"]``)
     epoch : the evaluation; None: the last complete NMI evaluation (without NMI: the last complete one of
         any measure). Transferability estimators (LogME) exist at epoch 0 only and are taken there.
-    measures : metric names; None: the catalogue's ``AGREEMENT_METRICS`` (its entries with ``compared``)
+    measures : metric names; None: the catalogue's entries with ``compared``
+        (``lab.catalogue.metric_names(compared=True)``)
     """
     measures = _measures(measures)
     reference_name = catalogue.g_metric()
@@ -145,7 +146,7 @@ def measure_agreement(run, epoch: int | None = None, *, measures: Sequence[str] 
     ----------
     run : the run's id in ``store``, or its :class:`lab.store.RunRecord`
     epoch : the evaluation; None: the last complete one (as g's)
-    measures : metric names; None (default): the catalogue's ``AGREEMENT_METRICS`` (NMI, kNN accuracy, linear
+    measures : metric names; None (default): the catalogue's ``metric_names(compared=True)`` (NMI, kNN accuracy, linear
         probe, NCC accuracy, LogME, then the label-free RankMe, alpha-ReQ, TwoNN ID and LiDAR)
     store : None (the default store), a :class:`lab.store.RunStore` or a folder path; unused for a record
 

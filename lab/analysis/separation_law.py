@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab import catalogue
 from lab.analysis._law_reason import LawCode, LawReason
 from lab.analysis._tables import _resolve_alias, aggregate_seeds, layer_order, pool_runs
 
@@ -43,8 +44,7 @@ MIN_LAW_LAYERS = 3
 """The fewest distinct layers with a finite, positive NC1 the law is fitted over: a line through two points
 always fits, so it says nothing about a law."""
 
-_METRIC = "nc1"
-_SPLIT_ORDER = ("train", "seen", "unseen")
+_SPLIT_ORDER = catalogue.SPLITS
 _QUANTITIES = ("slope", "ratio", "r")
 
 
@@ -153,7 +153,7 @@ def _evaluations(metrics, split, seed, layers, aliases, who):
     metrics, layers, aliases = _unpack(metrics, layers, aliases, who)
     if metrics is None or len(metrics) == 0:
         return
-    rows = metrics[metrics["metric"] == _METRIC]
+    rows = metrics[metrics["metric"] == catalogue.law_metric()]
     if seed is not None:
         rows = rows[rows["seed"] == seed]
     splits = _splits(split, rows["split"].unique())
@@ -338,7 +338,7 @@ def latest_separation_law(run, *, layers: Iterable | None = None,
     metrics, layers, aliases = _unpack(run, layers, aliases, "latest_separation_law")
     if metrics is None or len(metrics) == 0:
         return None
-    rows = metrics[metrics["metric"] == _METRIC]
+    rows = metrics[metrics["metric"] == catalogue.law_metric()]
     if rows.empty:
         return None
     last = rows.groupby("split", sort=False)["epoch"].transform("max")

@@ -41,8 +41,8 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
     Returns
     -------
     DataFrame, one row per measure other than NMI that some run computed (index ``measure``, in
-    :data:`lab.catalogue.AGREEMENT_METRICS` order), with label; n_runs (the runs with both the measure's and
-    NMI's best layer at the run's last complete NMI evaluation); same_best_layer (of those, how many have the
+    ``lab.catalogue.metric_names(compared=True)`` order), with label; n_runs (the runs with both the measure's
+    and NMI's best layer at the run's last complete NMI evaluation); same_best_layer (of those, how many have the
     same best layer as NMI, identical taps as the deeper tap); share_same (same_best_layer / n_runs);
     median_spearman (the median over runs of Spearman's rho between the measure's layer order and NMI's, NaN
     where no run gave one) and n_spearman (the runs that gave one). ``attrs["notes"]`` names the runs left out
@@ -65,7 +65,7 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
         return out
     frame = pd.DataFrame(rows)
     out = []
-    order = [m for m in catalogue.AGREEMENT_METRICS if m in set(frame["measure"])]
+    order = [m for m in catalogue.metric_names(compared=True) if m in set(frame["measure"])]
     order += [m for m in dict.fromkeys(frame["measure"]) if m not in order]
     for measure in order:
         own = frame[frame["measure"] == measure]

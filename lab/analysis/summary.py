@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab import catalogue
 from lab.analysis._tables import _finite, _names, _resolve_alias, aggregate_seeds, layer_order, pool_runs
 from lab.analysis.intervals import CONFIDENCE_SUFFIXES, bootstrap
 from lab.analysis.neural_collapse import terminal_phase
@@ -19,13 +20,15 @@ _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final
                 "g_low", "g_high", "best_share"]
 
 
-def complete_evaluations(metrics: pd.DataFrame, layers: Sequence[str], *, metric: str = "nmi",
+def complete_evaluations(metrics: pd.DataFrame, layers: Sequence[str], *, metric: str | None = None,
                          split: str = "unseen") -> pd.DataFrame:
-    """Rows of ``metric`` on ``split`` from the (seed, epoch) evaluations that measured every layer.
+    """Rows of ``metric`` (None: the g metric, :func:`lab.catalogue.g_metric`) on ``split`` from the (seed, epoch)
+    evaluations that measured every layer.
 
     A row counts as measured even when its value is NaN (the metric was undefined there):
     completeness is about the evaluation having reached the layer.
     """
+    metric = catalogue.g_metric() if metric is None else metric
     rows = metrics[(metrics["split"] == split) & (metrics["metric"] == metric)] if len(metrics) else metrics
     if not len(rows) or not layers:
         return rows
@@ -51,7 +54,7 @@ def _confidence(metrics: pd.DataFrame, rows: pd.DataFrame, metric: str, split: s
 
 
 def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
-                   aliases: Mapping[str, str] | None = None, metric: str = "nmi",
+                   aliases: Mapping[str, str] | None = None, metric: str | None = None,
                    split: str = "unseen") -> pd.DataFrame:
     """The generalization index g per epoch, over seeds (Dyballa et al. 2024).
 
@@ -61,7 +64,8 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     layers : the run's layers in input -> output order (names or ``meta["layers"]``); None = the
         order found in ``metrics``. Completeness and the final layer are judged against them.
     aliases : ``{tap: deeper tap}`` for taps whose features equal a deeper tap's
-    metric, split : the separability measure maximised (default unseen NMI)
+    metric, split : the separability measure maximised (default: the g metric, :func:`lab.catalogue.g_metric`
+        (NMI), on the unseen images)
 
     Returns
     -------
@@ -73,6 +77,7 @@ def generalization(metrics: pd.DataFrame, *, layers: Iterable | None = None,
     best_share (fraction of the resamples of all seeds in which that layer is best).
     """
     order = layer_order(layers, metrics)
+    metric = catalogue.g_metric() if metric is None else metric
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=_GEN_COLUMNS)
     # completeness is judged against every listed layer, measured yet or not
@@ -112,9 +117,10 @@ def latest_generalization(metrics: pd.DataFrame, **kwargs: Any) -> dict | None:
     return row
 
 
-def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric: str = "nmi",
+def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric: str | None = None,
                 split: str = "unseen", epoch: int | None = None) -> pd.DataFrame:
-    """One metric at every layer at one epoch (default: the last complete one), over seeds.
+    """One metric (None: the g metric, :func:`lab.catalogue.g_metric`) at every layer at one epoch (default: the
+    last complete one), over seeds.
 
     Returns
     -------
@@ -123,6 +129,7 @@ def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric
     fraction of resamples, pooled over seeds, in which the layer is best); NaN where not measured
     """
     order = layer_order(layers, metrics)
+    metric = catalogue.g_metric() if metric is None else metric
     cols = ["layer", "layer_index", "depth", "mean", "std", "n", "low", "high", "best_share"]
     if metrics is None or len(metrics) == 0 or not order:
         return pd.DataFrame(columns=cols)
@@ -232,16 +239,14 @@ def accuracy_vs_g(table: pd.DataFrame, *, accuracy: str = "heldout_accuracy", g:
 
 
 def _higher_is_better(metric: str) -> bool:
-    from lab.catalogue import METRICS
-
-    info = METRICS.get(metric)
+    info = catalogue.METRICS.get(metric)
     return bool(info is None or info.higher_is_better)
 
 
 def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
-                 metric: str = "nmi", split: str = "unseen", aliases: Mapping[str, Mapping] | None = None
+                 metric: str | None = None, split: str = "unseen", aliases: Mapping[str, Mapping] | None = None
                  ) -> pd.DataFrame:
-    """Per group (e.g. backbone), the metric at every layer over its pooled runs' seeds, at the
+    """Per group (e.g. backbone), the metric (None: the g metric) at every layer over its pooled runs' seeds, at the
     last complete epoch, with relative depth and the group's best layer marked (Dyballa et al. fig. 2).
 
     Returns
@@ -249,6 +254,7 @@ def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[s
     DataFrame: group, layer, layer_index, depth, mean, std, n, low, high, best_share (the bootstrap
     interval and best-layer share of :func:`layer_curve`; NaN for runs recorded without it), best
     """
+    metric = catalogue.g_metric() if metric is None else metric
     out = []
     for group, frames in groups.items():
         pooled = pool_runs(frames)
@@ -307,7 +313,7 @@ def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[
 
     Parameters
     ----------
-    scores : metrics to compare; default the catalogue's ``TRANSFER_METRICS`` and ``TRANSFER_BASELINE``
+    scores : metrics to compare; default the catalogue's transferability family and ``TRANSFER_BASELINE``
 
     Returns
     -------
@@ -315,9 +321,8 @@ def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[
     layer_index, depth, epoch (of the NMI), nmi, nmi_low, nmi_high, then one column per measured score)
     and ``correlations`` (score, scope, n, spearman, spearman_p, spearman_low, spearman_high).
     """
-    from lab.catalogue import TRANSFER_BASELINE, TRANSFER_METRICS
-
-    wanted = list(scores) if scores is not None else [*TRANSFER_METRICS, TRANSFER_BASELINE]
+    wanted = (list(scores) if scores is not None
+              else [*catalogue.metric_names(family="transferability"), catalogue.TRANSFER_BASELINE])
     parts = []
     for group, frames in groups.items():
         pooled = pool_runs(frames)

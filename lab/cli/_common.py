@@ -9,6 +9,7 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
+from lab import catalogue
 from lab.errors import os_error_message
 from lab.store import RunStore
 from lab.store.lookup import open_store
@@ -106,9 +107,6 @@ def check_notebook_path(output: str | Path) -> Path:
     return output
 
 
-_SPLIT_NAMES = {"train": "train sample", "seen": "held-out (seen)", "unseen": "unseen classes"}
-
-
 def law_lines(law: dict | None) -> list[str]:
     """The run summary's ``separation_law`` (:func:`lab.analysis.latest_separation_law`) as lines to print: per
     split its ratio per layer and r at its last evaluation, with the seeds' spread, or why the law is absent."""
@@ -117,7 +115,7 @@ def law_lines(law: dict | None) -> list[str]:
     lines = ["law of equi-separation (log10 NC1 against depth, He & Su 2023; a ratio below 1: each deeper layer "
              "separates better):"]
     for split, e in law.items():
-        where = f"{_SPLIT_NAMES.get(split, split)} at epoch {e['epoch']}"
+        where = f"{catalogue.split_label(split)} at epoch {e['epoch']}"
         if e["ratio"] is None:
             lines.append(f"  {where}: {e['reason'] or 'no law'}")
             continue

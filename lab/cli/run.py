@@ -69,7 +69,7 @@ def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
             default = " ".join(map(str, default))
         helptext = docs.get(f.name, "").replace("``", "")
         if f.name == "metrics":       # the catalogue's names, read as the parser is built (registered ones too)
-            helptext += f" Choices: {', '.join(catalogue.METRIC_NAMES)}."
+            helptext += f" Choices: {', '.join(catalogue.METRICS)}."
         spec["help"] = f"{helptext} (default: {default})".strip().replace("%", "%%")
         out.append((f.name, "--" + f.name.replace("_", "-"), spec))
     return out

@@ -64,7 +64,7 @@ hv.Layout(curves).opts(shared_axes=False).cols(2) if curves else None
 '''
 
 HEATMAP = r'''
-HEATMAP_METRIC = "nmi" if "nmi" in METRIC_NAMES else (METRIC_NAMES or [None])[0]
+HEATMAP_METRIC = {{G_METRIC}} if {{G_METRIC}} in METRIC_NAMES else (METRIC_NAMES or [None])[0]
 HEATMAP_SPLIT = "unseen"
 
 heatmaps = [plots.layer_epoch_heatmap(run, HEATMAP_METRIC, HEATMAP_SPLIT, label=LABELS[run_id])

@@ -60,9 +60,9 @@ _SUMMARY_KEY = "layerscope_summary"
 
 def _curve_metrics(records: list) -> list[str]:
     present = {str(m) for rec in records if len(rec.metrics) for m in rec.metrics["metric"]}
-    chosen = [m for m in catalogue.EXPORT_METRICS if m in present]    # the entries with ``export``
+    chosen = [m for m in catalogue.metric_names(export=True) if m in present]
     # otherwise the first four in the catalogue's display order, then any it does not list
-    listed = [m for m in catalogue.METRIC_NAMES if m in present]
+    listed = [m for m in catalogue.METRICS if m in present]
     return chosen or (listed + sorted(present - set(listed)))[:4]
 
 
@@ -89,8 +89,9 @@ def _cka_runs(records: list) -> list[str]:
 
 
 def _law_run(records: list) -> str | None:
-    """The first run that measured NC1 (the law cell's plots), None if none did."""
-    return next((rec.run_id for rec in records if len(rec.metrics) and (rec.metrics["metric"] == "nc1").any()), None)
+    """The first run that measured the law's metric (NC1: the law cell's plots), None if none did."""
+    law = catalogue.law_metric()
+    return next((rec.run_id for rec in records if len(rec.metrics) and (rec.metrics["metric"] == law).any()), None)
 
 
 def _images_run(records: list) -> str | None:
@@ -223,7 +224,7 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
             "generalization index *g*. Edit `CURVE_METRICS`, `SPLIT` or `EPOCH` to look elsewhere."),
         v4.new_code_cell(fill(template.CURVES, CURVE_METRICS=py_literal(_curve_metrics(records)))),
         v4.new_markdown_cell(_layer_by_epoch(axis)),
-        v4.new_code_cell(fill(template.HEATMAP)),
+        v4.new_code_cell(fill(template.HEATMAP, G_METRIC=py_literal(catalogue.g_metric()))),
         v4.new_markdown_cell(
             "## Seen accuracy vs unseen generalization\n\nThe seed papers' question: does accuracy on the "
             "classes a model was trained on predict how well its best layer separates classes it never saw?"),

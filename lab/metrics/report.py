@@ -28,12 +28,12 @@ __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_l
 # Names come from lab.catalogue (the one list): its entries' ``report`` field says what a layer report
 # measures by default (the linear probe too, which a run leaves out for its cost; the weighted kNN only
 # on request).
-DEFAULT_SEPARABILITY = tuple(m for m in _catalogue.REPORT_METRICS if m in _catalogue.SEPARABILITY_METRICS)
-DEFAULT_COLLAPSE = tuple(m for m in _catalogue.REPORT_METRICS if m in _catalogue.COLLAPSE_METRICS)
+DEFAULT_SEPARABILITY = _catalogue.metric_names(report=True, family="separability")
+DEFAULT_COLLAPSE = _catalogue.metric_names(report=True, family="collapse")
 ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if info.needs == ("labels",))
 """Every metric computed from the features and their labels; the classifier-side entries
-(``lab.catalogue.CLASSIFIER_METRICS``) also need ``head=``, and the label-free family
-(``lab.catalogue.LABEL_FREE_METRICS``: no labels, ``y=None`` will do; ``lidar`` needs ``views=``) is
+(family ``"classifier_collapse"``) also need ``head=``, and the label-free family
+(``"label_free"``: no labels, ``y=None`` will do; ``lidar`` needs ``views=``) is
 named explicitly."""
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
@@ -47,7 +47,7 @@ def _options() -> dict[str, dict]:
 
 def _resolve_metrics(metrics) -> tuple[str, ...]:
     if metrics is None:
-        metrics = _catalogue.REPORT_METRICS
+        metrics = _catalogue.metric_names(report=True)
     if isinstance(metrics, str):
         metrics = (metrics,)
     out: list[str] = []
@@ -111,10 +111,10 @@ def compute_layer(
         the probe with the scikit-learn backend, which run on a CPU copy).
     y : array-like of int, shape (N,), or None
         The labels; None when no requested metric reads them (the label-free family,
-        ``lab.catalogue.LABEL_FREE_METRICS``).
+        ``lab.catalogue.metric_names(family="label_free")``).
     metrics : iterable of str, optional
         Names from :data:`lab.catalogue.METRICS` (``"nc2"`` expands to both nc2 columns). None (default):
-        the catalogue's ``REPORT_METRICS``, i.e. :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
+        ``lab.catalogue.metric_names(report=True)``, i.e. :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
     protocol : {"default", "paper"}
         ``"paper"``: nmi with one k-means++ run at random_state 42 (+ repeat index) and
         knn_purity with k = smallest class size, as the seed code.

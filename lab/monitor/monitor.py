@@ -181,7 +181,8 @@ class Monitor:
                  normalize: bool = False, projection: str = "pca", pooling: str = "auto", batch_size: int = 256,
                  precision: str = "auto", protocol: str = "default",
                  on_event: Callable[[Any], None] | None = None, all_ranks: bool = False, unit: str = "epoch"):
-        from lab.config import DEFAULT_METRICS, RunConfig
+        from lab import catalogue
+        from lab.config import RunConfig
         from lab.monitor import MONITORED
 
         self.unit = _check_unit(unit, "lab.Monitor")
@@ -200,7 +201,7 @@ class Monitor:
             name=name, dataset=f"{MONITORED}{self.unseen.description}",
             backbone=f"{MONITORED}{type(self.module).__name__}",
             strategy="none", layers=None if layers is None else tuple(self.layers),
-            metrics=tuple(metrics) if metrics is not None else tuple(DEFAULT_METRICS),
+            metrics=tuple(metrics) if metrics is not None else catalogue.metric_names(default=True),
             pooling=pooling, projection=projection, eval_batch_size=int(batch_size), precision=precision,
             protocol=protocol, device=str(self.backbone.device), seeds=(0,), train_sample_per_class=0,
             lidar_views=0)

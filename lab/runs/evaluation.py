@@ -167,7 +167,7 @@ class Evaluator:
         from lab import analysis
 
         ctx = self.ctx
-        wanted = {layer: {m: v for m, v in got.items() if m in catalogue.CONFIDENCE_METRICS}
+        wanted = {layer: {m: v for m, v in got.items() if m in catalogue.metric_names(per_image=True)}
                   for layer, got in per_image.items()}
         if not any(wanted.values()):
             return

@@ -32,9 +32,9 @@ __all__ = ["RunFollower", "follow"]
 
 def _confidence_names() -> set[str]:
     from lab.analysis.intervals import CONFIDENCE_SUFFIXES
-    from lab.catalogue import CONFIDENCE_METRICS
+    from lab.catalogue import metric_names
 
-    return {f"{m}_{suffix}" for m in CONFIDENCE_METRICS for suffix in CONFIDENCE_SUFFIXES}
+    return {f"{m}_{suffix}" for m in metric_names(per_image=True) for suffix in CONFIDENCE_SUFFIXES}
 
 
 class RunFollower:

@@ -143,6 +143,18 @@ def test_labels_and_log_scales_come_from_the_catalogue():
     assert plots.metric_label("nc1") == "NC1" and plots.metric_label("custom") == "custom"
 
 
+def test_split_names_and_styles_are_keyed_on_the_catalogues_split_table():
+    from app.base._plot_style import _by_split
+
+    assert dict(plots.SPLIT_NAMES) == {s.name: s.label for s in catalogue.SPLIT_TABLE}
+    assert tuple(plots.SPLIT_DASH_COLLAPSE) == tuple(plots.SPLIT_MARKERS) == catalogue.SPLITS
+    assert list(plots.SPLIT_DASH_COLLAPSE.values()) == ["solid", "dashed", "dotted"]
+    assert list(plots.SPLIT_MARKERS.values()) == ["circle", "square", "triangle"]
+    assert tuple(_by_split(unseen="x", train="y")) == ("train", "unseen")          # in the table's order
+    with pytest.raises(ValueError, match="split styles must be keyed on 'train', 'seen', 'unseen'. Got 'heldout'"):
+        _by_split(heldout="dashed")
+
+
 def test_plot_title_is_inert_and_short():
     title = plots.plot_title("</script>{x}" + "a" * 100, 20)
     assert "<" not in title and ">" not in title and len(title) <= 22

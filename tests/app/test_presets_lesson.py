@@ -30,7 +30,7 @@ def test_the_lesson_has_three_seen_classes_and_measures_both_collapse_families()
 
     assert NC_LESSON.dataset == "digits" and NC_LESSON.n_unseen == 7          # 10 digits: K = 3 seen classes
     assert NC_LESSON.strategy == "full" and NC_LESSON.train_sample_per_class > 0
-    assert set(catalogue.CLASSIFIER_METRICS) <= set(NC_LESSON.metrics)
+    assert set(catalogue.metric_names(family="classifier_collapse")) <= set(NC_LESSON.metrics)
     assert {"nc1", "nc2_equinorm", "nc2_equiangularity", "nc2_cosine_std"} <= set(NC_LESSON.collapse_metrics)
 
 

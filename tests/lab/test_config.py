@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from lab.config import DEFAULT_METRICS, STRATEGIES, RunConfig
+from lab import catalogue
+from lab.config import STRATEGIES, RunConfig
 
 
 def test_defaults_are_the_embedded_default():
     cfg = RunConfig()
     assert (cfg.dataset, cfg.backbone, cfg.n_unseen, cfg.strategy) == ("glyphs", "resnet18", 5, "full")
     assert cfg.img_size is None and cfg.layers is None and cfg.seeds == (0,)
-    assert cfg.metrics == DEFAULT_METRICS
+    assert cfg.metrics == catalogue.metric_names(default=True)
     assert cfg.n_epochs == 3 and cfg.learning_rate == 2e-4 and cfg.decay == 0.01
 
 
@@ -135,18 +136,22 @@ def test_field_docs_describe_every_field_from_the_docstring():
 
 
 def test_names_and_choices_come_from_the_catalogue():
-    from lab import catalogue
-    from lab.config import COLLAPSE_METRICS, FIELD_CHOICES, SEPARABILITY_METRICS
+    from lab import config
+    from lab.config import FIELD_CHOICES
     from lab.metrics import report
 
-    assert STRATEGIES is catalogue.STRATEGIES and DEFAULT_METRICS == catalogue.DEFAULT_METRICS
-    assert SEPARABILITY_METRICS == catalogue.SEPARABILITY_METRICS and COLLAPSE_METRICS == catalogue.COLLAPSE_METRICS
-    assert FIELD_CHOICES["metrics"] == catalogue.METRIC_NAMES
+    assert STRATEGIES is catalogue.STRATEGIES and RunConfig().metrics == catalogue.metric_names(default=True)
+    # no copies of the catalogue's lists: the metrics' choices are its live table
+    assert not {"SEPARABILITY_METRICS", "COLLAPSE_METRICS", "TRANSFER_METRICS", "DEFAULT_METRICS"} & set(vars(config))
+    assert FIELD_CHOICES["metrics"] is catalogue.METRICS and tuple(FIELD_CHOICES["metrics"]) == catalogue.metric_names()
+    cfg = RunConfig(metrics=("nc1", "logme", "nmi", "rankme", "head_accuracy"))
+    assert cfg.separability_metrics == ("nmi",) and cfg.collapse_metrics == ("nc1",)
+    assert cfg.transfer_metrics == ("logme",) and cfg.classifier_metrics == ("head_accuracy",)
     # compute_layer's ALL_METRICS: every entry computed from features and labels alone (the classifier-side
     # entries need a trained head; the label-free family reads no labels and is named explicitly)
-    assert report.ALL_METRICS == tuple(m for m in catalogue.METRIC_NAMES if m not in catalogue.CLASSIFIER_METRICS
-                                       and m not in catalogue.LABEL_FREE_METRICS)
-    assert set(report.DEFAULT_SEPARABILITY) <= set(SEPARABILITY_METRICS)
+    assert report.ALL_METRICS == catalogue.metric_names(where=lambda m: m.family not in ("classifier_collapse",
+                                                                                          "label_free"))
+    assert set(report.DEFAULT_SEPARABILITY) <= set(catalogue.metric_names(family="separability"))
     for name, choices in FIELD_CHOICES.items():
         if name != "metrics":
             with pytest.raises(ValueError, match=f"{name} must be one of {', '.join(map(repr, choices))}"):

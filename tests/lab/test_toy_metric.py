@@ -2,8 +2,10 @@
 
 A toy metric, registered for this module and removed after it, reaches every place that offers metrics:
 ``compute_layer``, a stored run of the real engine, the live view's curves fed with that run's events,
-``measure_agreement``, an exported notebook and ``python -m lab run --help``. Nothing outside the
-catalogue names it.
+``measure_agreement``, an exported notebook and ``python -m lab run --help``, and every list that asks the
+catalogue (the config's choices, the app's plot labels and log scales, the heatmap's and the Compare tab's
+choices): it is registered after everything was imported, so a list copied at import would miss it. Nothing
+outside the catalogue names it.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def toy():
         yield TOY
     finally:
         catalogue.unregister_metric(TOY.name)
-    assert TOY.name not in catalogue.METRICS and TOY.name not in catalogue.METRIC_NAMES
+    assert TOY.name not in catalogue.METRICS and TOY.name not in catalogue.metric_names()
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +72,45 @@ def test_the_docs_show_this_entry_and_this_function():
 
 
 def test_the_catalogue_lists_it_where_its_entry_says(toy):
-    assert toy.name in catalogue.METRIC_NAMES and toy.name in catalogue.SEPARABILITY_METRICS
-    assert toy.name in catalogue.AGREEMENT_METRICS and toy.name in catalogue.EXPORT_METRICS
-    assert toy.name in catalogue.REPORT_METRICS and toy.name not in catalogue.DEFAULT_METRICS
+    assert toy.name in catalogue.metric_names() and toy.name in catalogue.metric_names(family="separability")
+    assert toy.name in catalogue.metric_names(compared=True) and toy.name in catalogue.metric_names(export=True)
+    assert toy.name in catalogue.metric_names(report=True) and toy.name not in catalogue.metric_names(default=True)
     assert (toy.name, ("unseen",)) in catalogue.curve_specs()
     assert catalogue.metric_label(toy.name) == "class gap"
     with pytest.raises(ValueError, match="already in the catalogue"):
         catalogue.register_metric(toy)
+
+
+def test_every_list_that_offers_metrics_offers_it_though_registered_after_import(toy, stored):
+    import dataclasses
+
+    from app.base import plots
+    from app.compare.runs_panel import RunsPanel, compare_choices
+    from app.live._streams import HEATMAP_METRICS
+    from lab.config import FIELD_CHOICES
+
+    # the config's accepted metrics and its per-family selections
+    assert toy.name in FIELD_CHOICES["metrics"] and toy.name in list(FIELD_CHOICES["metrics"])
+    config = lab.RunConfig(metrics=(toy.name, "nc1"))
+    assert config.separability_metrics == (toy.name,) and config.unseen_metrics == (toy.name, "nc1")
+    # the curves, the compared and the exported lists
+    assert toy.name in dict(catalogue.curve_specs()) and toy.name in catalogue.metric_names(curve=True)
+    assert toy.name in catalogue.metric_names(compared=True) and toy.name in catalogue.metric_names(export=True)
+    # the app's plot styles: its label, and a log scale only where its entry asks for one
+    assert plots.METRIC_LABELS[toy.name] == "class gap" and toy.name in list(plots.METRIC_LABELS)
+    assert toy.name not in plots.LOG_METRICS
+    logged = catalogue.register_metric(dataclasses.replace(TOY, name="class_gap_log", log_scale=True,
+                                                           compared=False, export=False, curve=()))
+    try:
+        assert logged.name in plots.LOG_METRICS and logged.name in set(plots.LOG_METRICS)
+    finally:
+        catalogue.unregister_metric(logged.name)
+    assert "class_gap_log" not in plots.LOG_METRICS and "class_gap_log" not in plots.METRIC_LABELS
+    # the live heatmap's choices and the Compare tab's
+    assert toy.name in HEATMAP_METRICS and toy.name in compare_choices()
+    panel = RunsPanel(stored[0])
+    assert toy.name in panel.param.compare_metric.objects
+    panel.compare_metric = toy.name                      # a choice the selector accepts
 
 
 def test_compute_layer_computes_it(toy):
@@ -129,6 +163,8 @@ def test_an_exported_notebook_draws_it(stored, toy, tmp_path):
     cells = nbformat.read(path, as_version=4).cells
     curves = [c.source for c in cells if c.cell_type == "code" and "CURVE_METRICS = " in c.source]
     assert len(curves) == 1 and f"'{toy.name}'" in curves[0]
+    heatmap = [c.source for c in cells if c.cell_type == "code" and "HEATMAP_METRIC = " in c.source]
+    assert len(heatmap) == 1 and "HEATMAP_METRIC = 'nmi' if 'nmi' in METRIC_NAMES" in heatmap[0]   # the g metric
 
 
 def test_the_command_line_offers_it(toy, capsys):

@@ -214,7 +214,7 @@ def test_tiny_run_streams_every_view(page):
     player_title = page.locator(".ls-layer-player .pn-player-title")
     expect(player_title).to_have_text(f"Layer: {best}", timeout=10_000)
     # the label-free family (measured by default): its curve panels, and its rows in the agreement table
-    from lab.catalogue import LABEL_FREE_METRICS, METRICS
+    from lab.catalogue import METRICS, metric_names
 
     titles = bokeh_titles(page)
     assert any(t.startswith(f"{METRICS['rankme'].label} (unseen") for t in titles), titles
@@ -223,7 +223,7 @@ def test_tiny_run_streams_every_view(page):
         expect(row).to_have_count(1, timeout=10_000)
         expect(row).to_contain_text(f"{METRICS[name].label} (no labels)")
     marked = page.locator(".ls-agreement tr", has_text="(no labels)")
-    assert marked.count() == len([m for m in LABEL_FREE_METRICS if m != "lidar"])      # lidar: off by default
+    assert marked.count() == len([m for m in metric_names(family="label_free") if m != "lidar"])  # lidar: off by default
     assert first["run_id"]
     assert not page.errors, page.errors
 

@@ -47,7 +47,7 @@ def test_share_and_median_spearman_match_a_hand_computation(store):
     ids = [_write(store, values) for values in RUNS]
     table = analysis.study_agreement(ids, store=store)
     assert list(table.columns) == analysis.STUDY_AGREEMENT_COLUMNS
-    assert list(table.index) == ["knn_accuracy", "rankme", "twonn_id"]          # AGREEMENT_METRICS order
+    assert list(table.index) == ["knn_accuracy", "rankme", "twonn_id"]          # metric_names(compared=True) order
     expected = _by_hand(RUNS)
     for measure, row in expected.iterrows():
         got = table.loc[measure]

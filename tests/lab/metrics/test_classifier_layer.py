@@ -22,7 +22,7 @@ def _problem(seed=0, K=4, d=6, n=15):
 
 def test_compute_layer_with_a_head_equals_the_direct_functions():
     X, y, W, logits = _problem()
-    names = ("nc2_cosine_std",) + catalogue.CLASSIFIER_METRICS
+    names = ("nc2_cosine_std",) + catalogue.metric_names(family="classifier_collapse")
     for head in (metrics.Head(W, logits), (W, logits), {"weight": torch.from_numpy(W), "logits": logits}):
         row = metrics.compute_layer(X, y, metrics=names, head=head, on_degenerate="raise")
         nc2 = metrics.nc2_classifier(W)
@@ -47,7 +47,7 @@ def test_the_classifier_family_reads_the_class_statistics_once(monkeypatch):
         return real(c)
 
     monkeypatch.setattr(collapse, "_ClassStats", counted)
-    metrics.compute_layer(X, y, metrics=metrics.DEFAULT_COLLAPSE + catalogue.CLASSIFIER_METRICS,
+    metrics.compute_layer(X, y, metrics=metrics.DEFAULT_COLLAPSE + catalogue.metric_names(family="classifier_collapse"),
                           head=(W, logits))
     assert len(calls) == 1
 
@@ -84,10 +84,10 @@ def test_class_gram_is_the_gram_of_the_centred_means():
 def test_catalogue_splits_and_needs_of_the_new_entries():
     assert catalogue.METRICS["nc2_cosine_std"].family == "collapse"
     assert catalogue.METRICS["nc2_cosine_std"].splits == ("train", "seen", "unseen")
-    for name in catalogue.CLASSIFIER_METRICS:
+    for name in catalogue.metric_names(family="classifier_collapse"):
         info = catalogue.METRICS[name]
         assert info.needs == ("labels", "head") and info.splits == ("train", "seen"), name
     assert [m.name for m in catalogue.metrics_for("train")] == [
-        *catalogue.COLLAPSE_METRICS, *catalogue.CLASSIFIER_METRICS]
+        *catalogue.metric_names(family="collapse"), *catalogue.metric_names(family="classifier_collapse")]
     with pytest.raises(ValueError, match=r"split must be one of 'train', 'seen', 'unseen'"):
         catalogue.metrics_for("test")

@@ -15,7 +15,8 @@ from lab.runs.data import prepare_data
 
 pytestmark = pytest.mark.filterwarnings("ignore::lab.metrics.DegenerateLayerWarning")
 
-_METRICS = ("nc1", "nc2_equiangularity", "nc2_cosine_std", "ncc_accuracy") + catalogue.CLASSIFIER_METRICS
+_CLASSIFIER = catalogue.metric_names(family="classifier_collapse")
+_METRICS = ("nc1", "nc2_equiangularity", "nc2_cosine_std", "ncc_accuracy") + _CLASSIFIER
 # fits its 5-image train sample within a few epochs on one CPU thread (no augmentation, constant lr)
 _FITS = dict(backbone="mlp:depth=2,width=64", n_unseen=6, epochs=5, lr_schedule="constant", batch_size=32,
              augment=False, lr=3e-3, train_sample_per_class=5, metrics=_METRICS)
@@ -53,11 +54,11 @@ def test_train_split_has_the_collapse_family_at_every_layer(finished):
 def test_classifier_rows_at_the_head_input_on_train_and_seen(finished):
     cfg, store, events = finished
     rows = store.load(events[-1].run_id).metrics
-    head = rows[rows["metric"].isin(catalogue.CLASSIFIER_METRICS)]
+    head = rows[rows["metric"].isin(catalogue.metric_names(family="classifier_collapse"))]
     assert set(head["layer"]) == {catalogue.HEAD_LAYER}
     assert set(head["split"]) == {"train", "seen"}
     per_epoch = head.groupby(["split", "epoch"])["metric"].nunique()
-    assert (per_epoch == len(catalogue.CLASSIFIER_METRICS)).all() and len(per_epoch) == 2 * (cfg.n_epochs + 1)
+    assert (per_epoch == len(_CLASSIFIER)).all() and len(per_epoch) == 2 * (cfg.n_epochs + 1)
     # the seen held-out accuracy of the head is the training rows' heldout_accuracy
     training = store.load(events[-1].run_id).training.set_index("epoch")
     seen = head[(head["split"] == "seen") & (head["metric"] == "head_accuracy")].set_index("epoch")["value"]
@@ -123,7 +124,7 @@ def test_strategy_none_has_train_rows_and_no_classifier_rows(tiny_config):
     events = list(lab.run(cfg, store=False))
     assert isinstance(events[-1], RunFinished), getattr(events[-1], "message", events[-1])
     rows = [e for e in events if isinstance(e, LayerMetrics)]
-    assert not any(set(e.values) & set(catalogue.CLASSIFIER_METRICS) for e in rows)
+    assert not any(set(e.values) & set(catalogue.metric_names(family="classifier_collapse")) for e in rows)
     assert {e.layer for e in rows if e.split == "train"} == {layer["name"] for layer in events[0].layers}
     assert events[-1].summary["terminal_phase"] == {}
 
