@@ -13,7 +13,8 @@ sees the same sequence::
     (a run read back by lab.runs.follow may end with RunInterrupted instead)
 
 Every event has a class-level ``kind`` string and ``to_dict()`` (JSON-safe:
-arrays become lists) so consumers can log or forward it.
+arrays become lists) so consumers can log or forward it. The four events that end
+a run also name the :class:`lab.RunStatus` it ends with (``RunCancelled.status``).
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+
+from lab.status import RunStatus
 
 __all__ = [
     "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "ClassMeans", "LayerConfidence",
@@ -229,6 +232,7 @@ class LayerContribution(Event):
 @dataclass
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
+    status: ClassVar[RunStatus] = RunStatus.FINISHED
     seconds: float
     summary: dict = field(default_factory=dict)
 
@@ -236,6 +240,7 @@ class RunFinished(Event):
 @dataclass
 class RunFailed(Event):
     kind: ClassVar[str] = "run_failed"
+    status: ClassVar[RunStatus] = RunStatus.FAILED
     message: str
     seconds: float = 0.0
 
@@ -243,6 +248,7 @@ class RunFailed(Event):
 @dataclass
 class RunCancelled(Event):
     kind: ClassVar[str] = "run_cancelled"
+    status: ClassVar[RunStatus] = RunStatus.CANCELLED
     seconds: float = 0.0
     message: str = "cancelled by the user"
 
@@ -254,8 +260,10 @@ class RunInterrupted(Event):
     run always ends with one of the three above)."""
 
     kind: ClassVar[str] = "run_interrupted"
+    status: ClassVar[RunStatus] = RunStatus.INTERRUPTED
     seconds: float = 0.0
     message: str = "the process writing the run stopped without closing it"
 
 
 TERMINAL_KINDS = frozenset({RunFinished.kind, RunFailed.kind, RunCancelled.kind, RunInterrupted.kind})
+
