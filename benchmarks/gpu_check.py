@@ -242,6 +242,7 @@ def check_oom(table: Table, device: torch.device, quick: bool) -> None:
 def check_study(table: Table, device: torch.device, quick: bool) -> None:
     from lab.store import RunStore
     from lab.study import Study
+    from lab.events import StudyStarted
     from lab.study.runner import run_study
 
     base = {"dataset": "glyphs", "backbone": "glyph_resnet18", "strategy": "full", "epochs": 1,
@@ -250,7 +251,7 @@ def check_study(table: Table, device: torch.device, quick: bool) -> None:
     if quick:                                        # the smoke test: the teaching MLP on digits
         base.update(dataset="digits", backbone="mlp:depth=3,width=64", n_unseen=3)
     study = Study.from_dict({"name": "gpu-check", "base": base, "axes": {"seeds": [[0], [1]]}})
-    events: list[dict] = []
+    events: list = []
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         # the CPU smoke test: one worker process runs both cells (a second one only imports torch again)
@@ -258,8 +259,8 @@ def check_study(table: Table, device: torch.device, quick: bool) -> None:
         result = run_study(study, scheduler=None, store=RunStore(tmp), workers=workers, threads_per_worker=None,
                            on_event=events.append)
         wall = time.perf_counter() - t0
-    started = next((e for e in events if e.get("kind") == "study_started"), {})
-    where = started.get("devices") or started.get("workers")
+    started = next((e for e in events if isinstance(e, StudyStarted)), None)
+    where = started and (started.devices or started.workers)
     done = len(result.run_ids) - len(result.failed)
     table.add("study", "two-cell study through Dask", f"{done} of 2 cells finished in {wall:.0f} s; workers: {where}"
               + (f"; failed: {result.failed}" if result.failed else ""), "2 of 2", done == 2 and not result.failed)

@@ -19,11 +19,12 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("data", "backbones", "features", "metrics", "finetune", "runs", "events", "config", "store",
                "projection", "export", "device", "analysis", "catalogue", "progress", "study", "archive",
-               "errors", "zoo", "monitor", "lessons")
+               "errors", "zoo", "monitor", "lessons", "status")
 _ATTRS = {
     "RunConfig": "lab.config:RunConfig",
     "run": "lab.runs:run",
     "RunStore": "lab.store:RunStore",
+    "RunStatus": "lab.status:RunStatus",
     "Cancelled": "lab._cancel:Cancelled",
     "Study": "lab.study:Study",
     "Monitor": "lab.monitor:Monitor",

@@ -23,6 +23,7 @@ import tarfile
 from pathlib import Path
 from typing import Iterable
 
+from lab.status import RunStatus
 from lab.store import RunStore, validate_run_id
 from lab.store.lookup import is_record, open_store, run_id_of
 
@@ -43,7 +44,7 @@ def _runs_to_tar(runs: Iterable, store: RunStore, fileobj) -> list[str]:
         raise ValueError("give at least one run id to pack; `python -m lab runs list` shows them")
     for run_id in ids:
         rec = store.load(run_id)              # RunNotFoundError names the store
-        if rec.status == "running":
+        if rec.status is RunStatus.RUNNING:
             raise ValueError(f"run {run_id!r} is still running; pack it once it has finished or been cancelled")
     with tarfile.open(fileobj=fileobj, mode="w:gz") as tar:
         manifest = json.dumps({"format": _FORMAT, "runs": ids}).encode()

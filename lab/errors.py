@@ -21,6 +21,8 @@ import tempfile
 import traceback as _traceback
 from pathlib import Path
 
+from lab.status import RunStatus
+
 __all__ = ["os_error_message", "find_os_error", "user_message", "keep_traceback", "is_bug_message",
            "UnknownNameError", "CheckpointError", "CheckpointNotFoundError", "NoImageRecordError", "not_recorded",
            "not_evaluated"]
@@ -109,10 +111,6 @@ def not_recorded(run_id: str | None, what: str, config_file: str | os.PathLike |
     return f"{run} has no {what}: it was recorded without {them}; {again} to get {them}"
 
 
-_ENDED_BEFORE = {"cancelled": "was cancelled", "failed": "failed", "interrupted": "was interrupted",
-                 "finished": "finished"}
-
-
 def not_evaluated(run_id: str | None, what: str, status: str) -> str:
     """The one line for something a stored run does not hold because it ended (``status``) before its first
     evaluation: nothing was measured, so there is nothing to hold (unlike :func:`not_recorded`, the version
@@ -122,7 +120,7 @@ def not_evaluated(run_id: str | None, what: str, status: str) -> str:
     "run 'r1' was cancelled before its first evaluation: it measured nothing, so it has no per-image record"
     """
     run = "this run" if run_id is None else f"run {run_id!r}"
-    ended = _ENDED_BEFORE.get(status, f"ended ({status})")
+    ended = RunStatus.phrase_of(status)
     return f"{run} {ended} before its first evaluation: it measured nothing, so it has no {what}"
 
 

@@ -12,8 +12,16 @@ sees the same sequence::
     RunFinished | RunFailed | RunCancelled
     (a run read back by lab.runs.follow may end with RunInterrupted instead)
 
+A study (:func:`lab.study.runner.run_study`) streams its own typed events, :class:`StudyEvent` objects::
+
+    StudyStarted
+      (per cell, from its worker)  CellStarted CellProgress* CellEpochFinished* CellRunEnded
+      (per cell, on the client)    CellDone | CellFailed
+    StudyCancelled                 (when it is stopped)
+
 Every event has a class-level ``kind`` string and ``to_dict()`` (JSON-safe:
-arrays become lists) so consumers can log or forward it.
+arrays become lists) so consumers can log or forward it. The four events that end
+a run also name the :class:`lab.RunStatus` it ends with (``RunCancelled.status``).
 """
 from __future__ import annotations
 
@@ -24,11 +32,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lab import catalogue
+from lab.status import RunStatus
 
 __all__ = [
     "Event", "RunStarted", "Progress", "EpochFinished", "LayerMetrics", "ClassMeans", "LayerConfidence",
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
     "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "RunInterrupted", "TERMINAL_KINDS",
+    "StudyEvent", "CellEvent", "StudyStarted", "CellStarted", "CellProgress", "CellEpochFinished", "CellRunEnded",
+    "CellDone", "CellFailed", "StudyCancelled", "study_event",
 ]
 
 
@@ -235,6 +246,7 @@ class LayerContribution(Event):
 @dataclass
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
+    status: ClassVar[RunStatus] = RunStatus.FINISHED
     seconds: float
     summary: dict = field(default_factory=dict)
 
@@ -242,6 +254,7 @@ class RunFinished(Event):
 @dataclass
 class RunFailed(Event):
     kind: ClassVar[str] = "run_failed"
+    status: ClassVar[RunStatus] = RunStatus.FAILED
     message: str
     seconds: float = 0.0
 
@@ -249,6 +262,7 @@ class RunFailed(Event):
 @dataclass
 class RunCancelled(Event):
     kind: ClassVar[str] = "run_cancelled"
+    status: ClassVar[RunStatus] = RunStatus.CANCELLED
     seconds: float = 0.0
     message: str = "cancelled by the user"
 
@@ -260,8 +274,138 @@ class RunInterrupted(Event):
     run always ends with one of the three above)."""
 
     kind: ClassVar[str] = "run_interrupted"
+    status: ClassVar[RunStatus] = RunStatus.INTERRUPTED
     seconds: float = 0.0
     message: str = "the process writing the run stopped without closing it"
 
 
 TERMINAL_KINDS = frozenset({RunFinished.kind, RunFailed.kind, RunCancelled.kind, RunInterrupted.kind})
+
+
+# ---------------------------------------------------------------------------------------------- studies
+
+@dataclass(frozen=True)
+class StudyEvent:
+    """Base class of a study's events (:func:`lab.study.runner.run_study`'s ``on_event``): the study's own, and
+    its cells' (:class:`CellEvent`). A worker sends its cell's events as ``to_dict()``; :func:`study_event`
+    reads them back."""
+
+    kind: ClassVar[str] = "study_event"
+
+    def to_dict(self) -> dict:
+        out = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.value if isinstance(value, RunStatus) else _jsonable(value)
+        return out
+
+
+@dataclass(frozen=True)
+class StudyStarted(StudyEvent):
+    """The study's cells are submitted (or none is left to run: then ``workers`` is None): how many there are,
+    how many run now and how many finished before; the cluster's workers, their threads and devices."""
+
+    kind: ClassVar[str] = "study_started"
+    total: int
+    todo: int
+    skipped: int
+    workers: int | None = None
+    threads: int | None = None
+    devices: tuple[str, ...] = ()         # each worker's device: "GPU 0", "cpu"
+    dashboard: str | None = None          # the Dask dashboard's address
+
+
+@dataclass(frozen=True)
+class StudyCancelled(StudyEvent):
+    """The study was stopped (Ctrl-C, the app's Stop): running cells are told to stop."""
+
+    kind: ClassVar[str] = "study_cancelled"
+
+
+@dataclass(frozen=True)
+class CellEvent(StudyEvent):
+    """Base class of the events of one cell (``cell``: its index in :meth:`lab.Study.cells`)."""
+
+    kind: ClassVar[str] = "cell_event"
+    cell: int
+
+
+@dataclass(frozen=True)
+class CellStarted(CellEvent):
+    """The cell's run started on a worker (process ``pid``), resolving ``layers`` layers."""
+
+    kind: ClassVar[str] = "cell_started"
+    run_id: str
+    layers: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class CellProgress(CellEvent):
+    """The cell's run is at ``done`` of ``total`` steps of ``stage`` (a worker sends one every few seconds)."""
+
+    kind: ClassVar[str] = "cell_progress"
+    stage: str
+    done: int
+    total: int
+    epoch: int | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class CellEpochFinished(CellEvent):
+    """The cell's run finished an epoch (its held-out seen accuracy, None when not measured)."""
+
+    kind: ClassVar[str] = "cell_epoch_finished"
+    epoch: int
+    seed: int
+    heldout_accuracy: float | None = None
+
+
+@dataclass(frozen=True)
+class CellRunEnded(CellEvent):
+    """The cell's run ended on its worker with ``status`` (its archive is on its way to the client)."""
+
+    kind: ClassVar[str] = "cell_run_ended"
+    run_id: str
+    status: RunStatus
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class CellDone(CellEvent):
+    """The cell's run is imported into the client's store, with the status it ended with (``message``: why, for a
+    run that did not finish)."""
+
+    kind: ClassVar[str] = "cell_done"
+    run_id: str
+    status: RunStatus
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class CellFailed(CellEvent):
+    """The cell could not be run on the cluster (its worker died after the retries, or raised): no run."""
+
+    kind: ClassVar[str] = "cell_failed"
+    message: str
+
+
+_STUDY_EVENTS = {cls.kind: cls for cls in (StudyStarted, StudyCancelled, CellStarted, CellProgress,
+                                           CellEpochFinished, CellRunEnded, CellDone, CellFailed)}
+
+
+def study_event(data: dict) -> StudyEvent:
+    """The :class:`StudyEvent` that ``data`` (its ``to_dict()``, as a worker sends it) describes; keys that are
+    none of its fields are left out (Dask's event log adds the sending ``worker``'s address)."""
+    cls = _STUDY_EVENTS.get(data.get("kind"))
+    if cls is None:
+        raise ValueError(f"a study event's kind must be one of {sorted(_STUDY_EVENTS)}; got {data.get('kind')!r}; "
+                         f"pass a StudyEvent's to_dict()")
+    names = {f.name for f in dataclasses.fields(cls)}
+    fields = {k: v for k, v in data.items() if k in names}
+    if "status" in fields:
+        fields["status"] = RunStatus(fields["status"])
+    if "devices" in fields:
+        fields["devices"] = tuple(fields["devices"])
+    return cls(**fields)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lab.status import RunStatus
 from lab.store.lookup import is_record, load_run
 
 __all__ = ["to_tensorboard", "to_mlflow", "metric_tag"]
@@ -183,7 +184,8 @@ def _add_embeddings(writer, record, seed: int, which: str, images, class_names: 
 
 # ---------------------------------------------------------------------------------------------- MLflow
 
-_MLFLOW_STATUS = {"finished": "FINISHED", "failed": "FAILED", "cancelled": "KILLED", "interrupted": "KILLED"}
+_MLFLOW_STATUS = {RunStatus.FINISHED: "FINISHED", RunStatus.FAILED: "FAILED", RunStatus.CANCELLED: "KILLED",
+                  RunStatus.INTERRUPTED: "KILLED"}
 
 
 def _params(record) -> dict[str, str]:

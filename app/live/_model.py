@@ -20,6 +20,7 @@ from lab import analysis
 from lab import events as ev
 from lab.catalogue import g_metric, metric_label
 from lab.monitor import is_monitored
+from lab.status import RunStatus
 
 __all__ = ["RunModel", "STAGE_LABELS", "verdict_html"]
 
@@ -113,8 +114,8 @@ class RunModel:
             return self._on_started(event)
         if kind == ev.Progress.kind:
             self.progress = event
-            if self.status in ("idle", "queued"):
-                self.status = "running"
+            if self.status in ("idle", "queued"):            # the view's own states before a run reports
+                self.status = RunStatus.RUNNING
             return {"progress"}
         if kind in (ev.LayerMetrics.kind, ev.LayerConfidence.kind):
             split = getattr(event, "split", "unseen")     # the bootstrap's rows are of the unseen images
@@ -168,13 +169,9 @@ class RunModel:
             return {"verdict"}
         if kind == ev.RunFinished.kind:
             self.summary = dict(event.summary or {})
-            return self._end("finished", "", event.seconds)
-        if kind == ev.RunFailed.kind:
-            return self._end("failed", event.message, event.seconds)
-        if kind == ev.RunCancelled.kind:
-            return self._end("cancelled", event.message, event.seconds)
-        if kind == ev.RunInterrupted.kind:
-            return self._end("interrupted", event.message, event.seconds)
+            return self._end(event.status, "", event.seconds)
+        if kind in (ev.RunFailed.kind, ev.RunCancelled.kind, ev.RunInterrupted.kind):
+            return self._end(event.status, event.message, event.seconds)
         return set()
 
     def _grow(self, epoch) -> None:
@@ -200,11 +197,11 @@ class RunModel:
         if epochs is None:
             epochs = 0 if self.config.get("strategy") == "none" else 3
         self.n_epochs = int(epochs)
-        self.status = "running"
+        self.status = RunStatus.RUNNING
         self.started_at = self.started_at or time.monotonic()
         return {"status", "progress", "curves", "heatmap", "projection", "training", "utilization", "verdict"}
 
-    def _end(self, status: str, message: str, seconds: float | None = None) -> set[str]:
+    def _end(self, status: RunStatus, message: str, seconds: float | None = None) -> set[str]:
         self.status = status
         self.message = message or ""
         self.ended_at = time.monotonic()
@@ -215,8 +212,8 @@ class RunModel:
 
     @property
     def ended(self) -> bool:
-        """The run has ended: finished, failed, cancelled or interrupted."""
-        return self.status in ("finished", "failed", "cancelled", "interrupted")
+        """The run has ended: finished, failed, cancelled or interrupted (:attr:`lab.RunStatus.ended`)."""
+        return RunStatus.has_ended(self.status)
 
     # ------------------------------------------------------------------ frames
     @property
@@ -360,7 +357,7 @@ class RunModel:
 
     def fraction_done(self) -> float:
         """Fraction of (seed, epoch) evaluations finished, refined by the training progress."""
-        if self.status == "finished":
+        if self.status == RunStatus.FINISHED:
             return 1.0
         if self.open_ended:
             return 0.0                  # no planned end: the status line counts the evaluations instead
@@ -371,7 +368,7 @@ class RunModel:
 
         None until a training epoch is at least a fifth done (an earlier guess would mislead).
         """
-        if self.started_at is None or self.status != "running" or not self._epoch_times or self.open_ended:
+        if self.started_at is None or self.status != RunStatus.RUNNING or not self._epoch_times or self.open_ended:
             return None
         now = now or time.monotonic()
         remaining = self.epochs_total - self.epochs_done

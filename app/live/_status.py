@@ -11,11 +11,15 @@ import math
 import time
 
 from lab.runs.timings import describe
+from lab.status import RunStatus
 
 from ._model import STAGE_LABELS, RunModel
 
 __all__ = ["PLACEHOLDER", "UNMEASURED", "end_message", "ended_unmeasured", "fmt_seconds", "placeholder_html",
-           "probe_html", "status_html"]
+           "probe_html", "status_html", "under_way"]
+
+_VIEW_PENDING = ("starting", "queued", "stopping")
+"""The live view's own states around a run (no run statuses): started or queued here, or told to stop."""
 
 PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
                "Choose a preset (or your own settings) on the left and press <b>Run</b>. "
@@ -23,6 +27,12 @@ PLACEHOLDER = ("<div style='color:#666;padding:24px 8px;font-size:14px'>"
 """What the view shows before its first run."""
 UNMEASURED = "The run ended before any layer was measured: no curves, heatmap or layouts to draw."
 """What the view shows in place of the plots of a run that ended before measuring anything (the alert says why)."""
+
+
+def under_way(status: str) -> bool:
+    """The live view's ``status`` is of a run going on: running (:attr:`lab.RunStatus.active`), or the view's own
+    starting, queued or stopping."""
+    return status in _VIEW_PENDING or RunStatus.is_active(status)
 
 
 def ended_unmeasured(model: RunModel) -> bool:
@@ -58,7 +68,7 @@ def status_html(model: RunModel, status: str, message: str = "", *, pinned: bool
     if m.run_id:
         parts.append(f"run <code>{html.escape(m.run_id)}</code>")
     p = m.progress
-    if status == "running" and p is not None and p.stage == "evaluate":      # a run followed from the store
+    if RunStatus.is_active(status) and p is not None and p.stage == "evaluate":      # a run followed from the store
         done = f"{m.epochs_done} evaluation{'s' if m.epochs_done != 1 else ''}"
         if m.open_ended:
             parts.append(f"{done} so far, the latest at {m.axis} {p.epoch} (as the training loop numbers them)")
@@ -67,7 +77,7 @@ def status_html(model: RunModel, status: str, message: str = "", *, pinned: bool
                          + (f" (seed {p.seed})" if len(m.seeds) > 1 else ""))
         if m.epoch_timings:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
-    elif status in ("running", "stopping") and p is not None:
+    elif (RunStatus.is_active(status) or status == "stopping") and p is not None:
         stage = STAGE_LABELS.get(p.stage, p.stage)
         where = []
         if p.seed is not None and len(m.seeds) > 1:
@@ -80,7 +90,7 @@ def status_html(model: RunModel, status: str, message: str = "", *, pinned: bool
             parts.append(f"about {fmt_seconds(eta)} left")
         if m.epoch_timings:
             parts.append(f"last epoch {html.escape(describe(m.epoch_timings))}")
-    elif status in ("finished", "cancelled", "failed", "interrupted") and (m.seconds or (m.started_at and m.ended_at)):
+    elif RunStatus.has_ended(status) and (m.seconds or (m.started_at and m.ended_at)):
         parts.append(f"after {fmt_seconds(m.seconds if m.seconds else m.ended_at - m.started_at)}")
     if message and (pinned or status in ("starting", "queued", "idle", "stopping")):
         parts.append(html.escape(message))
@@ -90,10 +100,10 @@ def status_html(model: RunModel, status: str, message: str = "", *, pinned: bool
 def end_message(model: RunModel) -> str:
     """Markdown for a failed, cancelled or interrupted run: why it ended and what of it was measured."""
     m = model
-    if m.status == "failed":
-        head = f"**The run failed:** {m.message}"
-    elif m.status == "interrupted":
-        head = f"**The run was interrupted:** {m.message}."
+    if m.status == RunStatus.FAILED:
+        head = f"**The run {RunStatus.FAILED.phrase}:** {m.message}"
+    elif m.status == RunStatus.INTERRUPTED:
+        head = f"**The run {RunStatus.INTERRUPTED.phrase}:** {m.message}."
     else:
         head = f"**Run cancelled** ({m.message or 'stopped'})."
     frame = m.metrics

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lab import catalogue
+from lab.status import RunStatus
 
 from app.base import ThumbnailSource, plots
 
@@ -15,8 +16,6 @@ from ._model import RunModel
 
 __all__ = ["HEATMAP_METRICS", "curve_specs", "curves_data", "has_seen_split", "heatmap_data", "projection_data",
            "cka_initial_data", "training_gaps"]
-
-_ENDED = {"finished": "finished", "failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted"}
 
 HEATMAP_METRICS = catalogue.METRICS
 """Metrics the layer × epoch heatmap can show: every metric of lab.catalogue, in its display order (the live
@@ -70,7 +69,7 @@ def training_gaps(model: RunModel) -> dict[str, str]:
     ended without any, a run still training whose first training epoch has not ended (its plot comes back when it
     does); also a value measured at one evaluation only (a line of one point draws nothing: the sentence gives it)."""
     t = model.training
-    if not len(t) and model.status not in _ENDED:
+    if not len(t) and not model.ended:
         return {}                               # nothing evaluated yet: the plots wait for the first evaluation
     loss = t[t["train_loss"].notna()] if len(t) else t
     points = _most_per_seed(t, "heldout_accuracy", "train_accuracy")     # a line per seed: its points
@@ -82,7 +81,7 @@ def training_gaps(model: RunModel) -> dict[str, str]:
         if len(t) and not points:
             out["accuracy"] = ("No seen accuracy: the loop passed no train_accuracy to evaluate; "
                                "mon.evaluate(..., train_accuracy=accuracy) draws it here.")
-    elif model.status not in _ENDED:            # still training: what comes next fills them
+    elif not model.ended:                       # still training: what comes next fills them
         if not len(loss):
             out["loss"] = "No training loss yet: it comes when the first training epoch ends."
         if points < 2:
@@ -91,7 +90,7 @@ def training_gaps(model: RunModel) -> dict[str, str]:
     else:
         trains = model.config.get("strategy", "full") != "none"
         why = ("strategy none trains nothing; a run with a training strategy draws them here" if not trains else
-               f"the run {_ENDED.get(model.status, model.status)} before its first training epoch ended; a run "
+               f"the run {RunStatus.phrase_of(model.status)} before its first training epoch ended; a run "
                f"that trains an epoch draws it here")
         if not len(loss):
             out["loss"] = f"No training loss: {why}."
@@ -118,7 +117,7 @@ def training_gaps(model: RunModel) -> dict[str, str]:
                            for row in loss.itertuples())
         epoch = int(loss["epoch"].iloc[0])
         out["loss"] = (f"Training loss {values} at {model.axis} {epoch}: one value{' per seed' if len(loss) > 1 else ''}"
-                       f", no curve" + ("; the next training epoch draws one." if model.status not in _ENDED
+                       f", no curve" + ("; the next training epoch draws one." if not model.ended
                                         else "."))
     return out
 
@@ -127,8 +126,8 @@ def _before_training(model: RunModel, ended: str, waiting: str) -> str:
     """The sentence of a training measure taken at the first evaluation only: ``ended`` and that the run ended
     before its first training epoch did, or ``waiting`` and what brings it (a loop's next evaluation, or the next
     training epoch)."""
-    if model.status in _ENDED and not model.open_ended:
-        return f"{ended}: the run {_ENDED[model.status]} before its first training epoch ended."
+    if model.ended and not model.open_ended:
+        return f"{ended}: the run {RunStatus.phrase_of(model.status)} before its first training epoch ended."
     return f"{waiting} with the next {'evaluation' if model.open_ended else 'training epoch'}."
 
 

@@ -28,6 +28,7 @@ import param
 
 from lab import catalogue
 from lab import events as ev
+from lab.status import RunStatus
 
 from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
 from app.collapse import CollapseView
@@ -44,7 +45,7 @@ from ._picker import LayoutPicker
 from ._render import LiveRenderers
 from ._probe import live_probe
 from ._status import (PLACEHOLDER, UNMEASURED, end_message, ended_unmeasured, placeholder_html, probe_html,
-                      status_html)
+                      status_html, under_way)
 from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView"]
@@ -203,10 +204,10 @@ class LiveView(pn.viewable.Viewer):
 
     def settle(self) -> None:
         """After the worker has ended: show the run's final status (clears a pending "stopping")."""
-        if self.model.status in ("finished", "failed", "cancelled", "interrupted"):
+        if self.model.ended:
             self._set_status(self.model.status)
-        elif self.status in ("stopping", "starting", "queued", "running"):
-            self._set_status("cancelled")
+        elif under_way(self.status):
+            self._set_status(RunStatus.CANCELLED)
         self._refresh_status()
 
     def set_thumbnails(self, source: ThumbnailSource | None) -> None:
@@ -450,15 +451,15 @@ class LiveView(pn.viewable.Viewer):
     def _refresh_status(self) -> None:
         m = self.model
         self._status_md.object = status_html(m, self.status, self._message, pinned=self._notice is not None)
-        running = self.status in ("running", "starting", "queued", "stopping")
+        running = under_way(self.status)
         self._progress.param.update(
             value=int(1000 * m.fraction_done()) if self.status != "queued" else 0,
             active=self.status in ("starting", "queued") or (running and m.epochs_done == 0 and not m.progress),
             visible=(running and not m.open_ended) or (self.status == "finished" and not m.open_ended),
         )
-        if m.status in ("failed", "cancelled", "interrupted"):
+        if m.ended and m.status != RunStatus.FINISHED:
             self._alert.param.update(object=end_message(m), visible=True,
-                                     alert_type="danger" if m.status == "failed" else "warning")
+                                     alert_type="danger" if m.status == RunStatus.FAILED else "warning")
             if not self.streams and self._placeholder is not None:
                 self._placeholder.object = placeholder_html(
                     "The run ended before any layer was measured; see the message above.")

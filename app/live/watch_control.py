@@ -16,6 +16,8 @@ from pathlib import Path
 import panel as pn
 import param
 
+from lab.status import RunStatus
+
 from app.base import notify as _notify
 
 from .view import LiveView
@@ -24,8 +26,6 @@ __all__ = ["WatchControl", "running_runs", "watched_settings_html"]
 
 _SETTINGS = (("dataset", "dataset"), ("backbone", "backbone"), ("strategy", "strategy"), ("epochs", "epochs"),
              ("pooling", "pooling"), ("metrics", "metrics"))
-_ENDED_BEFORE = {"failed": "failed", "cancelled": "was cancelled", "interrupted": "was interrupted",
-                 "finished": "ended"}
 
 _EMPTY = ("No run is being written now. A run appears here while it runs: <code>lab.Monitor</code> in a "
           "training loop, <code>python -m lab run</code>, a study's worker.")
@@ -49,7 +49,7 @@ def watched_settings_html(live: LiveView) -> str:
     elif ours and m.ended:
         # it ended before its RunStarted: no layers or classes were resolved; what it was given, the store keeps
         config = _stored_config(live.store, run_id)
-        why = f"It {_ENDED_BEFORE.get(m.status, m.status)} before it started: it resolved no layers or classes. "
+        why = f"It {RunStatus.phrase_of(m.status)} before it started: it resolved no layers or classes. "
         what = why + (_configured(_settings(config, given=True)) if config else
                       "It recorded no settings, so there are none to show. ")
     else:

@@ -15,6 +15,8 @@ import holoviews as hv
 import panel as pn
 import param
 
+from lab import events as ev
+
 from app.base import resources
 from app.base import DocDispatcher
 
@@ -230,11 +232,11 @@ class StudiesPanel(pn.viewable.Viewer):
     def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher) -> None:
         from lab.study import figures
 
-        def on_event(msg: dict) -> None:
-            if msg.get("kind") in ("cell_done", "cell_failed"):
+        def on_event(event: ev.StudyEvent) -> None:
+            if isinstance(event, (ev.CellDone, ev.CellFailed)):
                 dispatcher.push({"kind": "figures", "status": study.status(store=self.store),
                                  "figs": figures(study, store=self.store)})
-            dispatcher.push(msg, urgent=msg.get("kind") != "progress")
+            dispatcher.push(event, urgent=not isinstance(event, ev.CellProgress))
 
         def on_wait(holder: str) -> None:
             dispatcher.push({"kind": "queued", "text": f"Queued: a device is busy with another run ({holder}); "
@@ -257,23 +259,19 @@ class StudiesPanel(pn.viewable.Viewer):
         dispatcher.push({"kind": "done", "text": text}, urgent=True)
 
     def _apply(self, items: list) -> None:
-        newest = max((i for i, m in enumerate(items) if m.get("kind") == "figures"), default=None)
+        """Show a batch of the study's events (:class:`lab.events.StudyEvent`) and of this panel's own messages
+        (dicts: "queued", "figures", "done")."""
+        own = [m if isinstance(m, dict) else {} for m in items]
+        newest = max((i for i, m in enumerate(own) if m.get("kind") == "figures"), default=None)
         for i, msg in enumerate(items):
-            kind, cell = msg.get("kind"), msg.get("cell")
+            if isinstance(msg, ev.StudyEvent):
+                self._apply_event(msg)
+                continue
+            kind = msg.get("kind")
             if kind == "figures" and i != newest:
                 continue                  # only the newest figures of a batch are worth drawing
             if kind == "queued":
                 self.message.object = msg["text"]
-            elif kind == "study_started":
-                self.progress.value = msg.get("skipped", 0)
-                self.message.object = (f"Running {msg.get('todo', 0)} run(s) on {msg.get('workers', '?')} local "
-                                       f"worker(s); {msg.get('skipped', 0)} finished before.")
-            elif kind == "progress" and cell is not None:
-                epoch = f"epoch {msg['epoch']} " if msg.get("epoch") is not None else ""
-                self._lines[cell] = f"{epoch}{msg['stage']} {msg['done']}/{msg['total']}"
-            elif kind in ("cell_done", "cell_failed"):
-                self._lines.pop(cell, None)
-                self.progress.value = min(self.progress.max, self.progress.value + 1)
             elif kind == "figures":
                 self._show(msg["status"], msg["figs"])
             elif kind == "done":
@@ -285,6 +283,19 @@ class StudiesPanel(pn.viewable.Viewer):
         labels = getattr(self, "_labels", {})
         self.running_lines.object = "\n".join(f"- cell {c + 1} ({labels.get(c, '')}): {text}"
                                               for c, text in sorted(self._lines.items()))
+
+    def _apply_event(self, event: ev.StudyEvent) -> None:
+        if isinstance(event, ev.StudyStarted):
+            self.progress.value = event.skipped
+            workers = "?" if event.workers is None else event.workers
+            self.message.object = (f"Running {event.todo} run(s) on {workers} local "
+                                   f"worker(s); {event.skipped} finished before.")
+        elif isinstance(event, ev.CellProgress):
+            epoch = f"epoch {event.epoch} " if event.epoch is not None else ""
+            self._lines[event.cell] = f"{epoch}{event.stage} {event.done}/{event.total}"
+        elif isinstance(event, (ev.CellDone, ev.CellFailed)):
+            self._lines.pop(event.cell, None)
+            self.progress.value = min(self.progress.max, self.progress.value + 1)
 
     def __panel__(self):
         controls = pn.Row(pn.widgets.Select.from_param(self.param.spec, name="Study spec", width=260,

@@ -10,6 +10,7 @@ from lab import analysis
 from lab import events as ev
 from lab.catalogue import g_metric, metric_label
 from lab.errors import not_recorded
+from lab.status import RunStatus
 from lab.cli._common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_with_actions, fmt, law_lines, one_line,
                              store_of)
 
@@ -167,7 +168,8 @@ def _cmd_show(args) -> int:
     if table is not None:
         print(f"layers at epoch {epoch} (mean over seeds):")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
-    _print_timings(meta.get("timings"), ended=rec.status not in ("running", "interrupted"))
+    status = RunStatus.read(rec.status)           # None: damaged, so no timings to wait for
+    _print_timings(meta.get("timings"), ended=status is None or status.closed)
     return EXIT_OK
 
 

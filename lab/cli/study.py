@@ -5,7 +5,9 @@ import os
 import sys
 import threading
 
+from lab import events as ev
 from lab.cli._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, command_with_actions, store_of
+from lab.status import RunStatus
 
 __all__ = ["add_study_parser"]
 
@@ -44,40 +46,41 @@ class _StudyConsole:
         self.bars: dict[int, object] = {}
         self.labels: dict[int, str] = {}
 
-    def handle(self, msg: dict) -> None:
+    def handle(self, event: ev.StudyEvent) -> None:
         with self._lock:
-            kind, cell = msg.get("kind"), msg.get("cell")
-            if kind == "study_started":
-                self.overall.update(msg.get("skipped", 0))
-                where = f", dashboard {msg['dashboard']}" if msg.get("dashboard") else ""
-                self._write(f"{msg.get('todo', 0)} run(s) to do, {msg.get('skipped', 0)} already finished"
-                            + (f"; {msg['workers']} worker(s) x {msg['threads']} thread(s)" if "workers" in msg else "")
-                            + (f" on {', '.join(msg['devices'])}"        # CPU studies: as before
-                               if any(d != "cpu" for d in msg.get("devices", ())) else "")
+            if isinstance(event, ev.StudyStarted):
+                self.overall.update(event.skipped)
+                where = f", dashboard {event.dashboard}" if event.dashboard else ""
+                self._write(f"{event.todo} run(s) to do, {event.skipped} already finished"
+                            + (f"; {event.workers} worker(s) x {event.threads} thread(s)"
+                               if event.workers is not None else "")
+                            + (f" on {', '.join(event.devices)}"        # CPU studies: as before
+                               if any(d != "cpu" for d in event.devices) else "")
                             + where)
-            elif kind == "progress" and cell is not None:
+            elif isinstance(event, ev.CellProgress):
+                cell, total = event.cell, max(int(event.total), 1)
                 bar = self.bars.get(cell)
                 if bar is None:
-                    bar = self._tqdm(total=max(int(msg["total"]), 1), position=len(self.bars) + 1, leave=False,
+                    bar = self._tqdm(total=total, position=len(self.bars) + 1, leave=False,
                                      disable=self._disable, file=sys.stderr, dynamic_ncols=True, unit="step")
                     self.bars[cell] = bar
-                if bar.total != max(int(msg["total"]), 1):
-                    bar.reset(total=max(int(msg["total"]), 1))
-                epoch = f" epoch {msg['epoch']}" if msg.get("epoch") is not None else ""
-                bar.set_description(f"{self.labels.get(cell, f'cell {cell + 1}')}:{epoch} {msg['stage']}")
-                bar.n = int(msg["done"])
+                if bar.total != total:
+                    bar.reset(total=total)
+                epoch = f" epoch {event.epoch}" if event.epoch is not None else ""
+                bar.set_description(f"{self.labels.get(cell, f'cell {cell + 1}')}:{epoch} {event.stage}")
+                bar.n = int(event.done)
                 bar.refresh()
-            elif kind in ("cell_done", "cell_failed"):
-                bar = self.bars.pop(cell, None)
+            elif isinstance(event, (ev.CellDone, ev.CellFailed)):
+                bar = self.bars.pop(event.cell, None)
                 if bar is not None:
                     bar.close()
                 self.overall.update(1)
-                label = self.labels.get(cell, f"cell {cell + 1}")
-                if kind == "cell_done":
-                    extra = f": {msg['message']}" if msg.get("status") != "finished" and msg.get("message") else ""
-                    self._write(f"{label}: {msg.get('status')} (run {msg.get('run_id')}){extra}")
+                label = self.labels.get(event.cell, f"cell {event.cell + 1}")
+                if isinstance(event, ev.CellDone):
+                    extra = f": {event.message}" if event.status is not RunStatus.FINISHED and event.message else ""
+                    self._write(f"{label}: {event.status} (run {event.run_id}){extra}")
                 else:
-                    self._write(f"{label}: failed on the cluster: {msg.get('message')}")
+                    self._write(f"{label}: failed on the cluster: {event.message}")
 
     def _write(self, text: str) -> None:
         self._tqdm.write(text, file=sys.stdout)

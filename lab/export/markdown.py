@@ -15,6 +15,7 @@ from typing import Any
 
 from lab import analysis
 from lab.export.tables import run_axis
+from lab.status import RunStatus
 
 __all__ = ["escape_markdown", "run_summary_markdown", "comparison_markdown", "config_dict"]
 
@@ -22,14 +23,14 @@ _HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&
 _BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 _MAX_LISTED_CLASSES = 24
 _STATUS_NOTES = {        # {units}: what the run's epoch numbers count, "epochs" or "steps" (tables.run_axis)
-    "running": ("⚠️ **still running**: this notebook shows the {units} completed when it was "
+    RunStatus.RUNNING: ("⚠️ **still running**: this notebook shows the {units} completed when it was "
                 "exported; execute it again (or export again) to see later {units}."),
-    "interrupted": ("⚠️ **interrupted**: the process stopped before the run finished (it was "
+    RunStatus.INTERRUPTED: ("⚠️ **interrupted**: the process stopped before the run finished (it was "
                     "killed, crashed or lost its machine); every completed {unit} is shown, the "
                     "rest is missing."),
-    "failed": "❌ **failed**: the run stopped with an error; the {units} completed before it are shown.",
-    "cancelled": "⏹ **cancelled**: the run was stopped by the user; the {units} completed before it are shown.",
-    "finished": "✅ finished",
+    RunStatus.FAILED: "❌ **failed**: the run stopped with an error; the {units} completed before it are shown.",
+    RunStatus.CANCELLED: "⏹ **cancelled**: the run was stopped by the user; the {units} completed before it are shown.",
+    RunStatus.FINISHED: "✅ finished",
 }
 
 
@@ -188,7 +189,7 @@ def run_summary_markdown(index: int, record, store_root: Path) -> str:
     note = (_STATUS_NOTES[status].format(unit=escape_markdown(axis), units=escape_markdown(axis + "s"))
             if status in _STATUS_NOTES else f"**{escape_markdown(status)}**")
     status_text = f"**{escape_markdown(status)}**" if status != "finished" else "finished"
-    if status in ("running", "interrupted", "failed", "cancelled"):
+    if status != RunStatus.FINISHED and RunStatus.read(status) is not None:
         status_text = note + (f" Epochs completed: {_epochs_done(record)} of {escape_markdown(n_epochs)}."
                               if axis == "epoch" else
                               f" Last {escape_markdown(axis)} evaluated: {escape_markdown(summary.get('epoch'))}.")

@@ -14,8 +14,8 @@ model as a :class:`lab.backbones.Backbone` (:func:`lab.backbones.wrap.wrap`), an
 epoch of :func:`lab.run` does: metrics per layer with bootstrap intervals, the per-image record, PCA (or UMAP)
 layouts, CKA of each layer to its features at the first evaluation, utilization (distance of each tap's
 weights from their values when the block was entered), and the per-phase timings. The run reads like any
-run of :class:`lab.RunStore` (status "running", then "finished"; "failed" with the exception's message when
-the block raises; "cancelled" on KeyboardInterrupt).
+run of :class:`lab.RunStore` (:class:`lab.RunStatus` "running", then "finished"; "failed" with the exception's
+message when the block raises; "cancelled" on KeyboardInterrupt).
 
 What the run's config says: strategy ``"none"`` (lab trained nothing: the researcher's loop did), dataset
 ``"monitor:<the unseen images>"``, backbone ``"monitor:<model class>"``, the layers and metrics measured; the
@@ -42,6 +42,7 @@ from torch import nn
 
 from lab.monitor._eval_set import EvalSet, eval_set, thumbnail_images
 from lab.backbones.wrap import layer_names, model_device, model_kind, unwrap, wrap
+from lab.status import RunStatus
 
 __all__ = ["Monitor", "MonitorClosedError", "is_main_process", "UNITS"]
 
@@ -385,7 +386,7 @@ class Monitor:
         ctx = self.ctx
         if getattr(self, "_beating", None) is not None:
             self._beating.set()
-        status, message, tb = "finished", None, None
+        status, message, tb = RunStatus.FINISHED, None, None
         try:
             if exc is None:
                 for event in self._projections.finish():        # the last evaluation's UMAP layouts
@@ -394,9 +395,9 @@ class Monitor:
         except Exception as err:                                    # noqa: BLE001 - recorded as the run's failure
             exc = err
         if isinstance(exc, KeyboardInterrupt):
-            status, message = "cancelled", "interrupted (KeyboardInterrupt)"
+            status, message = RunStatus.CANCELLED, "interrupted (KeyboardInterrupt)"
         elif exc is not None:
-            status = "failed"
+            status = RunStatus.FAILED
             message = user_message(exc, folder=ctx.recorder.path)
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         state = getattr(self, "_seed_state", None)

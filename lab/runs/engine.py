@@ -32,6 +32,7 @@ from lab.runs.evaluation import Evaluator
 from lab.runs.projections import Projections
 from lab.runs.training import Trainer
 from lab.runs.worker import CancelToken
+from lab.status import RunStatus
 
 __all__ = ["run"]
 
@@ -92,21 +93,21 @@ class _Engine:
             yield from self._run()
         except GeneratorExit as exc:
             _forget_frames(exc)
-            self._close("cancelled", "closed by the consumer before the run finished")
+            self._close(RunStatus.CANCELLED, "closed by the consumer before the run finished")
             raise
         except KeyboardInterrupt as exc:
             _forget_frames(exc)
-            self._close("cancelled", "interrupted (KeyboardInterrupt)")
+            self._close(RunStatus.CANCELLED, "interrupted (KeyboardInterrupt)")
             raise
         except Cancelled as exc:
             _forget_frames(exc)
             message = "cancelled by the user"
-            self._close("cancelled", message)
+            self._close(RunStatus.CANCELLED, message)
             ending = RunCancelled(self.run_id, seconds=time.perf_counter() - self.t0, message=message)
         except BaseException as exc:   # noqa: BLE001 - every failure becomes one event
             message = _failure_message(exc, folder=self.ctx.recorder.path if self.ctx is not None else None,
                                        store_root=self._store_root())
-            self._close("failed", message, tb=traceback.format_exc())
+            self._close(RunStatus.FAILED, message, tb=traceback.format_exc())
             _forget_frames(exc)
             ending = RunFailed(self.run_id, message=message, seconds=time.perf_counter() - self.t0)
         finally:
@@ -114,7 +115,7 @@ class _Engine:
         if ending is not None:         # after the release: a consumer that starts the next run has the memory
             yield ending
             return
-        self._close("finished", None)
+        self._close(RunStatus.FINISHED, None)
         yield RunFinished(self.run_id, seconds=time.perf_counter() - self.t0, summary=self.summary)
 
     def _release(self) -> None:
@@ -141,7 +142,7 @@ class _Engine:
             root = default_root()
         return root
 
-    def _close(self, status: str, message: str | None, tb: str | None = None) -> None:
+    def _close(self, status: RunStatus, message: str | None, tb: str | None = None) -> None:
         """Mark the run in the store with what it measured so far; never raises."""
         if self.ctx is not None:
             self.summary = close_run(self.ctx, status, message, epochs=self.cfg.n_epochs,

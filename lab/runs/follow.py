@@ -26,6 +26,7 @@ from typing import Iterator
 
 from lab import events as ev
 from lab.runs.results import Results, _finite, read_training_row
+from lab.status import RunStatus
 
 __all__ = ["RunFollower", "follow"]
 
@@ -81,7 +82,8 @@ class RunFollower:
         record = self.store.load(self.run_id, damaged_ok=True)
         out: list[ev.Event] = []
         status = record.status
-        terminal = status not in ("running", "unknown")
+        # a word that is no status ("damaged") ends the follow too, except "unknown": meta.json not written yet
+        terminal = status != "unknown" and not RunStatus.is_active(status)
         if not self._started:
             start = self._run_started(record)
             if start is None and not terminal:
@@ -193,21 +195,21 @@ class RunFollower:
                 out += self._metric_events(rows, int(seed), int(epoch))
         return out
 
-    def _end(self, record, status: str) -> ev.Event:
+    def _end(self, record, status: RunStatus | str) -> ev.Event:
         meta = record.meta
         seconds = _seconds_between(meta.get("started"), meta.get("ended") or meta.get("updated"))
         message = meta.get("message") or ""
-        if status == "finished":
+        if status == RunStatus.FINISHED:
             return ev.RunFinished(self.run_id, seconds=seconds, summary=dict(meta.get("summary") or {}))
-        if status == "cancelled":
-            return ev.RunCancelled(self.run_id, seconds=seconds, message=message or "cancelled")
-        if status == "interrupted":
+        if status == RunStatus.CANCELLED:
+            return ev.RunCancelled(self.run_id, seconds=seconds, message=message or RunStatus.CANCELLED.value)
+        if status == RunStatus.INTERRUPTED:
             done = sorted({e for _, e in self._done})
             last = f"its last completed evaluation is epoch {done[-1]}" if done else "no evaluation completed"
             return ev.RunInterrupted(self.run_id, seconds=seconds,
                                      message=f"the process writing it stopped without closing the run ({last})")
-        if status == "failed":
-            return ev.RunFailed(self.run_id, message=message or "failed", seconds=seconds)
+        if status == RunStatus.FAILED:
+            return ev.RunFailed(self.run_id, message=message or RunStatus.FAILED.value, seconds=seconds)
         return ev.RunFailed(self.run_id, message=f"the run cannot be read ({record.damage or status})",
                             seconds=seconds)
 

@@ -65,14 +65,14 @@ from lab.store import _files
 from lab.store._files import (_TMP_PREFIX, _fsync_dir, _now, _one_line, _parse_time, _proc_start_time, _read_json,
                               _versions, _write_json)
 from lab.store._images import ImageRecord
-from lab.store._record import (STALE_AFTER, STATUSES, TERMINAL_STATUSES, RunRecord, _derived_status, _load_config,
-                               _read_run_files)
+from lab.status import RunStatus
+from lab.store._record import STALE_AFTER, RunRecord, _derived_status, _load_config, _read_run_files
 from lab.store._tables import _damaged_parts, _empty
 from lab.store._writer import RunWriter
 
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "ImageRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
-    "default_root", "STATUSES", "TERMINAL_STATUSES", "STALE_AFTER",
+    "default_root", "STALE_AFTER",
     "read_json", "write_json",
 ]
 
@@ -275,12 +275,12 @@ class RunStore:
         rows = []
         for run_id in self.ids():
             try:
-                if _derived_status(_read_json(self.path(run_id) / "meta.json")) != "running":
+                if _derived_status(_read_json(self.path(run_id) / "meta.json")) is not RunStatus.RUNNING:
                     continue                        # most runs have ended: their config is not read
                 rec = self.load(run_id, damaged_ok=True)
             except Exception:                       # noqa: BLE001 - written or deleted right now: not listed
                 continue
-            if rec.status != "running" or rec.problems:
+            if rec.status is not RunStatus.RUNNING or rec.problems:
                 continue
             cfg = rec.config_dict
             rows.append({"run_id": run_id, "name": rec.name, "dataset": cfg.get("dataset"),
@@ -303,7 +303,7 @@ class RunStore:
         for p in candidates:
             try:
                 rec = self.load(p.name, damaged_ok=True)
-                summ = rec.meta.get("summary") if rec.status in TERMINAL_STATUSES else None
+                summ = rec.meta.get("summary") if RunStatus.has_ended(rec.status) else None
                 if rec.problems:
                     summ = {}
                 elif not isinstance(summ, dict):
@@ -314,7 +314,7 @@ class RunStore:
             cfg = rec.config_dict
             seeds = cfg.get("seeds")
             rows.append({
-                "run_id": rec.run_id, "name": rec.name, "status": rec.status,
+                "run_id": rec.run_id, "name": rec.name, "status": str(rec.status),
                 "dataset": cfg.get("dataset"), "backbone": cfg.get("backbone"),
                 "strategy": cfg.get("strategy"), "epochs": _epochs(rec),
                 "seeds": ",".join(map(str, seeds)) if isinstance(seeds, (list, tuple)) else seeds,
@@ -356,7 +356,7 @@ class RunStore:
                 meta = _read_json(path / "meta.json")
             except (OSError, ValueError):
                 meta = None               # damaged: deleting it is what the user wants
-            if isinstance(meta, dict) and _derived_status(meta) == "running":
+            if isinstance(meta, dict) and _derived_status(meta) is RunStatus.RUNNING:
                 raise ValueError(f"run {run_id!r} is still running (pid {meta.get('pid')} on "
                                  f"{meta.get('host')}); cancel it first, or delete it anyway with force=True "
                                  f"(`python -m lab runs delete {run_id} --force`)")

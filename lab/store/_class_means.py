@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import not_evaluated, not_recorded
+from lab.status import RunStatus
 from lab.store._files import _atomic_file
 
 __all__ = ["CLASS_MEANS_DIR", "CLASS_MEANS_COLUMNS", "write_class_means", "read_class_means", "class_means_file",
@@ -100,7 +101,7 @@ def class_means_problem(run_id: str, run_path: Path, status: str, frame: pd.Data
     folder = run_path.joinpath(*CLASS_MEANS_DIR)
     if folder.is_dir() and any(folder.glob("s*-e*.npz")):
         return f"run {run_id!r}: its class-means files are damaged; run it again to get new ones"
-    if status == "running":
+    if status == RunStatus.RUNNING:
         return f"run {run_id!r} has not finished an evaluation yet; its class means come with the first"
     if not evaluated:
         return not_evaluated(run_id, "class means", status)

@@ -16,13 +16,12 @@ import pandas as pd
 from lab.analysis.summary import summarize_run   # not lab.analysis: its images and agreement read runs from lab.store
 from lab.catalogue import per_image_metric
 from lab.errors import not_evaluated, not_recorded
+from lab.status import RunStatus
 from lab.store._class_means import class_means_problem, read_class_means
 from lab.store._files import _layer_file, _one_line, _parse_time, _pid_alive, _read_json
 from lab.store._images import IMAGES_TABLE, ImageRecord, image_record_parts, read_image_record
 from lab.store._tables import _group_files, _read_table
 
-STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
-TERMINAL_STATUSES = ("finished", "failed", "cancelled")
 STALE_AFTER = 600.0
 """Seconds without a heartbeat after which a "running" run of another host reads as interrupted."""
 
@@ -71,18 +70,22 @@ def _read_run_files(path: Path) -> tuple[dict | None, dict | None, list[str]]:
     return out[0], out[1], problems
 
 
-def _derived_status(meta: dict) -> str:
-    status = meta.get("status", "unknown")
-    if status != "running":
-        return status
+def _derived_status(meta: dict) -> RunStatus | str:
+    """The status ``meta`` stores, with "running" read as interrupted when its process is gone; a word that is
+    no run status ("unknown" when there is none) is kept as stored, as :attr:`RunRecord.status` reads it."""
+    stored = meta.get("status", "unknown")
+    status = RunStatus.read(stored)
+    if status is not RunStatus.RUNNING:
+        return stored if status is None else status
     pid, host = meta.get("pid"), meta.get("host")
     if host == socket.gethostname() and isinstance(pid, int) and os.name != "nt":
-        return "running" if _pid_alive(pid, meta.get("pid_start")) else "interrupted"
+        alive = _pid_alive(pid, meta.get("pid_start"))
+        return RunStatus.RUNNING if alive else RunStatus.INTERRUPTED
     updated = _parse_time(meta.get("updated") or meta.get("started"))
     if updated is None:
-        return "interrupted"
+        return RunStatus.INTERRUPTED
     age = (_dt.datetime.now(_dt.timezone.utc) - updated).total_seconds()
-    return "running" if age < STALE_AFTER else "interrupted"
+    return RunStatus.RUNNING if age < STALE_AFTER else RunStatus.INTERRUPTED
 
 
 def _summary(record: "RunRecord") -> dict:
@@ -149,8 +152,12 @@ class RunRecord:
         return _read_table(self.path / "tables" / table, table, self.damaged_parts, self.path)
 
     @property
-    def status(self) -> str:
-        return self.meta.get("status", "unknown")
+    def status(self) -> RunStatus | str:
+        """The run's :class:`lab.RunStatus` (equal to its plain string); a run without one keeps the word its
+        record has: "damaged" (config.json or meta.json unreadable), "unknown" (meta.json names no status), or
+        whatever word a foreign meta.json stores."""
+        stored = self.meta.get("status", "unknown")
+        return RunStatus.read(stored) or stored
 
     @property
     def name(self) -> str | None:
@@ -311,7 +318,7 @@ class RunRecord:
         run = f"run {self.run_id!r}"
         if not parts:
             metrics, votes = self.config_dict.get("metrics"), per_image_metric("right")
-            if self.status == "running":
+            if self.status is RunStatus.RUNNING:
                 return f"{run} has not finished an evaluation yet; its per-image record comes with the first"
             if not self.evaluated:
                 return not_evaluated(self.run_id, "per-image record", self.status)

@@ -20,7 +20,8 @@ from lab.store import _files, _tables
 from lab.store._class_means import class_means_file, write_class_means
 from lab.store._files import _TMP_PREFIX, _atomic_file, _json_default, _layer_file, _now
 from lab.store._images import IMAGES_TABLE, write_image_record
-from lab.store._record import TERMINAL_STATUSES, _summary
+from lab.status import RunStatus
+from lab.store._record import _summary
 from lab.store._tables import _PART_RE, _TABLES, _frame, _group_files
 
 _METHOD_RE = re.compile(r"[a-z0-9_]{1,32}")
@@ -77,9 +78,14 @@ class RunWriter:
         self.update_meta()
 
     def finish(self, status: str, message: str | None = None, summary: dict | None = None) -> None:
-        """Close the run with ``status`` in finished|failed|cancelled; merges every table."""
-        if status not in TERMINAL_STATUSES:
-            raise ValueError(f"status must be one of {list(TERMINAL_STATUSES)}; got {status!r}")
+        """Close the run with an ended ``status`` (:class:`lab.RunStatus` or its string): finished, failed or
+        cancelled (interrupted is what the store reads for a run whose process died, never written); merges
+        every table."""
+        closing = [s.value for s in RunStatus if s.closed]
+        if status not in closing:
+            raise ValueError(f"status must be one of {closing}; got {status!r}; "
+                             f"pass one of them (or its lab.RunStatus)")
+        status = RunStatus(status)
         with self._lock:
             for table in _TABLES:
                 with contextlib.suppress(OSError):    # unmerged parts read just as well (e.g. a full disk)
@@ -260,11 +266,11 @@ class RunWriter:
         if self._finished:
             return
         if exc_type is None:
-            self.finish("finished")
+            self.finish(RunStatus.FINISHED)
         elif issubclass(exc_type, (KeyboardInterrupt, GeneratorExit)):
-            self.finish("cancelled", message="cancelled")
+            self.finish(RunStatus.CANCELLED, message=RunStatus.CANCELLED.value)
         else:
-            self.finish("failed", message=f"{exc_type.__name__}: {exc}")
+            self.finish(RunStatus.FAILED, message=f"{exc_type.__name__}: {exc}")
 
     def __repr__(self) -> str:
         return f"RunWriter({self.run_id!r}, path={str(self.path)!r})"

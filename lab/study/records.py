@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from lab.status import RunStatus
 from lab.store.lookup import is_record, open_store, run_id_of
 from lab.study._keys import cell_key, short_value
 
@@ -32,7 +33,8 @@ def runs_by_cell(name: str, *, store=None) -> dict[str, Any]:
 
     store = open_store(store)
     best: dict[str, Any] = {}
-    rank = {"finished": 3, "running": 2, "cancelled": 1, "interrupted": 1, "failed": 0}
+    rank = {RunStatus.FINISHED: 3, RunStatus.RUNNING: 2, RunStatus.CANCELLED: 1, RunStatus.INTERRUPTED: 1,
+            RunStatus.FAILED: 0}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ids = store.ids()

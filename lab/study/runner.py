@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from lab import events
 from lab.archive import pack_bytes, unpack_bytes
+from lab.status import RunStatus
 from lab.study.records import StudyResult, runs_by_cell, tag_run
 
 __all__ = ["run_study", "run_cell", "machine_cores", "gpu_count", "local_cluster"]
@@ -70,29 +71,30 @@ def _may_use_gpu(device: str) -> bool:
 # ---------------------------------------------------------------------------------------------- worker
 
 
-def _emitter(topic: str | None, cell: int) -> Callable[[dict], None]:
+def _emitter(topic: str | None) -> Callable[[events.CellEvent], None]:
     if topic is None:
-        return lambda msg: None
+        return lambda event: None
     try:
         from distributed import get_worker
         worker = get_worker()
     except (ImportError, ValueError):
-        return lambda msg: None
-    return lambda msg: worker.log_event(topic, {"cell": cell, **msg})
+        return lambda event: None
+    # Dask's event log carries plain data: the client reads it back with events.study_event
+    return lambda event: worker.log_event(topic, event.to_dict())
 
 
-def _message(ev) -> dict | None:
-    """A small, serialisable summary of an engine event for the client."""
+def _cell_event(ev, cell: int) -> events.CellEvent | None:
+    """The small, serialisable study event of an engine event for the client (None: not sent)."""
     kind = ev.kind
     if kind == events.RunStarted.kind:
-        return {"kind": kind, "run_id": ev.run_id, "layers": len(ev.layers), "pid": os.getpid()}
+        return events.CellStarted(cell, run_id=ev.run_id, layers=len(ev.layers), pid=os.getpid())
     if kind == events.Progress.kind:
-        return {"kind": kind, "stage": ev.stage, "done": int(ev.done), "total": int(ev.total),
-                "epoch": ev.epoch, "seed": ev.seed}
+        return events.CellProgress(cell, stage=ev.stage, done=int(ev.done), total=int(ev.total), epoch=ev.epoch,
+                                   seed=ev.seed)
     if kind == events.EpochFinished.kind:
-        return {"kind": kind, "epoch": ev.epoch, "seed": ev.seed, "heldout_accuracy": ev.heldout_accuracy}
+        return events.CellEpochFinished(cell, epoch=ev.epoch, seed=ev.seed, heldout_accuracy=ev.heldout_accuracy)
     if kind in _TERMINAL:
-        return {"kind": kind, "run_id": ev.run_id, "message": getattr(ev, "message", None)}
+        return events.CellRunEnded(cell, run_id=ev.run_id, status=ev.status, message=getattr(ev, "message", None))
     return None
 
 
@@ -137,7 +139,7 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
 
     Returns
     -------
-    dict: run_id, status ("finished", "failed", "cancelled"), message, archive (bytes)
+    dict: run_id, status (the :class:`lab.RunStatus` it ended with, as its string), message, archive (bytes)
     """
     import torch
     from threadpoolctl import threadpool_limits
@@ -149,7 +151,7 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
 
     # Dask's nanny pins OpenMP/BLAS to one thread; torch keeps its own count, so set it here.
     torch.set_num_threads(max(1, int(threads)))
-    emit = _emitter(topic, index)
+    emit = _emitter(topic)
     last = 0.0
     token = CancelToken()
     with tempfile.TemporaryDirectory(prefix="lab-study-") as tmp, threadpool_limits(limits=max(1, int(threads))), \
@@ -157,16 +159,16 @@ def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, top
         store = RunStore(tmp)
         final = None
         for ev in lab.run(RunConfig.from_dict(config), store=store, cancel=token):
-            msg = _message(ev)
+            event = _cell_event(ev, index)
             now = time.monotonic()
-            if msg is not None and (msg["kind"] != "progress" or now - last >= _PROGRESS_EVERY):
-                last = now if msg["kind"] == "progress" else last
-                emit(msg)
+            progress = isinstance(event, events.CellProgress)
+            if event is not None and (not progress or now - last >= _PROGRESS_EVERY):
+                last = now if progress else last
+                emit(event)
             if ev.kind in _TERMINAL:
                 final = ev
-        status = {"run_finished": "finished", "run_failed": "failed"}.get(final.kind, "cancelled")
         tag_run(final.run_id, study, cell, store=store)
-        return {"run_id": final.run_id, "status": status, "message": getattr(final, "message", None),
+        return {"run_id": final.run_id, "status": final.status.value, "message": getattr(final, "message", None),
                 "archive": pack_bytes([final.run_id], store=store)}
 
 
@@ -361,7 +363,7 @@ def _client(scheduler: str | None, n_workers: int, retries: int, gpus: list[str]
 
 
 def run_study(study, *, scheduler: str | None, store, workers: int | None, threads_per_worker: int | None,
-              on_event: Callable[[dict], None] | None = None, cancel: threading.Event | None = None,
+              on_event: Callable[[events.StudyEvent], None] | None = None, cancel: threading.Event | None = None,
               on_dashboard: Callable[[str], None] | None = None, cells_per_gpu: int = 1) -> StudyResult:
     """Run the study's unfinished cells; import each finished run into ``store`` as it lands.
 
@@ -372,11 +374,13 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     worker's own GPU ("cuda:N" becomes "cuda": which GPU runs a cell is the scheduler's choice).
     A cell asking for "cuda" where there is no GPU is refused (ValueError) before any cell starts.
 
-    ``on_event`` receives dicts: the workers' run messages (with ``cell``), and the client's own
-    ``{"kind": "cell_done" | "cell_failed" | "study_started", ...}``; "study_started" names each
-    worker's device ("GPU 0", "cpu") under ``devices``. Setting ``cancel`` (or Ctrl-C) stops the
-    study: running cells are told to stop (a remote worker's run ends as "cancelled"), the local
-    cluster's workers are shut down, running cells are lost, and every run already imported stays whole.
+    ``on_event`` receives :class:`lab.events.StudyEvent` objects: the workers' events of their cells
+    (:class:`~lab.events.CellStarted`, :class:`~lab.events.CellProgress`, ...), and the client's own
+    :class:`~lab.events.StudyStarted` (naming each worker's device, "GPU 0" or "cpu", under ``devices``),
+    :class:`~lab.events.CellDone`, :class:`~lab.events.CellFailed` and :class:`~lab.events.StudyCancelled`.
+    Setting ``cancel`` (or Ctrl-C) stops the study: running cells are told to stop (a remote worker's run
+    ends as "cancelled"), the local cluster's workers are shut down, running cells are lost, and every run
+    already imported stays whole.
     """
     from distributed import Event, wait
 
@@ -386,12 +390,12 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
         raise ValueError(f"cells_per_gpu must be a positive integer. Got {cells_per_gpu!r} instead.")
     cells = study.cells()
     stored = runs_by_cell(study.name, store=store)
-    todo = [c for c in cells if not (c.key in stored and stored[c.key].status == "finished")]
+    todo = [c for c in cells if not (c.key in stored and stored[c.key].status == RunStatus.FINISHED)]
     skipped = [c.index for c in cells if c not in todo]
     result = StudyResult(study.name, {c.index: stored[c.key].run_id for c in cells if c.index in skipped},
                          skipped, {})
     if not todo:
-        emit({"kind": "study_started", "total": len(cells), "todo": 0, "skipped": len(skipped)})
+        emit(events.StudyStarted(total=len(cells), todo=0, skipped=len(skipped)))
         return result
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     gpus: list[str] = []
@@ -417,7 +421,7 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
         link = client.dashboard_link
         if on_dashboard is not None and link:
             on_dashboard(link)
-        client.subscribe_topic(topic, lambda event: emit(event[1]))
+        client.subscribe_topic(topic, lambda event: emit(events.study_event(event[1])))
         token = secrets.token_hex(3)
         stop = Event(f"lab-study-{study.name}-{token}-stop", client=client)
         futures = {}
@@ -432,8 +436,8 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
                                 pure=False, resources=resources,
                                 key=f"lab-study-{study.name}-cell{cell.index + 1}-{token}")
             futures[fut] = cell
-        emit({"kind": "study_started", "total": len(cells), "todo": len(todo), "skipped": len(skipped),
-              "workers": len(devices), "threads": threads, "devices": devices, "dashboard": link})
+        emit(events.StudyStarted(total=len(cells), todo=len(todo), skipped=len(skipped), workers=len(devices),
+                                 threads=threads, devices=tuple(devices), dashboard=link))
         remaining = set(futures)
         try:
             while remaining:
@@ -455,22 +459,22 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
             with contextlib.suppress(Exception):
                 stop.set()
             client.cancel(list(futures), force=True)
-            emit({"kind": "study_cancelled"})
+            emit(events.StudyCancelled())
     result.seconds = time.monotonic() - t0
     return result
 
 
-def _collect(fut, cell, store, result: StudyResult, emit: Callable[[dict], Any]) -> None:
+def _collect(fut, cell, store, result: StudyResult, emit: Callable[[events.StudyEvent], Any]) -> None:
     try:
         out = fut.result()
     except Exception as exc:              # noqa: BLE001 - KilledWorker after the retries, or a worker error
         message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         result.failed[cell.index] = message
-        emit({"kind": "cell_failed", "cell": cell.index, "message": message})
+        emit(events.CellFailed(cell.index, message=message))
         return
     unpack_bytes(out["archive"], store=store)
     result.run_ids[cell.index] = out["run_id"]
-    if out["status"] != "finished":
-        result.failed[cell.index] = out["message"] or out["status"]
-    emit({"kind": "cell_done", "cell": cell.index, "run_id": out["run_id"], "status": out["status"],
-          "message": out["message"]})
+    status = RunStatus(out["status"])
+    if status is not RunStatus.FINISHED:
+        result.failed[cell.index] = out["message"] or status.value
+    emit(events.CellDone(cell.index, run_id=out["run_id"], status=status, message=out["message"]))

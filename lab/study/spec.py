@@ -37,6 +37,8 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from lab.config import RunConfig
+from lab.events import StudyEvent
+from lab.status import RunStatus
 from lab.study._keys import axis_fields, cell_key, group_label, short_value
 from lab.store.lookup import open_store
 from lab.study.records import StudyResult, runs_by_cell, study_status
@@ -222,13 +224,13 @@ class Study:
         out = []
         for cell in self.cells():
             rec = by_cell.get(cell.key)
-            if rec is not None and (not finished_only or rec.status == "finished"):
+            if rec is not None and (not finished_only or rec.status == RunStatus.FINISHED):
                 out.append(rec)
         return out
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, scheduler: str | None = None, *, store=None, workers: int | None = None,
-            threads_per_worker: int | None = None, on_event: Callable[[dict], None] | None = None,
+            threads_per_worker: int | None = None, on_event: Callable[[StudyEvent], None] | None = None,
             cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None,
             cells_per_gpu: int = 1) -> StudyResult:
         """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""

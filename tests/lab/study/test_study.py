@@ -8,7 +8,9 @@ import threading
 import pytest
 
 from lab import analysis
+from lab import events as ev
 from lab.archive import ArchiveError, pack, pack_bytes, unpack, unpack_bytes
+from lab.status import RunStatus
 from lab.store import RunStore
 from lab.study import Study, figures
 
@@ -59,8 +61,16 @@ def test_four_cells_complete_tagged_and_rerun_starts_nothing(tmp_path):
     cells = {json.dumps(store.load(i).meta["cell"], sort_keys=True) for i in ids}
     assert cells == {c.key for c in study.cells()}
     assert all(store.load(i).meta["study"] == "grid" and store.load(i).status == "finished" for i in ids)
-    kinds = {e["kind"] for e in events}
-    assert {"study_started", "run_started", "progress", "epoch_finished", "cell_done"} <= kinds
+    # typed study events: the client's own and, read back from the workers' topic, those of each cell
+    assert all(isinstance(e, ev.StudyEvent) for e in events), events
+    kinds = {e.kind for e in events}
+    assert {"study_started", "cell_started", "cell_progress", "cell_epoch_finished", "cell_run_ended",
+            "cell_done"} <= kinds
+    done = [e for e in events if isinstance(e, ev.CellDone)]
+    assert sorted(e.cell for e in done) == [0, 1, 2, 3] and all(e.status is RunStatus.FINISHED for e in done)
+    assert {e.run_id for e in done} == set(ids)
+    started = next(e for e in events if isinstance(e, ev.StudyStarted))
+    assert (started.total, started.todo, started.skipped, started.workers) == (4, 4, 0, 2)
     status = study.status(store=store)
     assert list(status["status"]) == ["finished"] * 4
     # the status table's g is the analysis module's g of the stored run
@@ -79,7 +89,7 @@ def test_cancel_keeps_finished_runs_and_a_rerun_completes_the_rest(tmp_path):
     cancel = threading.Event()
 
     def on_event(msg):
-        if msg.get("kind") == "cell_done":
+        if isinstance(msg, ev.CellDone):
             cancel.set()                        # what Ctrl-C / the app's Stop does
 
     result = study.run(store=store, workers=1, on_event=on_event, cancel=cancel)
@@ -110,9 +120,9 @@ def test_a_killed_worker_is_retried_without_duplicates(tmp_path):
 
     def on_event(msg):
         with lock:
-            if msg.get("kind") == "run_started" and not killed:
-                killed.append(msg["pid"])
-                os.kill(msg["pid"], signal.SIGKILL)
+            if isinstance(msg, ev.CellStarted) and not killed:
+                killed.append(msg.pid)
+                os.kill(msg.pid, signal.SIGKILL)
 
     with local_cluster(2, retries=3, dashboard=False) as cluster:
         result = study.run(cluster.scheduler_address, store=store, on_event=on_event)

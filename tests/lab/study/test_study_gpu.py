@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from lab.events import CellProgress, StudyStarted
 from lab.store import RunStore
 from lab.study import Study, runner
 
@@ -84,8 +85,8 @@ def test_gpu_study_runs_one_cell_per_gpu_and_names_the_devices(two_gpus, tmp_pat
     result = runner.run_study(study, scheduler=None, store=RunStore(tmp_path / "runs"), workers=None,
                               threads_per_worker=None, on_event=events.append)
     assert not result.failed and len(result.run_ids) == 2
-    started = next(e for e in events if e["kind"] == "study_started")
-    assert started["workers"] == 2 and sorted(started["devices"]) == ["GPU 0", "GPU 1"]
+    started = next(e for e in events if isinstance(e, StudyStarted))
+    assert started.workers == 2 and sorted(started.devices) == ["GPU 0", "GPU 1"]
     assert submitted == [{"GPU": 1}, {"GPU": 1}]
 
 
@@ -180,7 +181,7 @@ def test_cancel_on_a_remote_scheduler_stops_the_running_cell(remote, tmp_path):
     cancel = threading.Event()
 
     def on_event(msg):
-        if msg.get("kind") == "progress":
+        if isinstance(msg, CellProgress):
             cancel.set()                                    # what Ctrl-C / the app's Stop does
 
     study = Study("long", {**BASE, "device": "cpu", "epochs": 400})
