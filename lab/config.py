@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -173,11 +173,12 @@ class RunConfig:
         At the end of each seed, re-initialise each tap's module to its epoch-0
         weights and measure the effect (Wang & Yang).
     metrics : list of str
-        Metric names (default: ``lab.catalogue.metric_names(default=True)``). The separability family is
-        computed on unseen images, the collapse family on the seen training sample, seen held-out and unseen
-        images, the classifier-side one at the trained head's input on the first two, transferability on seen held-out
-        images at epoch 0, before fine-tuning, together with the seen kNN accuracy as their baseline; the
-        label-free ones on unseen and seen held-out images, without their labels; ``lidar`` needs ``lidar_views``).
+        Metric names (default: ``lab.catalogue.metric_names(default=True)``, asked as the config is made). The
+        separability family is computed on unseen images, the collapse family on the seen training sample, seen
+        held-out and unseen images, the classifier-side one at the trained head's input on the first two,
+        transferability on seen held-out images at epoch 0, before fine-tuning, together with the seen kNN
+        accuracy as their baseline; the label-free ones on unseen and seen held-out images, without their
+        labels; ``lidar`` needs ``lidar_views``).
     protocol : str
         "default" (stable estimates) or "paper" (the seed papers' exact protocol).
     unseen_per_class : int or None
@@ -242,7 +243,8 @@ class RunConfig:
     augment: bool = True
     label_noise: float = 0.0
     contribution: bool = False
-    metrics: tuple[str, ...] = catalogue.metric_names(default=True)
+    # asked of the catalogue at each construction: a metric registered later with default=True is measured
+    metrics: tuple[str, ...] = field(default_factory=lambda: catalogue.metric_names(default=True))
     protocol: str = "default"
     unseen_per_class: int | None = 300
     seen_per_class: int | None = 100
@@ -430,6 +432,20 @@ class RunConfig:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """``{field: default}`` of every field, as ``RunConfig()`` would take it now (a field whose default is
+        computed, such as ``metrics``, asks again at each call). The command line's help, the app's form and its
+        presets read defaults here, never from ``dataclasses.fields``.
+
+        Examples
+        --------
+        >>> RunConfig.defaults()["metrics"] == RunConfig().metrics == catalogue.metric_names(default=True)
+        True
+        """
+        return {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+                for f in dataclasses.fields(cls)}
 
     @classmethod
     def field_docs(cls) -> dict[str, str]:

@@ -8,7 +8,6 @@ of RunConfig's defaults are listed, each with its reason, in :data:`FORM_DEFAULT
 """
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from lab.config import FIELD_CHOICES, RunConfig
 from .presets import DEFAULT_PRESET, PRESETS
 
 __all__ = ["ADVANCED_FIELDS", "DATASETS", "FORM_DEFAULTS", "FormDefault", "OWN_WAY", "PATH_KINDS", "SPLIT_MODES",
-           "TRAINING_FIELDS", "RunConfigFields", "parse_seeds", "to_field", "to_parameter"]
+           "TRAINING_FIELDS", "RunConfigFields", "fresh_form", "parse_seeds", "to_field", "to_parameter"]
 
 DATASETS = MappingProxyType({
     "Glyphs · 20 calligraphy styles (embedded)": "glyphs",
@@ -117,15 +116,14 @@ def _field_parameter(name: str, hint: Any, default: Any, doc: str) -> param.Para
 _HINTS = typing.get_type_hints(RunConfig)
 
 
+def _fresh(name: str, defaults: dict[str, Any]) -> Any:
+    return FORM_DEFAULTS[name].value if name in FORM_DEFAULTS else defaults[name]
+
+
 def _field_parameters() -> dict[str, param.Parameter]:
-    hints, docs = _HINTS, RunConfig.field_docs()
-    out = {}
-    for f in dataclasses.fields(RunConfig):
-        if f.name in OWN_WAY:
-            continue
-        default = FORM_DEFAULTS[f.name].value if f.name in FORM_DEFAULTS else f.default
-        out[f.name] = _field_parameter(f.name, hints[f.name], default, docs.get(f.name, "").replace("``", ""))
-    return out
+    hints, docs, defaults = _HINTS, RunConfig.field_docs(), RunConfig.defaults()
+    return {name: _field_parameter(name, hints[name], _fresh(name, defaults), docs.get(name, "").replace("``", ""))
+            for name in defaults if name not in OWN_WAY}
 
 
 RunConfigFields = param.parameterized_class("_RunConfigFields", _field_parameters())
@@ -161,6 +159,14 @@ def to_field(name: str, value: Any) -> Any:
             except ValueError:
                 return value
     return value
+
+
+def fresh_form() -> dict[str, Any]:
+    """Each field parameter's value in a fresh form, asked now: :data:`FORM_DEFAULTS`, else
+    :meth:`lab.RunConfig.defaults` (so a metric registered after import with ``default=True`` is chosen), as the
+    parameter holds it. The parameters' own defaults were read once, when this module was imported."""
+    defaults = RunConfig.defaults()
+    return {name: to_parameter(name, _fresh(name, defaults)) for name in defaults if name not in OWN_WAY}
 
 
 def to_parameter(name: str, value: Any) -> Any:

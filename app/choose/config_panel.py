@@ -20,10 +20,10 @@ import panel as pn
 import param
 
 from lab.catalogue import METRICS, STRATEGIES
-from lab.config import RunConfig
+from lab.config import FIELD_CHOICES, RunConfig
 
 from ._fields import (ADVANCED_FIELDS, DATASETS, FORM_DEFAULTS, OWN_WAY, PATH_KINDS, SPLIT_MODES,
-                             TRAINING_FIELDS, FormDefault, RunConfigFields, to_field, to_parameter)
+                             TRAINING_FIELDS, FormDefault, RunConfigFields, fresh_form, to_field, to_parameter)
 from ._widgets import (backbone_choices, device_choices, field_widget, gallery_html, generic_widget,
                               offline_backbones, offline_note_html)
 from .presets import DEFAULT_PRESET, PRESETS
@@ -71,6 +71,8 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
         self._loaded_spec = None
         self._catalogue: dict[str, list[str]] = {}   # layer -> modules inside it, of the backbone last listed
         self.param.device.objects = device_choices()
+        for name, choices in FIELD_CHOICES.items():     # the catalogue's live tables: entries registered since import
+            self.param[name].objects = list(choices)
         self._build_widgets()
         self.param.watch(self._on_dataset, ["dataset", "data_path"])
         self.param.watch(self._refresh_split_preview, ["split_mode", "n_unseen", "split_seed", "unseen_classes"])
@@ -95,8 +97,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
             raise ValueError(f"preset must be one of {list(PRESETS)!r}. Got {name!r} instead.")
         preset = PRESETS[name]
         cfg = dict(preset["config"])
-        values = {field: self.param[field].default for field in self.field_names()}
-        values["metrics"] = list(values["metrics"])
+        values = fresh_form()
         values.update({k: to_parameter(k, v) for k, v in cfg.items() if k not in OWN_WAY})
         values.update(preset=name, data_path="", split_mode=preset.get("split_mode", "random"), layers=[],
                       unseen_classes=[], view=dict(preset.get("view", {})), error="",
@@ -142,7 +143,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
     def config_dict(self) -> dict:
         """The RunConfig fields of the current choices (may still be invalid)."""
         out = {name: to_field(name, getattr(self, name)) for name in self.field_names()}
-        defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)}
+        defaults = RunConfig.defaults()
         if not STRATEGIES[self.strategy].trains:     # nothing is trained: training settings keep their defaults
             out.update({name: defaults[name] for name in TRAINING_FIELDS})
         if not STRATEGIES[self.strategy].needs_block:

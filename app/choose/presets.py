@@ -5,7 +5,6 @@ Each preset is a set of :class:`lab.RunConfig` fields plus a few view choices
 """
 from __future__ import annotations
 
-import dataclasses
 from types import MappingProxyType
 
 from lab.config import RunConfig
@@ -31,8 +30,9 @@ LAW_LESSON_PRESET = "Neural collapse across layers: the law of equi-separation (
 def _fields(config: RunConfig) -> MappingProxyType:
     """The fields of ``config`` that differ from RunConfig's defaults: a preset of exactly that run (the form fills
     the others with RunConfig's defaults or its own, which the lesson sets itself)."""
-    return MappingProxyType({f.name: getattr(config, f.name) for f in dataclasses.fields(RunConfig)
-                             if getattr(config, f.name) != f.default})
+    defaults = RunConfig.defaults()
+    return MappingProxyType({name: getattr(config, name) for name, default in defaults.items()
+                             if getattr(config, name) != default})
 
 PRESETS = MappingProxyType({
     DEFAULT_PRESET: MappingProxyType({

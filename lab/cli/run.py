@@ -61,10 +61,11 @@ def _config_flags() -> list[tuple[str, str, dict[str, Any]]]:
     """(field, flag, argparse kwargs) for every RunConfig field."""
     hints = typing.get_type_hints(RunConfig)
     docs = RunConfig.field_docs()
+    defaults = RunConfig.defaults()      # asked as the parser is built: a metric registered later is a default
     out = []
     for f in dataclasses.fields(RunConfig):
         spec = _flag_spec(hints[f.name])
-        default = f.default if f.default is not dataclasses.MISSING else None
+        default = defaults[f.name]
         if isinstance(default, tuple):
             default = " ".join(map(str, default))
         helptext = docs.get(f.name, "").replace("``", "")

@@ -5,7 +5,8 @@ A toy metric, registered for this module and removed after it, reaches every pla
 ``measure_agreement``, an exported notebook and ``python -m lab run --help``, and every list that asks the
 catalogue (the config's choices, the app's plot labels and log scales, the heatmap's and the Compare tab's
 choices): it is registered after everything was imported, so a list copied at import would miss it. Nothing
-outside the catalogue names it.
+outside the catalogue names it. Registered with ``default=True``, it is ``RunConfig()``'s, the command line's
+and the Choose form's default.
 """
 from __future__ import annotations
 
@@ -176,3 +177,50 @@ def test_the_command_line_offers_it(toy, capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     choices = help_text.split("Choices: ", 1)[1].split(".", 1)[0]
     assert toy.name in [name.strip() for name in choices.split(",")]
+
+
+def test_a_default_metric_registered_after_import_is_every_default(capsys, monkeypatch, tmp_path):
+    import dataclasses
+
+    import lab.runs
+    from app.choose.config_panel import ConfigPanel
+    from lab.cli.entry import main
+
+    def command_line_config(argv):
+        """The config ``python -m lab run`` builds from ``argv`` (a fake engine takes it)."""
+        got = {}
+
+        def fake_run(config, store=None, cancel=None):
+            got["config"] = config
+            writer = store.create(config)
+            yield RunFinished(writer.run_id, seconds=0.0)
+            writer.finish("finished")
+
+        monkeypatch.setattr(lab.runs, "run", fake_run)
+        assert main(["run", "--runs-dir", str(tmp_path / "runs"), "--no-progress", *argv]) == 0
+        return got["config"]
+
+    before = lab.RunConfig().metrics
+    chosen = catalogue.register_metric(dataclasses.replace(TOY, name="class_gap_default", default=True,
+                                                           compared=False, export=False, curve=()))
+    after = before + (chosen.name,)
+    try:
+        assert lab.RunConfig().metrics == after == catalogue.metric_names(default=True)
+        assert lab.RunConfig.defaults()["metrics"] == after and lab.RunConfig.from_dict({}).metrics == after
+        # the command line: its help names it among the defaults, and a run without --metrics measures it
+        with pytest.raises(SystemExit):
+            main(["run", "--help"])
+        help_text = " ".join(capsys.readouterr().out.split())
+        assert f"(default: {' '.join(after)})" in help_text
+        assert command_line_config(["--dataset", "digits", "--backbone", "mlp"]).metrics == after
+        # the Choose form: a fresh form, a preset applied and an emptied choice all send it
+        panel = ConfigPanel()
+        assert chosen.name in panel.param.metrics.objects and panel.metrics == list(after)
+        assert panel.to_config().metrics == after
+        panel.apply_preset(panel.preset)
+        panel.metrics = []
+        assert panel.to_config().metrics == after
+    finally:
+        catalogue.unregister_metric(chosen.name)
+    assert lab.RunConfig().metrics == before == lab.RunConfig.defaults()["metrics"]
+    assert ConfigPanel().to_config().metrics == before
