@@ -194,9 +194,9 @@ def _params(record) -> dict[str, str]:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         out[_TAG_SAFE.sub("_", key)] = text[:6000]           # MLflow's limit on a param value
     split = record.meta.get("split") or {}
-    for part in ("seen", "unseen"):
-        if split.get(part):
-            out.setdefault(f"{part}_classes", json.dumps(split[part])[:6000])
+    for part, classes in split.items():          # lab.data.Split.to_dict(): the seen and the unseen classes
+        if classes:
+            out.setdefault(f"{part}_classes", json.dumps(classes)[:6000])
     return out
 
 

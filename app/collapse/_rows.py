@@ -18,7 +18,7 @@ from lab.text import join_words
 
 __all__ = ["PANELS", "Panel", "classifier_metrics", "HEAD_LAYER", "SPLITS", "Source", "ClassMeansTable",
            "collapse_frame", "head_layer", "problems", "terminal_epochs", "NO_HEAD", "NO_TRAIN", "TRAIN_OFF",
-           "NO_CLASSIFIER_ROWS", "NO_CLASS_MEANS", "CLASSIFIER_NOT_ASKED", "MONITORED_NO_HEAD", "MONITORED_NO_TRAIN",
+           "NO_CLASSIFIER_ROWS", "NO_CLASS_MEANS", "classifier_not_asked", "MONITORED_NO_HEAD", "MONITORED_NO_TRAIN",
            "measured_or_asked", "split_names"]
 
 SPLITS = catalogue.SPLITS
@@ -67,13 +67,18 @@ NO_TRAIN = f"{not_recorded(None, 'training-set sample')}; held-out and unseen on
 TRAIN_OFF = "the training-set sample was turned off for this run (train_sample_per_class = 0)"
 NO_CLASS_MEANS = f"{not_recorded(None, 'class means')}; no simplex to show"
 NO_CLASSIFIER_ROWS = f"{not_recorded(None, 'classifier-side measures')}; class-means measures only"
-CLASSIFIER_NOT_ASKED = ("no classifier-side measure (" + ", ".join(catalogue.metric_names(family="classifier_collapse"))
-                        + ") is among this "
-                        "run's metrics: class-means measures only")
+
 MONITORED_NO_HEAD = ("a training loop watched by lab.Monitor: lab does not read the loop's classifier, so there are no "
                      "classifier-side measures")
 MONITORED_NO_TRAIN = ("a training loop watched by lab.Monitor is measured on the images given to it, not on a sample "
                       "of its training set")
+
+
+def classifier_not_asked() -> str:
+    """Why a run has no classifier-side panel rows when it asked for none: names the family's metrics as the
+    catalogue has them now (a metric registered after import among them)."""
+    names = ", ".join(catalogue.metric_names(family="classifier_collapse"))
+    return f"no classifier-side measure ({names}) is among this run's metrics: class-means measures only"
 
 
 @dataclass
@@ -149,7 +154,7 @@ def problems(source: Source, *, finished: bool) -> dict[str, str | None]:
     elif config.get("strategy") == "none":
         out["classifier"] = NO_HEAD
     elif not classifier_metrics() & measured_or_asked(source):
-        out["classifier"] = CLASSIFIER_NOT_ASKED
+        out["classifier"] = classifier_not_asked()
     elif (measured or finished) and not (len(metrics) and metrics["metric"].isin(classifier_metrics()).any()):
         out["classifier"] = NO_CLASSIFIER_ROWS
     return out

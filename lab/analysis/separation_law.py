@@ -182,7 +182,7 @@ def separation_law(run, *, split: str | Sequence[str] | None = None, seed: int |
         TypeError: nothing is guessed). The table :func:`separation_law` returned is refused with a ValueError
         (its mean over seeds is :func:`law_across_seeds`'s).
     split : str or sequence of str, optional
-        The splits to fit ("train", "seen", "unseen"); None: every split with NC1 rows. A split the run lacks
+        The splits to fit (names of ``lab.catalogue.SPLITS``); None: every split with NC1 rows. A split the run lacks
         (an old run without the train sample) gives no rows.
     seed : int, optional
         One seed; None: every seed.

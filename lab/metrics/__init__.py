@@ -26,7 +26,10 @@ return, exactly:
 - :func:`utilization` ``(model, initial_state, modules)`` -> DataFrame, one row per layer;
 - :func:`compute_layer` -> dict of str to float, one entry per requested metric (``nmi_std`` too when
   repeated), or ``(values, samples)`` with ``return_samples``;
-- :func:`layer_report` -> DataFrame, one row per layer, one column per metric.
+- :func:`layer_report` -> DataFrame, one row per layer, one column per metric;
+- ``DEFAULT_SEPARABILITY``, ``DEFAULT_COLLAPSE`` (what a layer report measures unless told) and ``ALL_METRICS``
+  (every metric computed from features and labels alone) -> tuple of str, asked of the live catalogue at each
+  read: a metric registered after import is in them.
 
 Inside, each catalogue entry's ``function`` computes its metric from a layer context
 (``f(layer, **options) -> float``, ``lab.metrics._context``), which checks X and y once and keeps the
@@ -55,7 +58,8 @@ from .classifier_collapse import (
 from .classifier_layer import Head, class_gram
 from .collapse import cdnv, nc1, nc2, ncc_accuracy, numerical_rank
 from .label_free import alpha_req, lidar, rankme, twonn_id
-from .report import ALL_METRICS, DEFAULT_COLLAPSE, DEFAULT_SEPARABILITY, compute_layer, layer_report
+from . import report as _report
+from .report import compute_layer, layer_report
 from .separability import (
     BACKENDS, Neighbors, knn_accuracy, knn_indices, knn_purity, linear_probe_accuracy, nmi, weighted_knn_accuracy,
 )
@@ -72,3 +76,11 @@ __all__ = [
     "DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "BACKENDS",
     "DegenerateFeaturesError", "DegenerateLayerWarning",
 ]
+
+
+def __getattr__(name: str):
+    # DEFAULT_SEPARABILITY, DEFAULT_COLLAPSE and ALL_METRICS: report's questions to the live catalogue, asked at
+    # each read (PEP 562), never a copy taken at import
+    if name in _report.__all__:
+        return getattr(_report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

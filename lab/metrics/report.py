@@ -8,6 +8,10 @@ every variant takes what it needs from each row of it), one set of class statist
 nc2 and ncc, and, for k-means and the probe, one CPU copy of X (scikit-learn) or none at all (torch,
 which "auto" picks for CUDA features: see ``separability.BACKENDS``). It names no metric: a new one
 is a catalogue entry and its function. :func:`layer_report` runs it per layer and returns a DataFrame.
+
+``DEFAULT_SEPARABILITY`` and ``DEFAULT_COLLAPSE`` (what a layer report measures when no metrics are named) and
+``ALL_METRICS`` (every metric computed from features and labels alone) are asked of the live catalogue at each
+read, like ``lab.catalogue.metric_names(...)``: a metric registered after import is in them.
 """
 from __future__ import annotations
 
@@ -25,16 +29,25 @@ from .collapse import margin_samples
 
 __all__ = ["DEFAULT_SEPARABILITY", "DEFAULT_COLLAPSE", "ALL_METRICS", "compute_layer", "layer_report"]
 
-# Names come from lab.catalogue (the one list): its entries' ``report`` field says what a layer report
-# measures by default (the linear probe too, which a run leaves out for its cost; the weighted kNN only
-# on request).
-DEFAULT_SEPARABILITY = _catalogue.metric_names(report=True, family="separability")
-DEFAULT_COLLAPSE = _catalogue.metric_names(report=True, family="collapse")
-ALL_METRICS = tuple(name for name, info in _catalogue.METRICS.items() if info.needs == ("labels",))
-"""Every metric computed from the features and their labels; the classifier-side entries
-(family ``"classifier_collapse"``) also need ``head=``, and the label-free family
-(``"label_free"``: no labels, ``y=None`` will do; ``lidar`` needs ``views=``) is
-named explicitly."""
+_LIVE_LISTS = {
+    "DEFAULT_SEPARABILITY": lambda: _catalogue.metric_names(report=True, family="separability"),
+    "DEFAULT_COLLAPSE": lambda: _catalogue.metric_names(report=True, family="collapse"),
+    "ALL_METRICS": lambda: _catalogue.metric_names(where=lambda info: info.needs == ("labels",)),
+}
+"""The names these public lists answer, each a question to the live catalogue (its entries' ``report`` field
+says what a layer report measures by default: the linear probe too, which a run leaves out for its cost; the
+weighted kNN only on request). ``ALL_METRICS``: every metric computed from the features and their labels; the
+classifier-side entries (family ``"classifier_collapse"``) also need ``head=``, and the label-free family
+(``"label_free"``: no labels, ``y=None`` will do; ``lidar`` needs ``views=``) is named explicitly."""
+
+
+def __getattr__(name: str):
+    # PEP 562: asked at each read, so a metric registered after import is in the list (a copy would miss it)
+    if name in _LIVE_LISTS:
+        return _LIVE_LISTS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _ALIASES = {"nc2": ("nc2_equinorm", "nc2_equiangularity")}
 
 
@@ -114,7 +127,7 @@ def compute_layer(
         ``lab.catalogue.metric_names(family="label_free")``).
     metrics : iterable of str, optional
         Names from :data:`lab.catalogue.METRICS` (``"nc2"`` expands to both nc2 columns). None (default):
-        ``lab.catalogue.metric_names(report=True)``, i.e. :data:`DEFAULT_SEPARABILITY` + :data:`DEFAULT_COLLAPSE`.
+        ``lab.catalogue.metric_names(report=True)``, i.e. ``DEFAULT_SEPARABILITY + DEFAULT_COLLAPSE``.
     protocol : {"default", "paper"}
         ``"paper"``: nmi with one k-means++ run at random_state 42 (+ repeat index) and
         knn_purity with k = smallest class size, as the seed code.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from lab import catalogue
 from lab.events import Aggregate, EpochFinished, Event, Generalization
 from lab.runs.timings import TRAINING_ROW_KEYS
 
@@ -21,6 +22,13 @@ _METRIC_COLUMNS = ["seed", "epoch", "layer", "split", "metric", "value"]
 
 def _none_if_nan(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _curve_splits() -> list[str]:
+    """The splits of the live metric-vs-layer curves (:func:`lab.catalogue.curve_specs`), in the split table's
+    order: the ones whose across-seed means an :class:`~lab.events.Aggregate` carries (the training sample has
+    none: the collapse view aggregates its own rows)."""
+    return catalogue.split_order(split for _, splits in catalogue.curve_specs() for split in splits)
 
 
 def _finite(value) -> float | None:
@@ -125,7 +133,7 @@ class Results:
         agg = analysis.aggregate_seeds(rows)
         seeds = rows.groupby(["layer", "split"])["seed"].nunique()
         out: list[Event] = []
-        for split in ("unseen", "seen"):
+        for split in _curve_splits():
             for layer in self.layers:
                 n_seeds = int(seeds.get((layer, split), 0))
                 if n_seeds < 2:

@@ -181,7 +181,7 @@ class RunRecord:
     @functools.cached_property
     def class_means(self) -> pd.DataFrame:
         """The geometry of the class means (``ClassMeans`` events): one row per seed, epoch, layer and split
-        ("train", "unseen") with ``classes`` (names, sorted-label order) and ``gram`` (K, K) float64, the Gram
+        (the training sample and the unseen classes) with ``classes`` (names, sorted-label order) and ``gram`` (K, K) float64, the Gram
         matrix of the centred class means (:func:`lab.analysis.simplex` reads it). Empty for a run recorded
         without them (:attr:`class_means_problem` says why)."""
         return read_class_means(self.path, self.damaged_parts)

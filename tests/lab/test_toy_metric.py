@@ -224,3 +224,37 @@ def test_a_default_metric_registered_after_import_is_every_default(capsys, monke
         catalogue.unregister_metric(chosen.name)
     assert lab.RunConfig().metrics == before == lab.RunConfig.defaults()["metrics"]
     assert ConfigPanel().to_config().metrics == before
+
+
+def test_the_metrics_module_lists_ask_the_live_catalogue(toy):
+    from lab import metrics
+
+    # TOY is a separability entry measured by default in a layer report, from features and labels alone
+    assert toy.name in metrics.DEFAULT_SEPARABILITY and toy.name in metrics.ALL_METRICS
+    assert metrics.DEFAULT_SEPARABILITY == catalogue.metric_names(report=True, family="separability")
+    assert metrics.DEFAULT_COLLAPSE == catalogue.metric_names(report=True, family="collapse")
+    assert toy.name in lab.metrics.report.DEFAULT_SEPARABILITY and toy.name not in metrics.DEFAULT_COLLAPSE
+    with pytest.raises(AttributeError, match="no attribute 'DEFAULT_TRANSFER'"):
+        metrics.DEFAULT_TRANSFER
+
+
+def test_the_collapse_view_names_a_classifier_measure_registered_after_import():
+    import dataclasses
+
+    import pandas as pd
+
+    from app.collapse._rows import Source, problems
+
+    source = Source(metrics=pd.DataFrame(columns=["seed", "epoch", "layer", "split", "metric", "value"]),
+                    config={"strategy": "full", "metrics": ["nmi", "nc1"]})
+    before = problems(source, finished=True)["classifier"]
+    head = catalogue.register_metric(dataclasses.replace(TOY, name="class_gap_head", family="classifier_collapse",
+                                                         needs=("labels", "head"), compared=False, export=False,
+                                                         curve=()))
+    try:
+        said = problems(source, finished=True)["classifier"]
+        assert "class_gap_head" in said and said.startswith("no classifier-side measure (")
+        assert said.replace(", class_gap_head)", ")") == before
+    finally:
+        catalogue.unregister_metric(head.name)
+    assert problems(source, finished=True)["classifier"] == before
