@@ -21,6 +21,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -217,6 +218,17 @@ class RunConfig:
         ``checkpoint="run:ID"`` can load them.
     eval_batch_size : int
         Batch size of feature extraction.
+
+    Attributes
+    ----------
+    separability_metrics : tuple of str
+        The requested metrics measured on unseen images only.
+    collapse_metrics : tuple of str
+        The requested metrics measured on the seen training sample, the seen held-out sample and unseen images.
+    classifier_metrics : tuple of str
+        The requested classifier-side measures (at the head input, when a head is trained).
+    transfer_metrics : tuple of str
+        The requested transferability estimators (seen held-out images, epoch 0 only).
     """
 
     name: str | None = None
@@ -368,38 +380,28 @@ class RunConfig:
         """The weight decay used."""
         return float(self.weight_decay) if self.weight_decay is not None else _DEFAULT_WEIGHT_DECAY[self.optimizer]
 
-    @property
-    def separability_metrics(self) -> tuple[str, ...]:
-        """Requested metrics measured on unseen images only."""
-        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="separability"))
+    def requested(self, **question) -> tuple[str, ...]:
+        """The requested metrics that answer ``question`` (the keywords of :func:`lab.catalogue.metric_names`), in
+        the order ``metrics`` gives them: ``cfg.requested(family="collapse")``."""
+        names = catalogue.metric_names(**question)
+        return tuple(m for m in self.metrics if m in names)
 
-    @property
-    def collapse_metrics(self) -> tuple[str, ...]:
-        """Requested metrics measured on the seen training sample, the seen held-out sample and unseen images."""
-        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="collapse"))
-
-    @property
-    def classifier_metrics(self) -> tuple[str, ...]:
-        """Requested classifier-side measures (at the head input, when a head is trained)."""
-        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="classifier_collapse"))
-
-    @property
-    def transfer_metrics(self) -> tuple[str, ...]:
-        """Requested transferability estimators (seen held-out images, epoch 0 only)."""
-        return tuple(m for m in self.metrics if m in catalogue.metric_names(family="transferability"))
+    # the requested metrics of each family, in the given order (the class docstring's "Attributes")
+    separability_metrics = property(functools.partial(requested, family="separability"))
+    collapse_metrics = property(functools.partial(requested, family="collapse"))
+    classifier_metrics = property(functools.partial(requested, family="classifier_collapse"))
+    transfer_metrics = property(functools.partial(requested, family="transferability"))
 
     @property
     def unseen_metrics(self) -> tuple[str, ...]:
         """Requested metrics measured on the unseen images' features (separability, collapse, label-free; not
         ``lidar``, which reads their augmented views), in the given order."""
-        return tuple(m for m in self.metrics if "unseen" in catalogue.METRICS[m].splits
-                     and "views" not in catalogue.METRICS[m].needs)
+        return self.requested(split="unseen", where=lambda info: "views" not in info.needs)
 
     def seen_metrics(self, epoch: int) -> tuple[str, ...]:
         """Metrics measured on the seen held-out images at ``epoch``: the collapse and label-free metrics, and
         at epoch 0 (before fine-tuning) the transferability estimators with kNN accuracy as their baseline."""
-        names = self.collapse_metrics + tuple(m for m in self.metrics if m in catalogue.metric_names(
-            family="label_free", split="seen"))
+        names = self.collapse_metrics + self.requested(family="label_free", split="seen")
         if epoch == 0 and self.transfer_metrics:
             baseline = (catalogue.TRANSFER_BASELINE,) if catalogue.TRANSFER_BASELINE not in names else ()
             names = names + self.transfer_metrics + baseline
