@@ -118,20 +118,26 @@ class EpochFinished(Event):
 
 
 @dataclass
-class LayerMetrics(Event):
+class _LayerEvent(Event):
+    """An event about one layer at one evaluation (``epoch``) of one seed; its own fields follow these."""
+
+    seed: int
+    epoch: int
+    layer: str
+
+
+@dataclass
+class LayerMetrics(_LayerEvent):
     """Metric values of one layer at one epoch for one seed, on split "unseen", "seen" (held-out) or "train"
     (the fixed sample of the seen classes' training images; the classifier-side measures at ``pre_logits``)."""
 
     kind: ClassVar[str] = "layer_metrics"
-    seed: int
-    epoch: int
-    layer: str
     split: str
     values: dict[str, float]
 
 
 @dataclass
-class ClassMeans(Event):
+class ClassMeans(_LayerEvent):
     """The geometry of one layer's class means at one evaluation, on split "train" or "unseen".
 
     ``gram`` = MᵀM (K × K float64), M = [μ_1 − μ_G, …, μ_K − μ_G] the centred class means, classes in
@@ -140,16 +146,13 @@ class ClassMeans(Event):
     """
 
     kind: ClassVar[str] = "class_means"
-    seed: int
-    epoch: int
-    layer: str
     split: str
     classes: list[str]
     gram: np.ndarray            # (K, K) float64
 
 
 @dataclass
-class LayerConfidence(Event):
+class LayerConfidence(_LayerEvent):
     """Bootstrap over the unseen images of one evaluation, for one layer (:func:`lab.analysis.bootstrap`).
 
     ``values``: ``{"nmi_low", "nmi_high", "nmi_best_share", "knn_accuracy_low", ...}``, stored as
@@ -157,32 +160,23 @@ class LayerConfidence(Event):
     """
 
     kind: ClassVar[str] = "layer_confidence"
-    seed: int
-    epoch: int
-    layer: str
     values: dict[str, float]
 
 
 @dataclass
-class LayerUtilization(Event):
+class LayerUtilization(_LayerEvent):
     """Distance of a layer's weights from their values at epoch 0 (Wang & Yang)."""
 
     kind: ClassVar[str] = "layer_utilization"
-    seed: int
-    epoch: int
-    layer: str
     absolute: float
     relative: float
 
 
 @dataclass
-class ProjectionReady(Event):
+class ProjectionReady(_LayerEvent):
     """2-D layout of unseen-class embeddings at one layer; method "pca" first, then "umap"."""
 
     kind: ClassVar[str] = "projection_ready"
-    seed: int
-    epoch: int
-    layer: str
     method: str
     coords: np.ndarray          # (n, 2) float32
     labels: np.ndarray          # (n,) int, index into class_names
@@ -363,24 +357,27 @@ class CellEpochFinished(CellEvent):
 
 
 @dataclass(frozen=True)
-class CellRunEnded(CellEvent):
-    """The cell's run ended on its worker with ``status`` (its archive is on its way to the client)."""
+class _CellRunStatus(CellEvent):
+    """The cell's run with the status it ended with (``message``: why, for a run that did not finish)."""
 
-    kind: ClassVar[str] = "cell_run_ended"
     run_id: str
     status: RunStatus
     message: str | None = None
 
 
 @dataclass(frozen=True)
-class CellDone(CellEvent):
+class CellRunEnded(_CellRunStatus):
+    """The cell's run ended on its worker with ``status`` (its archive is on its way to the client)."""
+
+    kind: ClassVar[str] = "cell_run_ended"
+
+
+@dataclass(frozen=True)
+class CellDone(_CellRunStatus):
     """The cell's run is imported into the client's store, with the status it ended with (``message``: why, for a
     run that did not finish)."""
 
     kind: ClassVar[str] = "cell_done"
-    run_id: str
-    status: RunStatus
-    message: str | None = None
 
 
 @dataclass(frozen=True)
