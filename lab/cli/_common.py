@@ -48,16 +48,22 @@ def missing(parser: argparse.ArgumentParser, what: str) -> int:
     return EXIT_USAGE
 
 
-def command_with_actions(sub, name: str, common, parser_class, *, help: str, description: str,
-                         actions: str) -> Callable[..., argparse.ArgumentParser]:
+def _either(names) -> str:
+    """"a, b or c": the actions a command takes, as its message names them."""
+    names = list(names)
+    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else ""
+
+
+def command_with_actions(sub, name: str, common, parser_class, *, help: str,
+                         description: str) -> Callable[..., argparse.ArgumentParser]:
     """Add command ``name`` whose first argument is an action (``python -m lab runs list``).
 
     Returns ``add(action, func, **parser_options)``, which adds one action with the common flags and
     ``func`` as its handler, and returns its parser for the action's own arguments. The command given
-    without an action says so and lists ``actions`` (text, e.g. ``"run or show"``).
+    without an action says so and lists the actions added, in their order (e.g. "run or show").
     """
     command = sub.add_parser(name, parents=[common], help=help, description=description)
-    command.set_defaults(func=lambda args: missing(command, f"an action: {actions}"))
+    command.set_defaults(func=lambda args: missing(command, f"an action: {_either(choices.choices)}"))
     choices = command.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=parser_class)
 
     def add(action: str, func: Callable, **options: Any) -> argparse.ArgumentParser:

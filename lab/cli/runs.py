@@ -20,8 +20,7 @@ __all__ = ["add_runs_parser"]
 def add_runs_parser(sub, common, parser_class) -> None:
     action = command_with_actions(sub, "runs", common, parser_class,
                                   help="list, show, delete, pack, unpack or export stored runs",
-                                  description="Stored runs.",
-                                  actions="list, show, follow, delete, pack, unpack, to-tensorboard or to-mlflow")
+                                  description="Stored runs.")
     action("list", _cmd_list, help="table of the stored runs, newest first")
     p = action("show", _cmd_show, help="config, summary and per-layer table of a run")
     p.add_argument("run_id", metavar="RUN_ID")
@@ -35,6 +34,11 @@ def add_runs_parser(sub, common, parser_class) -> None:
     p = action("delete", _cmd_delete, help="delete a stored run")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("--force", action="store_true", help="delete even if the run is still running")
+    p = action("pack", _cmd_pack, help="pack stored runs into one archive file")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
+    p = action("unpack", _cmd_unpack, help="import the runs of an archive into the store")
+    p.add_argument("archive", metavar="FILE")
     p = action("to-tensorboard", _cmd_to_tensorboard, help="write runs as TensorBoard event files",
                description="Per-layer metrics, training curves and the unseen-class embeddings "
                            "(projector, with labels and image sprites); then tensorboard --logdir DIR.")
@@ -45,11 +49,6 @@ def add_runs_parser(sub, common, parser_class) -> None:
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     p.add_argument("--tracking-uri", metavar="URI", default=None,
                    help="MLflow tracking URI, e.g. file:///path/mlruns (default: $MLFLOW_TRACKING_URI)")
-    p = action("pack", _cmd_pack, help="pack stored runs into one archive file")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the archive to write (.tar.gz)")
-    p = action("unpack", _cmd_unpack, help="import the runs of an archive into the store")
-    p.add_argument("archive", metavar="FILE")
 
 
 def _cmd_list(args) -> int:

@@ -15,8 +15,7 @@ __all__ = ["add_study_parser"]
 def add_study_parser(sub, common, parser_class) -> None:
     action = command_with_actions(sub, "study", common, parser_class,
                                   help="run or show a grid of runs (a study) on Dask",
-                                  description="Studies: a base RunConfig and axes over its fields, run as a grid.",
-                                  actions="run or show")
+                                  description="Studies: a base RunConfig and axes over its fields, run as a grid.")
     p = action("run", _cmd_study_run, help="run every unfinished cell of a study spec")
     p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (see studies/)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
