@@ -14,7 +14,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["py_literal", "fill", "check_ipynb", "write_notebook"]
+__all__ = ["py_literal", "fill", "check_ipynb", "write_notebook", "WRITE_DOCS"]
+
+WRITE_DOCS = {
+    "returns": "Returns\n-------\npathlib.Path\n    The written notebook.",
+    "execute_failed": "RuntimeError\n    ``execute=True`` and a cell failed; the notebook is saved with its outputs "
+                      "(including the\n    error) before this is raised.",
+}
+"""The docstring sections of every function that writes a notebook through :func:`write_notebook`
+(``lab._numpydoc.doc(**WRITE_DOCS)``): what it returns, and what a failed execution raises."""
 
 
 def py_literal(value: Any, *, width: int = 96) -> str:

@@ -47,7 +47,8 @@ from pathlib import Path
 from lab import analysis, catalogue
 from lab.export import _run_cells as template
 from lab.export import tables
-from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
+from lab._numpydoc import doc
+from lab.export._cells import WRITE_DOCS, check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import comparison_markdown, config_dict, escape_markdown, run_summary_markdown
 from lab.store.lookup import is_record, open_store
 
@@ -109,6 +110,17 @@ def _layer_by_epoch(axis: str) -> str:
                 "evaluations in optimizer steps (step 0: before its first step).")
     return (f"## Layer × {escape_markdown(axis)}\n\nHow training changes each layer, evaluation by evaluation, "
             "counted in epochs or in optimizer steps as each run counts them (0: before any training).")
+
+
+def _code(source: str, tag: str | None = None, *, literals: dict[str, str] | None = None, **values):
+    """A code cell: the template ``source`` filled with ``values``, each written as a Python literal
+    (:func:`py_literal`), and with ``literals`` (Python source already); tagged ``tag``."""
+    from nbformat import v4
+
+    cell = v4.new_code_cell(fill(source, **{k: py_literal(v) for k, v in values.items()}, **(literals or {})))
+    if tag is not None:
+        cell.metadata["tags"] = [tag]
+    return cell
 
 
 def _selection_literal(selection) -> str:
@@ -209,61 +221,57 @@ def build_notebook(runs, *, store=None, rerun: bool = False, selection=None):
         v4.new_markdown_cell("## Reload the runs\n\nThe notebook needs layerscope installed (`lab`, and `app.plots` "
                              "to draw) and the run store at `STORE_ROOT`; no server. Nothing is re-measured: every "
                              "number below is read from the store and summarised by `lab.analysis`."),
-        v4.new_code_cell(fill(template.SETUP)),
-        v4.new_code_cell(fill(template.LOAD, STORE_ROOT=py_literal(str(root)), RUN_IDS=py_literal(ids)),
-                         metadata={"tags": [SUMMARY_TAG]}),
+        _code(template.SETUP),
+        _code(template.LOAD, SUMMARY_TAG, STORE_ROOT=str(root), RUN_IDS=ids),
         v4.new_markdown_cell(
             "## Per-layer metrics\n\nMean over seeds of every metric at each layer, at each run's last "
             f"evaluated {escape_markdown(axis)}, on the **unseen** classes (NMI, kNN and linear-probe accuracy "
             "measure how well a layer separates classes it was never trained on; NC1, CDNV, rank and NC2 measure "
             "collapse)."),
-        v4.new_code_cell(fill(template.TABLE), metadata={"tags": ["metric-table"]}),
+        _code(template.TABLE, "metric-table"),
         v4.new_markdown_cell(
             "## Metric vs layer\n\nEach curve is one run; the bars are ± one standard deviation over seeds. "
             "The layer with the highest unseen NMI is the run's *best layer*, and that NMI is its "
             "generalization index *g*. Edit `CURVE_METRICS`, `SPLIT` or `EPOCH` to look elsewhere."),
-        v4.new_code_cell(fill(template.CURVES, CURVE_METRICS=py_literal(_curve_metrics(records)))),
+        _code(template.CURVES, CURVE_METRICS=_curve_metrics(records)),
         v4.new_markdown_cell(_layer_by_epoch(axis)),
-        v4.new_code_cell(fill(template.HEATMAP, G_METRIC=py_literal(catalogue.g_metric()))),
+        _code(template.HEATMAP, G_METRIC=catalogue.g_metric()),
         v4.new_markdown_cell(
             "## Seen accuracy vs unseen generalization\n\nThe seed papers' question: does accuracy on the "
             "classes a model was trained on predict how well its best layer separates classes it never saw?"),
-        v4.new_code_cell(fill(template.GENERALIZATION), metadata={"tags": ["generalization-table"]}),
+        _code(template.GENERALIZATION, "generalization-table"),
         v4.new_markdown_cell(
             "## Collapse across layers: the law of equi-separation\n\nHe & Su (2023) found that in a trained "
             "network log NC1 falls *linearly* with depth: each layer multiplies it by the same ratio. Below, per "
             "split (the seen classes' training sample, their held-out images, the unseen classes), that ratio and "
             "Pearson r of the fit, as the runs measured them; the unseen classes can follow it in reverse "
             "(a ratio above 1)."),
-        v4.new_code_cell(fill(template.SEPARATION_LAW, LAW_RUN=py_literal(_law_run(records))),
-                         metadata={"tags": ["separation-law"]}),
+        _code(template.SEPARATION_LAW, "separation-law", LAW_RUN=_law_run(records)),
         v4.new_markdown_cell(
             "## The unseen classes at one layer\n\nA 2-D layout (UMAP when the run stored one, else PCA) of "
             "the unseen images' features at `LAYER` (by default the best layer); colours are classes."),
-        v4.new_code_cell(fill(template.PROJECTION, LAYER=py_literal(layer))),
+        _code(template.PROJECTION, LAYER=layer),
         v4.new_markdown_cell(
             "## Explore the layouts\n\nThe same images at every layer: select a group where it mixes at one "
             "layer and see where it goes at the others. Thumbnails need the run's dataset on this machine."),
-        v4.new_code_cell(fill(template.EXPLORER, EXPLORE_RUN=py_literal(_explore_run(records))),
-                         metadata={"tags": ["explorer"]}),
+        _code(template.EXPLORER, "explorer", EXPLORE_RUN=_explore_run(records)),
         v4.new_markdown_cell(
             "## Which layers changed, and how layers relate (CKA)\n\nLinear CKA compares two sets of features of "
             "the same images, up to rotation and scale. Per run: each layer against every other at the last "
             f"stored {escape_markdown(axis)}, and, for a training run, each layer against its own features before "
             "fine-tuning."),
-        v4.new_code_cell(fill(template.CKA, CKA_RUNS=py_literal(_cka_runs(records))), metadata={"tags": ["cka"]}),
+        _code(template.CKA, "cka", CKA_RUNS=_cka_runs(records)),
         v4.new_markdown_cell(
             "## The answer per image\n\nWhere each unseen image's nearest neighbour starts (and stays) in its own "
             "class, which images the final layer loses, the measures on a selection of images, and whether the "
             "measures agree on the best layer (docs/METRICS.md, \"The answer per image\")."),
-        v4.new_code_cell(fill(template.IMAGES, IMAGES_RUN=py_literal(_images_run(records)),
-                              SELECTION=_selection_literal(selection)), metadata={"tags": ["images"]}),
+        _code(template.IMAGES, "images", IMAGES_RUN=_images_run(records),
+              literals={"SELECTION": _selection_literal(selection)}),
         v4.new_markdown_cell(
             "## Reproduce\n\nThe exact `RunConfig` of every run, as a Python literal. Set `RERUN = True` and "
             "execute the cell to train and evaluate it again from scratch (a new run in the same store); it "
             "then prints how far the new metric values are from the stored ones."),
-        v4.new_code_cell(fill(template.RERUN, CONFIGS=_config_literal(records), RERUN=py_literal(bool(rerun))),
-                         metadata={"tags": ["reproduce"]}),
+        _code(template.RERUN, "reproduce", RERUN=bool(rerun), literals={"CONFIGS": _config_literal(records)}),
     ]
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -311,6 +319,7 @@ def notebook_summary(nb) -> dict[str, dict]:
                      "(lab.export.execute_notebook, or to_notebook(..., execute=True)).")
 
 
+@doc(**WRITE_DOCS)
 def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = False, timeout: int = 600,
                 rerun: bool = False, selection=None) -> Path:
     """Write a notebook that reloads, re-plots and can reproduce stored runs.
@@ -333,10 +342,7 @@ def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = Fa
     selection : list of int, optional
         Image positions the per-image cell reports on (:func:`build_notebook`).
 
-    Returns
-    -------
-    pathlib.Path
-        The written notebook.
+    {returns}
 
     Raises
     ------
@@ -344,9 +350,7 @@ def to_notebook(runs, path: str | os.PathLike, *, store=None, execute: bool = Fa
         Malformed run ids, a path that is not ``.ipynb``, a bad store.
     lab.store.RunNotFoundError
         A run id not in the store.
-    RuntimeError
-        ``execute=True`` and a cell failed; the notebook is saved with its outputs
-        (including the error) before this is raised.
+    {execute_failed}
     """
     target = check_ipynb(path)
     nb = build_notebook(runs, store=store, rerun=rerun, selection=selection)

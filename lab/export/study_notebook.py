@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.export import _study_cells as template
-from lab.export._cells import check_ipynb, fill, py_literal, write_notebook
+from lab._numpydoc import doc
+from lab.export._cells import WRITE_DOCS, check_ipynb, fill, py_literal, write_notebook
 from lab.export.markdown import escape_markdown
 from lab.store.lookup import open_store
 
@@ -293,6 +294,7 @@ def build_study_notebook(study_or_spec, *, store=None):
     return nb
 
 
+@doc(**WRITE_DOCS)
 def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, execute: bool = False,
                       timeout: int = 600) -> Path:
     """Write a notebook that reloads a study's finished runs and draws its figures and tables.
@@ -305,17 +307,13 @@ def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, exe
     path, store, execute, timeout
         As for :func:`lab.export.to_notebook`; ``store`` holds the study's runs.
 
-    Returns
-    -------
-    pathlib.Path
-        The written notebook.
+    {returns}
 
     Raises
     ------
     ValueError
         A path that is not ``.ipynb``, an unknown study name, a bad spec, or a study with no run in the store.
-    RuntimeError
-        ``execute=True`` and a cell failed; the notebook is saved with its outputs first.
+    {execute_failed}
     """
     target = check_ipynb(path)
     return write_notebook(build_study_notebook(study_or_spec, store=store), target, execute=execute,
