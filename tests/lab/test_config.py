@@ -147,6 +147,11 @@ def test_names_and_choices_come_from_the_catalogue():
     cfg = RunConfig(metrics=("nc1", "logme", "nmi", "rankme", "head_accuracy"))
     assert cfg.separability_metrics == ("nmi",) and cfg.collapse_metrics == ("nc1",)
     assert cfg.transfer_metrics == ("logme",) and cfg.classifier_metrics == ("head_accuracy",)
+    # one question answers them all, in the order the config lists its metrics
+    assert cfg.requested(family=("collapse", "separability")) == ("nc1", "nmi") and cfg.requested() == cfg.metrics
+    assert cfg.requested(split="seen") == ("nc1", "logme", "rankme", "head_accuracy")
+    assert cfg.seen_metrics(0) == ("nc1", "rankme", "logme", catalogue.TRANSFER_BASELINE)
+    assert cfg.seen_metrics(1) == ("nc1", "rankme") and cfg.unseen_metrics == ("nc1", "nmi", "rankme")
     # compute_layer's ALL_METRICS: every entry computed from features and labels alone (the classifier-side
     # entries need a trained head; the label-free family reads no labels and is named explicitly)
     assert report.ALL_METRICS == catalogue.metric_names(where=lambda m: m.family not in ("classifier_collapse",
