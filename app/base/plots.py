@@ -18,7 +18,7 @@ import math
 import holoviews as hv
 import numpy as np
 import pandas as pd
-from bokeh.models import HoverTool
+from bokeh.models import CustomJSTickFormatter, HoverTool
 
 from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
                              METRIC_LABELS, NEVER, SPLIT_DASH_COLLAPSE, PLOT_OPTS, _layer_values, _log10,
@@ -67,15 +67,22 @@ def layer_ticks(layers, length: int, *, axis: str = "x") -> list[tuple[int, str]
     return [(i, layers[i]) for i in range(0, len(layers), step)]
 
 
+_SHOWN_ONLY = "return shown.includes(tick) ? tick : ''"
+
+
 def _label_only(layers, length: int, axis: str):
-    """A HoloViews hook that blanks the labels of a categorical layer axis that :func:`layer_ticks` leaves out
-    (the factors stay, so every cell and bar keeps its place and its hover)."""
-    kept = {name for _, name in layer_ticks(layers, length, axis=axis)}
-    hidden = {str(name): "" for name in layers if name not in kept}
+    """A HoloViews hook that prints on a categorical layer axis only the labels :func:`layer_ticks` keeps (the
+    factors stay, so every cell and bar keeps its place and its hover). A formatter, not ``major_label_overrides``,
+    which BokehJS's categorical axis ignores; one per axis, its list updated in place (no new model per redraw)."""
+    shown = [str(name) for _, name in layer_ticks(layers, length, axis=axis)]
 
     def hook(plot, _element):
         for bokeh_axis in getattr(plot.state, f"{axis}axis"):
-            bokeh_axis.major_label_overrides = hidden
+            if isinstance(bokeh_axis.formatter, CustomJSTickFormatter):
+                if bokeh_axis.formatter.args.get("shown") != shown:
+                    bokeh_axis.formatter.args = {"shown": shown}
+            else:
+                bokeh_axis.formatter = CustomJSTickFormatter(args={"shown": shown}, code=_SHOWN_ONLY)
 
     return hook
 
