@@ -13,18 +13,18 @@ Text a user typed (run and class names) reaches a plot only through :func:`plot_
 """
 from __future__ import annotations
 
-import math
-
 import holoviews as hv
 import numpy as np
 import pandas as pd
-from bokeh.models import CustomJSTickFormatter, HoverTool
+from bokeh.models import HoverTool
 
 from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, HEATMAP_WIDTH, LOG_METRICS,
                              METRIC_LABELS, NEVER, SPLIT_DASH_COLLAPSE, PLOT_OPTS, _layer_values, _log10,
                              _positive, _width, arrival_colors, class_colors, curves_title, draw_on_canvas, epoch_keys,
                              metric_label, plot_text, plot_title, value_range, wheel_zoom_off)
 from lab.export import tables
+
+from ._layer_axis import TICK_PITCH, layer_ticks, plot_opts_with, shown_layers_hook
 
 from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_MARKERS, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves,
                               cosine_heatmap, law_depth, law_label, law_r_curve, layer_colors, simplex_plane)
@@ -42,54 +42,6 @@ __all__ = [
     # the law of equi-separation (app.base._collapse_plots)
     "law_depth", "law_r_curve", "law_label", "SPLIT_MARKERS",
 ]
-
-
-TICK_PITCH = {"x": 18, "y": 14}
-"""Pixels one layer's tick label (8 pt) needs along an axis: on x, turned 45° (its line height over sin 45°);
-on y, level (its line height and a gap)."""
-_AXIS_MARGIN = 80
-"""Pixels of a plot's width (or height) that are not its axis: the other axis' labels, the title, the toolbar."""
-
-
-def layer_ticks(layers, length: int, *, axis: str = "x") -> list[tuple[int, str]]:
-    """The layer ticks that fit along an ``axis`` ("x" or "y") of a plot ``length`` pixels wide (or high).
-
-    Every ``k``-th layer from the first, ``k`` the least that keeps the labels from overlapping
-    (:data:`TICK_PITCH` pixels each along the axis, the plot less :data:`_AXIS_MARGIN`): 49 layers on a 380 px
-    plot are labelled every 3rd. A responsive plot's ``length`` is its least size, so the labels fit at any width.
-    Every layer's full name stays in the plot's hover. Returns ``[(position, name), ...]``, positions 0..L-1.
-    """
-    if axis not in TICK_PITCH:
-        raise ValueError(f"axis must be one of {', '.join(TICK_PITCH)}; got {axis!r} instead")
-    layers = list(layers)
-    fit = max(1, int((length - _AXIS_MARGIN) // TICK_PITCH[axis]))
-    step = max(1, math.ceil(len(layers) / fit))
-    return [(i, layers[i]) for i in range(0, len(layers), step)]
-
-
-_SHOWN_ONLY = "return shown.includes(tick) ? tick : ''"
-
-
-def _label_only(layers, length: int, axis: str):
-    """A HoloViews hook that prints on a categorical layer axis only the labels :func:`layer_ticks` keeps (the
-    factors stay, so every cell and bar keeps its place and its hover). A formatter, not ``major_label_overrides``,
-    which BokehJS's categorical axis ignores; one per axis, its list updated in place (no new model per redraw)."""
-    shown = [str(name) for _, name in layer_ticks(layers, length, axis=axis)]
-
-    def hook(plot, _element):
-        for bokeh_axis in getattr(plot.state, f"{axis}axis"):
-            if isinstance(bokeh_axis.formatter, CustomJSTickFormatter):
-                if bokeh_axis.formatter.args.get("shown") != shown:
-                    bokeh_axis.formatter.args = {"shown": shown}
-            else:
-                bokeh_axis.formatter = CustomJSTickFormatter(args={"shown": shown}, code=_SHOWN_ONLY)
-
-    return hook
-
-
-def _plot_opts(*hooks) -> dict:
-    """:data:`PLOT_OPTS` with ``hooks`` after its own."""
-    return {**PLOT_OPTS, "hooks": [*PLOT_OPTS["hooks"], *hooks]}
 
 
 def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], layers: list[str],
@@ -215,7 +167,7 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         xlabel=axis, ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
-        default_tools=["reset", "save"], **_plot_opts(_label_only(layers, height, "y")),
+        default_tools=["reset", "save"], **plot_opts_with(shown_layers_hook(layers, height, "y")),
     )
 
 
@@ -300,7 +252,7 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
         title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
         framewise=True,
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None,
-        **_plot_opts(_label_only(layers, width, "x")),
+        **plot_opts_with(shown_layers_hook(layers, width, "x")),
     )
 
 
