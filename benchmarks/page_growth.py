@@ -101,8 +101,8 @@ def served_app(runs: Path, port: int, log_dir: Path, artifact: str = "server-pag
 
 def open_twelve(browser, url: str, pid: int, ids: list[str], *, quiet: bool = False) -> Growth:
     """Open each run of ``ids`` in Run & watch from Compare, then each again, in one page; what each left.
-    ``quiet``: then leave the page alone for 32 s and count the browser's models again (BokehJS lets go of the
-    models a change dropped 30 s after the page last changed)."""
+    ``quiet``: then leave the page alone for 32 s and count the browser's models again (BokehJS drops the models
+    no root references only in a recompute it puts off until 30 s after the last patch that added models)."""
     import psutil
 
     import states as gallery
@@ -206,8 +206,7 @@ def main(argv=None) -> int:
             print(f"server models: 2nd {second.server_models}, 12th {twelfth.server_models}, "
                   f"ratio {twelfth.server_models / second.server_models:.2f}")
         print(f"browser models: 2nd {second.browser_models}, 12th {twelfth.browser_models}, "
-              f"ratio {twelfth.browser_models / second.browser_models:.2f}; {growth.browser_quiet} once the page was "
-              f"quiet for 32 s (BokehJS frees the models a change dropped 30 s after the page's last change)")
+              f"ratio {twelfth.browser_models / second.browser_models:.2f}; {growth.browser_quiet} after 32 s more")
         print(f"RSS: 2nd {second.rss_mib:.1f} MiB, 12th {twelfth.rss_mib:.1f} MiB, "
               f"growth {twelfth.rss_mib - second.rss_mib:+.1f} MiB")
         print(f"opening: 2nd {second.seconds:.2f} s, 12th {twelfth.seconds:.2f} s")

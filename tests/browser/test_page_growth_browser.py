@@ -7,9 +7,10 @@ and prints the figures). After the 12th opening, against the 2nd (the first pays
 
 - the session's document holds at most 1.2 times the models: counted on the server (``len(doc.models)``, read
   through the live view's probe), since that is what every message the server sends walks. The browser's
-  ``Bokeh.documents[0].all_models`` is no measure of it: BokehJS keeps the models a change dropped until 30 s
-  after the page last changed (its ``recompute_timeout``), so it grows by a page's worth per opening while the
-  openings come quickly, whatever the server holds;
+  ``Bokeh.documents[0].all_models`` is not bounded here: it grows by about 900 models per opening, on the
+  original code as now, and still holds them 32 s later (BokehJS adds the models a patch brings and drops the
+  unreferenced ones only in a recompute it keeps putting off, its ``recompute_timeout``);
+  ``benchmarks/results/page_growth.txt`` gives both counts;
 - the opening is no slower: at most 1.5 times the 2nd's plus 1 s (a bound on a trend, not a timing test: the
   machine is shared and one opening takes several seconds);
 - the server's resident memory grows by at most 20 MiB while the same six runs are opened again (6th to 12th).
