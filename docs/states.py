@@ -149,8 +149,11 @@ def new_page(browser, url: str, width: int):
 
 
 def facts(page) -> dict:
-    """What the page shows now (``docs/_page_facts.js``): boxes, overlaps, plots and visible text."""
-    return page.evaluate(FACTS_JS)
+    """What the page shows now (``docs/_page_facts.js``): boxes, overlaps, plots and visible text; and
+    ``doc_models``, the models of the session's document in the server (the live view's probe; None where the
+    Run & watch tab, and so the probe, is not on the page)."""
+    shown = page.locator(".ls-probe").count() > 0
+    return {**page.evaluate(FACTS_JS), "doc_models": probe(page).get("doc_models") if shown else None}
 
 
 class Walker:

@@ -24,6 +24,8 @@ from ._plot_style import (_CATEGORY_COLORS, _LEVEL, _SPLIT_DASH, _SPLIT_RAMPS, H
                              metric_label, plot_text, plot_title, value_range, wheel_zoom_off)
 from lab.export import tables
 
+from ._layer_axis import TICK_PITCH, layer_ticks, plot_opts_with, shown_layers_hook
+
 from ._collapse_plots import (CLASSIFIER_COLOR, SPLIT_MARKERS, SPLIT_NAMES, TERMINAL_LABEL, collapse_curves,
                               cosine_heatmap, law_depth, law_label, law_r_curve, layer_colors, simplex_plane)
 
@@ -33,7 +35,7 @@ __all__ = [
     "heatmap", "projection_points", "training_curves", "utilization_bars", "compare_curves",
     "empty_projection_frame", "layer_curves", "layer_epoch_heatmap", "epoch_curves", "projection_plot",
     "accuracy_vs_g", "HEATMAP_WIDTH", "class_colors", "arrival_colors", "NEVER", "SELECTION_MEASURES",
-    "selection_curves", "PLOT_OPTS", "wheel_zoom_off", "draw_on_canvas",
+    "selection_curves", "PLOT_OPTS", "wheel_zoom_off", "draw_on_canvas", "layer_ticks", "TICK_PITCH",
     # neural collapse over training (app.base._collapse_plots)
     "collapse_curves", "cosine_heatmap", "simplex_plane", "layer_colors", "CLASSIFIER_COLOR", "TERMINAL_LABEL",
     "SPLIT_NAMES", "SPLIT_DASH_COLLAPSE",
@@ -120,21 +122,22 @@ def metric_curves(frame: pd.DataFrame, *, metric: str, splits: tuple[str, ...], 
         elements.append(hv.Curve((old_x, old_y), xdim, ydim).opts(
             color=ramp[2], line_width=1.4, alpha=0.8, line_dash=dash, framewise=True))
         drawn_y += [old_y, _log10(mean, log)]
-        latest_frame = {"layer_pos": x, metric: _log10(mean, log), "layer": np.array(layers, dtype=object),
+        # the names under "layer_name": a column "layer" would be overwritten by the x axis' label, "layer"
+        latest_frame = {"layer_pos": x, metric: _log10(mean, log), "layer_name": np.array(layers, dtype=object),
                         "std": std, "epoch": np.full(n, latest), "split": np.full(n, split, dtype=object)}
-        elements.append(hv.Curve(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
+        elements.append(hv.Curve(latest_frame, xdim, [ydim, "layer_name", "std", "epoch", "split"]).opts(
             color=ramp[-1], line_width=3.5, line_dash=dash, framewise=True))
         # markers: a layer measured alone is visible at once (a line needs two points), and carry the hover
-        elements.append(hv.Scatter(latest_frame, xdim, [ydim, "layer", "std", "epoch", "split"]).opts(
+        elements.append(hv.Scatter(latest_frame, xdim, [ydim, "layer_name", "std", "epoch", "split"]).opts(
             color=ramp[-1], size=7, framewise=True,
-            tools=[HoverTool(tooltips=[("layer", "@layer"), (label, f"@{{{metric}}}{{0.000}}"),
+            tools=[HoverTool(tooltips=[("layer", "@layer_name"), (label, f"@{{{metric}}}{{0.000}}"),
                                        ("± std", "@std{0.000}"), ("split", "@split"), (axis, "@epoch")])]))
     # the y axis spans the values drawn, bands included, whatever HoloViews' defaults (a range shared with another
     # plot once spanned 0-1: the live view's panes keep their own axes, see app.live.view)
     return hv.Overlay(elements).redim.range(**{metric: value_range(*drawn_y)}).opts(
         title=curves_title(label, splits, shown_interval, axis), height=height, **_width(width, responsive),
         show_legend=False, xrotation=45,
-        xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, n - 0.7),
+        xticks=layer_ticks(layers, width), xlim=(-0.3, n - 0.7),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="right",   # the title's row is its own
         default_tools=["pan", "wheel_zoom", "reset", "save"], **PLOT_OPTS,
     )
@@ -164,7 +167,7 @@ def heatmap(frame: pd.DataFrame, *, metric: str, split: str, layers: list[str],
         xlabel=axis, ylabel="layer",
         **_epoch_axis(frame),
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar="above",
-        default_tools=["reset", "save"], **PLOT_OPTS,
+        default_tools=["reset", "save"], **plot_opts_with(shown_layers_hook(layers, height, "y")),
     )
 
 
@@ -248,7 +251,8 @@ def utilization_bars(frame: pd.DataFrame, *, layers: list[str], height: int = 24
     return hv.Bars(data, "layer", ("relative", "‖W−W⁰‖ / ‖W⁰‖")).opts(
         title=title, height=height, **_width(width, responsive), color="#6a51a3", xrotation=45, tools=["hover"],
         framewise=True,
-        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None, **PLOT_OPTS,
+        fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8}, toolbar=None,
+        **plot_opts_with(shown_layers_hook(layers, width, "x")),
     )
 
 
@@ -316,15 +320,15 @@ def selection_curves(frame: pd.DataFrame, measure: str = "share_right", *, title
                                        "solid")):
         y = _log10(frame[column].to_numpy(dtype=float), log) if len(frame) else np.zeros(0)
         drawn.append(y)
-        data = {"layer_pos": x, "value": y, "layer": np.array(layers, dtype=object)}
-        elements.append(hv.Curve(data, xdim, [ydim, "layer"], label=name).opts(
+        data = {"layer_pos": x, "value": y, "layer_name": np.array(layers, dtype=object)}   # see metric_curves
+        elements.append(hv.Curve(data, xdim, [ydim, "layer_name"], label=name).opts(
             color=color, line_width=2.5, line_dash=dash, framewise=True))
-        elements.append(hv.Scatter(data, xdim, [ydim, "layer"], label=name).opts(
+        elements.append(hv.Scatter(data, xdim, [ydim, "layer_name"], label=name).opts(
             color=color, size=7, framewise=True,
-            tools=[HoverTool(tooltips=[("", name), ("layer", "@layer"), (label, "@value{0.000}")])]))
+            tools=[HoverTool(tooltips=[("", name), ("layer", "@layer_name"), (label, "@value{0.000}")])]))
     return hv.Overlay(elements).redim.range(value=value_range(*drawn)).opts(
         title=title, height=height, **_width(width, responsive), xrotation=45, legend_position="bottom_left",
-        xticks=list(zip(x.tolist(), layers)), xlim=(-0.3, max(len(layers), 1) - 0.7), toolbar="right",
+        xticks=layer_ticks(layers, width), xlim=(-0.3, max(len(layers), 1) - 0.7), toolbar="right",
         fontsize={"title": 11, "labels": 9, "xticks": 8, "yticks": 8, "legend": 8},
         default_tools=["pan", "wheel_zoom", "reset", "save"], **PLOT_OPTS)
 
@@ -395,7 +399,7 @@ def layer_curves(runs, metric: str, *, split: str = "unseen", epoch: int | None 
                                  + (f"; band {_LEVEL} bootstrap" if frame["low"].notna().any() else "")
                                  if len(frame) else f"no {metric} ({split}) values stored"))
     if shared:
-        opts["xticks"] = [(i, plot_text(name)) for i, name in enumerate(orders[0])]
+        opts["xticks"] = layer_ticks([plot_text(name) for name in orders[0]], width)
     return hv.Overlay(elements).opts(**opts)
 
 

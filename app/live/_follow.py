@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from functools import partial
 from typing import Callable
 
@@ -99,9 +100,16 @@ def follow_in(view, run_id: str, store=None, *, every: float = 1.0) -> Following
     view.reset(f"Reading run {run_id} from the store…", status="starting")
     doc = pn.state.curdoc
     view.bind_document(doc)
-    if doc is not None and doc.session_context is not None:
-        pn.state.on_session_destroyed(lambda _ctx, f=following: f.stop())
+    if doc is not None and doc.session_context is not None and doc not in _STOPPED_ON_CLOSE.get(view, ()):
+        # one callback per view and document, not per run followed: each would keep its run's follower (the
+        # rows it read) alive until the session ends; it stops whichever run the view follows then
+        pn.state.on_session_destroyed(lambda _ctx, v=weakref.ref(view): v() is not None and v().stop_following())
+        _STOPPED_ON_CLOSE.setdefault(view, weakref.WeakSet()).add(doc)
     return following
+
+
+_STOPPED_ON_CLOSE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+"""view -> the documents whose end stops what it follows (:func:`follow_in` registers that once per document)."""
 
 
 def _thumbnails_for(view, store, event: ev.RunStarted) -> None:

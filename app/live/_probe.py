@@ -8,7 +8,7 @@ __all__ = ["live_probe"]
 def live_probe(view) -> dict:
     """Counts of what a :class:`~app.live.view.LiveView` shows: its status, the layers with curves drawn, the
     heatmap's cells, the layout's points and layer (and whether it follows the best layer), and the redraws still
-    waiting (0: every plot is current)."""
+    waiting (0: every plot is current), and the models of the session's document."""
     m = view.model
     frame = m.metrics
     unseen = frame[(frame["split"] == "unseen") & frame["value"].notna()] if len(frame) else frame
@@ -29,4 +29,12 @@ def live_probe(view) -> dict:
         "epochs_done": m.epochs_done, "message": m.message, "notice": view._message,
         "stage": m.progress.stage if m.progress is not None else None,
         "redraws": len(view._redraws),
+        "doc_models": _document_models(view),
     }
+
+
+def _document_models(view) -> int | None:
+    """The models of the session's document (server side), or None outside one: what every message walks, so it
+    must stay the size of what the page shows."""
+    doc = getattr(getattr(view, "_dispatcher", None), "doc", None)
+    return len(doc.models) if doc is not None else None

@@ -14,6 +14,7 @@ import holoviews.plotting.bokeh  # noqa: F401  (options need a backend, as hv.ex
 import numpy as np
 import pandas as pd
 import pytest
+from bokeh.models import HoverTool
 
 import lab
 from app import plots
@@ -280,3 +281,68 @@ def test_training_curves_tick_whole_evaluations_not_half_epochs():
     for which in ("loss", "accuracy"):
         figure = hv.render(plots.training_curves(frame, seeds=[0], which=which))
         assert list(figure.xaxis[0].ticker.ticks) == [0, 1, 2, 3], which
+
+
+DEEP = [f"blocks.{i}.mlp" for i in range(48)] + ["pre_logits"]     # a 48-layer MLP's taps and its head input
+
+
+def _printed(axis) -> list[str]:
+    """The factors a categorical axis prints: those its formatter's ``shown`` keeps (the browser runs its code,
+    ``shown.includes(tick) ? tick : ''``)."""
+    from bokeh.models import CustomJSTickFormatter
+
+    assert isinstance(axis.formatter, CustomJSTickFormatter) and "shown.includes(tick)" in axis.formatter.code
+    return list(axis.formatter.args["shown"])
+
+
+@pytest.mark.parametrize("length, axis", [(380, "x"), (900, "x"), (320, "y"), (1600, "y")])
+def test_layer_ticks_keep_what_fits_and_start_at_the_input(length, axis):
+    ticks = plots.layer_ticks(DEEP, length, axis=axis)
+    fit = (length - 80) // plots.TICK_PITCH[axis]
+    assert 1 <= len(ticks) <= fit
+    assert ticks[0] == (0, DEEP[0])
+    steps = {b[0] - a[0] for a, b in zip(ticks, ticks[1:])}
+    assert len(steps) == 1 and all(DEEP[i] == name for i, name in ticks)     # every k-th layer, its own name
+    assert len(ticks) > min(fit, len(DEEP)) // 2       # not thinned more than needed
+    assert plots.layer_ticks(DEEP[:3], 380) == [(0, DEEP[0]), (1, DEEP[1]), (2, DEEP[2])]   # few: all of them
+    with pytest.raises(ValueError, match="axis must be one of x, y; got 'z'"):
+        plots.layer_ticks(DEEP, 380, axis="z")
+
+
+def test_every_layer_axis_of_a_deep_run_prints_what_fits_and_hovers_every_name():
+    n = len(DEEP)
+    frame = pd.DataFrame({"split": "unseen", "epoch": 0, "layer": DEEP, "mean": np.linspace(0, 1, n),
+                          "std": np.nan})
+    curves = hv.render(plots.metric_curves(frame, metric="nmi", splits=("unseen",), layers=DEEP, n_epochs=0,
+                                           width=380, responsive=True))
+    axis = curves.xaxis[0]
+    printed = [axis.major_label_overrides[t] for t in axis.ticker.ticks]
+    assert len(printed) <= (380 - 80) // plots.TICK_PITCH["x"] and printed[0] == DEEP[0]
+    hover, = curves.select(type=HoverTool)
+    assert ("layer", "@layer_name") in hover.tooltips
+    shown = [list(r.data_source.data["layer_name"]) for r in hover.renderers]
+    assert shown and all(names == DEEP for names in shown)           # every name, in the markers' hover
+
+    heat = hv.render(plots.heatmap(pd.DataFrame({"epoch": 0, "layer": DEEP, "value": 0.5}), metric="nmi",
+                                   split="unseen", layers=DEEP, height=320, responsive=True))
+    assert list(heat.y_range.factors) == DEEP                        # every cell keeps its row
+    shown = _printed(heat.yaxis[0])
+    assert shown[0] == DEEP[0] and len(shown) <= (320 - 80) // plots.TICK_PITCH["y"]
+    assert set(heat.renderers[0].data_source.data["layer"]) == set(DEEP)       # the hover's layer column
+    assert heat.select(type=HoverTool)
+
+    bars = hv.render(plots.utilization_bars(pd.DataFrame({"layer": DEEP, "relative": 0.1, "epoch": 1}),
+                                            layers=DEEP, width=360, responsive=True))
+    shown = _printed(bars.xaxis[0])
+    assert shown[0] == DEEP[0] and len(shown) <= (360 - 80) // plots.TICK_PITCH["x"]
+    assert list(bars.x_range.factors) == DEEP and bars.select(type=HoverTool)
+
+
+def test_a_shallow_run_still_prints_every_layer():
+    layers = ["fc1", "fc2", "pre_logits"]
+    heat = hv.render(plots.heatmap(pd.DataFrame({"epoch": 0, "layer": layers, "value": 0.5}), metric="nmi",
+                                   split="unseen", layers=layers))
+    assert _printed(heat.yaxis[0]) == layers
+    frame = pd.DataFrame({"split": "unseen", "epoch": 0, "layer": layers, "mean": [0.1, 0.2, 0.3], "std": np.nan})
+    curves = hv.render(plots.metric_curves(frame, metric="nmi", splits=("unseen",), layers=layers, n_epochs=0))
+    assert [curves.xaxis[0].major_label_overrides[t] for t in curves.xaxis[0].ticker.ticks] == layers

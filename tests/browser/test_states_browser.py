@@ -30,6 +30,9 @@ from served import ARTIFACTS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]
 
+MODELS_BOUND = 1.2
+"""At most this many times the models of a view's first state, for every later state of that view."""
+
 sys.path.insert(0, str(ROOT / "docs"))
 import states as gallery  # noqa: E402  (docs/states.py: the gallery's server, page and walk)
 
@@ -109,9 +112,12 @@ def test_every_view_of_every_state(chromium, free_port, tmp_path):
     from playwright.sync_api import sync_playwright
 
     found: dict[str, list[str]] = {}
+    models: dict[str, list[tuple[str, int]]] = {}     # view -> (state, the session document's models), in order
 
     def check(state, view, seen, errors):
         found[f"{state}-{view}"] = problems_of(state, view, seen, errors)
+        if view.startswith("run-watch"):       # the probe is in the Run & watch tab
+            models.setdefault(view, []).append((state, seen["doc_models"]))
 
     walk, component = (gallery.WALK, gallery.COMPONENT_STATES) if ALL_STATES else (SUITE_WALK, SUITE_COMPONENT)
     t0 = time.monotonic()
@@ -124,5 +130,17 @@ def test_every_view_of_every_state(chromium, free_port, tmp_path):
     runs = [(state, view) for state in walk for view in ("run-watch", "compare")]
     assert set(walked) >= {*runs, (gallery.STUDY_STATE, "studies")}, walked
     assert all((ARTIFACTS / "states" / f"{s}-{v}.png").exists() for s, v in walked)
+    # the page stays the size of what it shows (tests/browser/test_page_growth_browser.py): Run & watch of every
+    # later state holds at most MODELS_BOUND times the models it held for the first (each page its own document)
+    for view, counts in models.items():
+        if None in {n for _, n in counts}:
+            found[f"document-{view}"] = [f"the probe gives no document model count: {counts}"]
+            continue
+        # the first state's count is written before its Neural collapse card, unfolded then, has drawn: the
+        # baseline is the next state's (the card open from then on)
+        base_state, base = counts[min(1, len(counts) - 1)]
+        found[f"document-{view}"] = [
+            f"the session's document holds {n} models after {state}, over {MODELS_BOUND} x the {base} after "
+            f"{base_state} (all: {counts})" for state, n in counts[2:] if n > MODELS_BOUND * base]
     wrong = {view: problems for view, problems in found.items() if problems}
     assert not wrong, "\n".join(f"{view}:\n  " + "\n  ".join(problems) for view, problems in wrong.items())

@@ -1,0 +1,73 @@
+"""The page stays the size of what it shows: twelve openings of six stored runs in one browser session.
+
+Its own ``panel serve app`` (not the shared one of ``shared_servers/``): the server's memory and its session's
+document are measured, and no other test's page may add to them. Six tiny stored runs, opened in Run & watch from
+Compare & export one after another, then the same six again (``benchmarks/page_growth.py`` drives the same page
+and prints the figures). After the 12th opening, against the 2nd (the first pays for imports and first use):
+
+- the session's document holds at most 1.2 times the models: counted on the server (``len(doc.models)``, read
+  through the live view's probe), since that is what every message the server sends walks. The browser's
+  ``Bokeh.documents[0].all_models`` is not bounded here: it grows by about 900 models per opening, on the
+  original code as now, and still holds them 32 s later (BokehJS adds the models a patch brings and drops the
+  unreferenced ones only in a recompute it keeps putting off, its ``recompute_timeout``);
+  ``benchmarks/results/page_growth.txt`` gives both counts;
+- the opening is no slower: at most 1.5 times the 2nd's plus 1 s (a bound on a trend, not a timing test: the
+  machine is shared and one opening takes several seconds);
+- the server's resident memory grows by at most 20 MiB while the same six runs are opened again (6th to 12th).
+  From the 2nd to the 12th it grows by about 50 MiB, all of it at the first opening of each run (see
+  ``benchmarks/results/page_growth.txt``): that bound is expected to fail until what the server keeps per run
+  opened is found (strict: it says so when it passes).
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from served import ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(900)]
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "docs"))
+
+MODELS_BOUND = 1.2
+RSS_BOUND_MIB = 20
+
+
+@pytest.fixture(scope="module")
+def growth(chromium, free_port, tmp_path_factory):
+    """The twelve openings' figures (:class:`page_growth.Growth`), the table printed."""
+    from playwright.sync_api import sync_playwright
+
+    import page_growth
+    import states as gallery
+    from lab.store import RunStore
+
+    tmp = tmp_path_factory.mktemp("page_growth")
+    runs = tmp / "runs"
+    ids = page_growth.make_runs(RunStore(runs))
+    with page_growth.served_app(runs, free_port(), tmp) as (url, server), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=gallery.CHROMIUM_ARGS)
+        try:
+            found = page_growth.open_twelve(browser, url, server.pid, ids)
+        finally:
+            browser.close()
+    print("\n".join(found.lines()))
+    assert [o.run_id for o in found.openings] == [*ids, *ids]
+    return found
+
+
+def test_twelve_openings_of_six_runs_keep_the_document_its_size_and_open_as_fast(growth):
+    table = "\n".join(growth.lines())
+    second, sixth, twelfth = growth.openings[1], growth.openings[5], growth.openings[-1]
+    assert second.server_models and twelfth.server_models, table
+    assert twelfth.server_models <= MODELS_BOUND * second.server_models, table
+    assert twelfth.seconds <= 1.5 * second.seconds + 1.0, table
+    assert twelfth.rss_mib - sixth.rss_mib <= RSS_BOUND_MIB, table
+
+
+@pytest.mark.xfail(strict=True, reason="the server keeps about 9 MiB per run opened for the first time (issue 60, "
+                                       "point 1): not found yet")
+def test_twelve_openings_grow_the_server_by_at_most_20_mib_from_the_second(growth):
+    second, twelfth = growth.openings[1], growth.openings[-1]
+    assert twelfth.rss_mib - second.rss_mib <= RSS_BOUND_MIB, "\n".join(growth.lines())
