@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["SplitInfo", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order"]
+__all__ = ["SplitInfo", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order", "class_mean_splits"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class SplitInfo:
     short_label : its name in a short subtitle ("held-out")
     phrase : its name inside a sentence or title that says what a view shows ("held-out")
     order : its place in :data:`SPLIT_TABLE`: the training sample, then held-out seen images, then unseen classes
+    class_means : whether an evaluation records the geometry of its class means (``ClassMeans`` events, the
+        simplex view): the training sample and the unseen classes
     """
 
     name: str
@@ -29,12 +31,13 @@ class SplitInfo:
     short_label: str
     phrase: str
     order: int
+    class_means: bool = False
 
 
 SPLIT_TABLE = (
-    SplitInfo("train", "train sample", "train sample", "training sample", 0),
+    SplitInfo("train", "train sample", "train sample", "training sample", 0, class_means=True),
     SplitInfo("seen", "held-out (seen)", "held-out", "held-out", 1),
-    SplitInfo("unseen", "unseen classes", "unseen classes", "unseen", 2),
+    SplitInfo("unseen", "unseen classes", "unseen classes", "unseen", 2, class_means=True),
 )
 """The one table of evaluation splits, in order: a fixed sample of the seen classes' training images ("train",
 with the labels the network trains on), the seen classes' held-out images ("seen") and the unseen classes'
@@ -66,3 +69,8 @@ def split_order(names: Iterable[str]) -> list[str]:
     the order given."""
     names = list(dict.fromkeys(names))
     return sorted(names, key=lambda n: _SPLITS_BY_NAME[n].order if n in _SPLITS_BY_NAME else len(SPLIT_TABLE))
+
+
+def class_mean_splits() -> tuple[str, ...]:
+    """The splits whose class means an evaluation records (the simplex view's choices), in table order."""
+    return tuple(s.name for s in SPLIT_TABLE if s.class_means)

@@ -22,7 +22,7 @@ import holoviews as hv
 import panel as pn
 import param
 
-from lab import analysis
+from lab import analysis, catalogue
 from lab import events as ev
 from lab.errors import not_evaluated
 
@@ -39,7 +39,7 @@ _PANEL_WIDTH = 360
 WAITING = "waiting for the first class means…"
 _DEFAULT_LAYERS = 4
 _TITLE = "Neural collapse: training sample, held-out and unseen"
-_SIMPLEX_SPLITS = ("train", "unseen")        # the splits the engine records class means of
+_SIMPLEX_SPLITS = catalogue.class_mean_splits()   # the splits the engine records class means of
 
 
 def _card_title(metrics) -> str:

@@ -72,6 +72,7 @@ def test_class_means_events_for_every_layer_on_train_and_unseen_and_stored(finis
     keys = {(e.epoch, e.layer, e.split) for e in means}
     assert keys == {(epoch, layer, split) for epoch in range(cfg.n_epochs + 1) for layer in names
                     for split in ("train", "unseen")}
+    assert {e.split for e in means} == set(catalogue.class_mean_splits())   # what the split table says is recorded
     seen, unseen = events[0].seen, events[0].unseen
     for e in means:
         assert e.classes == (seen if e.split == "train" else unseen)
