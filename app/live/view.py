@@ -8,9 +8,9 @@ across layers and epochs; the verdict's best layer until one is picked, see :mod
 training curves, layer utilization with each layer's CKA to its epoch-0 features, and a one-line
 verdict with, under it, the best layer by each measure (:mod:`app.live._agreement`, read when an evaluation
 completes). Each plot is a ``hv.DynamicMap`` fed by a
-``Pipe``/``Buffer`` stream that this view owns (``LiveView.streams``); an event
-updates the streams it touches, never the page. What each stream carries comes from
-:mod:`app.live._streams`, how each is drawn from :mod:`app.live._render`, the status line's text from
+``Pipe``/``Buffer`` stream that the view's :class:`~app.live._plots.RunPlots` owns (``LiveView.plots``; its
+``streams`` also as ``LiveView.streams``); an event updates the streams it touches, never the page. The view keeps
+the run's lifecycle: following, events, status and messages, layout. The status line's text comes from
 :mod:`app.live._status`, and the redraws run in turns through an :class:`~app.base.RedrawQueue`.
 
 Threading: :meth:`LiveView.consume` must run on the session's thread. A worker
@@ -20,7 +20,6 @@ document through a :class:`~app.base.DocDispatcher` (batched, lock-safe).
 from __future__ import annotations
 
 import html
-from functools import partial
 
 import holoviews as hv
 import panel as pn
@@ -30,22 +29,16 @@ from lab import catalogue
 from lab import events as ev
 from lab.status import RunStatus
 
-from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, plots, wrap_row
+from app.base import DocDispatcher, RedrawQueue, ThumbnailSource
 from app.collapse import CollapseView
-from app.compare import similarity_plots
 from app.explorer import no_layouts, warm_up_in_background
 from app.explorer.embedding import EmbeddingView
 
-from ._streams import (HEATMAP_METRICS, cka_initial_data, curve_specs, curves_data, has_seen_split, heatmap_data,
-                       projection_data)
-from ._training import TrainingPanes
+from ._streams import HEATMAP_METRICS, has_seen_split
 from ._agreement import AgreementTable
-from ._panes import CURVE_WIDTH, EXPLORER_LEAST, WHOLE_ROW, fillers, grow, plot_pane
 from ._picker import LayoutPicker
-from ._render import LiveRenderers
-from ._probe import live_probe
-from ._status import (PLACEHOLDER, UNMEASURED, end_message, ended_unmeasured, placeholder_html, probe_html,
-                      status_html, under_way)
+from ._plots import RunPlots
+from ._status import end_message, ended_unmeasured, probe_html, status_html, under_way
 from ._model import RunModel, verdict_html
 
 __all__ = ["LiveView"]
@@ -76,19 +69,13 @@ class LiveView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.model = RunModel()
-        self.streams: dict[str, hv.streams.Stream] = {}
         self._dispatcher = DocDispatcher(self.consume, doc=None)
         self._following = None              # the run this view follows from the store (app.live._follow)
         self._n_events = 0
         self._message, self._notice = "", None     # _notice: (message, alert type) the alert box keeps
-        self._placeholder = None
-        self._shown_projection = None
-        self._projection_points = 0
         self._unmeasured_shown = False      # the sentence of a run that ended before measuring anything is shown
-        self._layer_index: dict[str, int] = {}
         self._verdict_data: dict = {}
         self._redraws = RedrawQueue(lambda: self._dispatcher, after_turn=self._refresh_status)
-        self._render = LiveRenderers(lambda: self.model)    # the plots' DynamicMap callbacks
         # widgets and panes (per instance: never shared between sessions)
         self._status_md = pn.pane.HTML(status_html(self.model, self.status, self._message), margin=(0, 10),
                                        sizing_mode="stretch_width", css_classes=["ls-status"])
@@ -98,11 +85,6 @@ class LiveView(pn.viewable.Viewer):
         self.agreement = AgreementTable()        # the measures' best layers, read when an evaluation completes
         self._alert = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width",
                                     css_classes=["ls-alert"])
-        self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
-                                   styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
-        # rows of curves that wrap: Bokeh layouts (app.base.wrap_row), not a pn.FlexBox, which blanks plots inside
-        self._curves_box = wrap_row(pn.pane.HTML(PLACEHOLDER, styles=WHOLE_ROW))
-        self._heatmap_pane = plot_pane(None, plots.HEATMAP_WIDTH)
         # the layout of the layer and epoch the player and epoch picker choose; it reads the run's layouts
         # from this view's model (the model changes with each run, hence the callables)
         self.embedding = EmbeddingView.for_live(lambda: self.model, lambda: self.thumbnails,
@@ -114,15 +96,32 @@ class LiveView(pn.viewable.Viewer):
                                         css_classes=["ls-no-layouts"])
         self._explorer = pn.Column(self.picker, self.embedding, margin=0, sizing_mode="stretch_width")
         self.collapse = CollapseView.for_live(lambda: self.model)    # neural collapse; draws once unfolded
-        self.training = TrainingPanes()         # a plot that will stay empty gives way to a sentence saying why
         self._heatmap_metric_w = pn.widgets.Select.from_param(self.param.heatmap_metric, label="Heatmap metric",
                                                               width=190)
         self._heatmap_split_w = pn.widgets.RadioButtonGroup.from_param(self.param.heatmap_split, width=150,
                                                                        margin=(28, 10, 10, 10))
+        # the run's plots and the streams that feed them
+        self.plots = RunPlots(lambda: self.model, self._redraws, picker=self.picker, embedding=self.embedding,
+                              thumbnails=lambda: self.thumbnails,
+                              heatmap=lambda: (self.heatmap_metric, self.heatmap_split),
+                              heatmap_controls=pn.Row(self._heatmap_metric_w, self._heatmap_split_w),
+                              explorer=(self._no_layouts, self._explorer))
+        self._probe = pn.pane.HTML(probe_html(self.probe()), visible=True, margin=0, height=0, width=0,
+                                   styles={"overflow": "hidden"}, css_classes=["ls-probe-pane"])
         self.param.watch(self._on_heatmap_choice, ["heatmap_metric", "heatmap_split"])
         self._layout = self._build_layout()
 
     # ------------------------------------------------------------------ public API
+    @property
+    def streams(self) -> dict[str, hv.streams.Stream]:
+        """The streams of the run shown, by name (:attr:`RunPlots.streams <app.live._plots.RunPlots>`)."""
+        return self.plots.streams
+
+    @property
+    def training(self):
+        """The training section's panes (:class:`app.live._training.TrainingPanes`), which :attr:`plots` fills."""
+        return self.plots.training
+
     def bind_document(self, doc) -> None:
         """Route :meth:`push` through ``doc`` (the session document); None: apply synchronously."""
         self._dispatcher = DocDispatcher(self.consume, doc=doc, min_interval=0.5)
@@ -170,20 +169,13 @@ class LiveView(pn.viewable.Viewer):
     def reset(self, message: str = "Starting…", status: str = "starting") -> None:
         """Forget the current run and show an empty, waiting view (session thread only)."""
         self.model = RunModel()
-        self.streams = {}
         self._redraws.reset()
-        self._shown_projection = None
         self._n_events = 0
-        self._projection_points = 0
         self._unmeasured_shown = False
         self._message, self._notice = message, None
-        self._placeholder = pn.pane.HTML(placeholder_html(message), css_classes=["ls-placeholder"], styles=WHOLE_ROW)
-        self._curves_box.objects = [self._placeholder]
-        self._details.visible = False
-        self._heatmap_pane.object = None
+        self.plots.clear(message)
         self.embedding.clear()
         self.collapse.clear()
-        self.training.clear()
         self._alert.visible = False
         self._verdict.object = ""
         self.agreement.clear()
@@ -196,8 +188,7 @@ class LiveView(pn.viewable.Viewer):
         self._message = message
         if alert:     # kept over the last run's end (its worker may settle after a refusal) until a run starts
             self._notice = (message, alert)
-        if not self.streams and self._placeholder is not None:     # no plots yet: the placeholder says it too
-            self._placeholder.object = placeholder_html(message)
+        self.plots.say(message)         # no plots yet: the placeholder says it too
         if status is not None:
             self._set_status(status)
         self._refresh_status()
@@ -213,8 +204,7 @@ class LiveView(pn.viewable.Viewer):
     def set_thumbnails(self, source: ThumbnailSource | None) -> None:
         """Use ``source`` for hover thumbnails and refresh the layout shown (session thread)."""
         self.thumbnails = source
-        if self.model.projection_keys() and self._shown_projection is not None:
-            self._send_projection()
+        self.plots.thumbnails_changed()
 
     def consume(self, items) -> None:
         """Apply a batch of events (or callables) to the views. Session thread only."""
@@ -257,14 +247,10 @@ class LiveView(pn.viewable.Viewer):
 
     # ------------------------------------------------------------------ building per-run plots
     def _build_run_views(self) -> None:
-        """Streams of a new run at once; its plots one by one (each HoloViews plot costs 0.1-0.5 s)."""
+        """A new run: its controls at once, then its streams and plots (:meth:`RunPlots.build`)."""
         m = self.model
         self._redraws.clear()
         self._unmeasured_shown = False
-        self._layer_index = {name: i for i, name in enumerate(m.layers)}
-        streams: dict[str, hv.streams.Stream] = {}
-        for metric, splits in curve_specs(self.model):
-            streams[f"curves:{metric}"] = hv.streams.Pipe(data=curves_data(self.model, metric, splits))
         metrics_in_run = [x for x in HEATMAP_METRICS if x in (m.config.get("metrics") or HEATMAP_METRICS)]
         if metrics_in_run:
             self.param.heatmap_metric.objects = metrics_in_run
@@ -280,76 +266,7 @@ class LiveView(pn.viewable.Viewer):
         if not seen and self.heatmap_split != "unseen":
             self.heatmap_split = "unseen"
         self._heatmap_split_w.visible = seen
-        streams["heatmap"] = hv.streams.Pipe(data=self._heatmap_data())
-        streams["projection"] = hv.streams.Pipe(data=self._projection_data())
-        streams["training"] = hv.streams.Buffer(data=m.training.iloc[0:0].astype(float), length=100_000,
-                                                index=False)
-        if m.config.get("strategy", "full") != "none" or m.open_ended:     # a monitored loop trains
-            streams["utilization"] = hv.streams.Pipe(data=m.utilization_frame())
-            streams["cka_initial"] = hv.streams.Pipe(data=cka_initial_data(m))
-        self.streams = streams
-        specs = curve_specs(self.model)
-        if self._placeholder is not None:
-            self._placeholder.object = placeholder_html("Drawing the plots…")
-        if not specs:
-            self._curves_box.objects = [pn.pane.HTML("<i>No metric-vs-layer plot for the chosen metrics.</i>",
-                                                     styles=WHOLE_ROW)]
-        for i, (metric, splits) in enumerate(specs):
-            self._redraws.schedule(f"build:curves:{metric}",
-                                   partial(self._build_curve_pane, metric, splits, first=i == 0))
-        self._redraws.schedule("build:heatmap", self._build_heatmap_pane)
-        self._redraws.schedule("build:projection", self.picker.build_player)
-        self._redraws.schedule("build:training", self._build_training_panes)
-        self._redraws.schedule("build:utilization", self._build_utilization_pane)
-        self._redraws.schedule("build:cka_initial", self._build_cka_pane)
-
-    @property
-    def _curves_drawn(self) -> bool:
-        box = getattr(self, "_curves_box", None)
-        return box is not None and any(isinstance(o, pn.pane.HoloViews) for o in box.objects)
-
-    def _build_curve_pane(self, metric: str, splits, first: bool) -> None:
-        if ended_unmeasured(self.model):
-            return
-        pipe = self.streams[f"curves:{metric}"]
-        self._redraws.discard(f"send:curves:{metric}")
-        pipe.send(curves_data(self.model, metric, splits))        # no plot subscribed yet: only stores the data
-        dmap = hv.DynamicMap(partial(self._render.curves, metric=metric, splits=splits), streams=[pipe])
-        pane = plot_pane(dmap, CURVE_WIDTH, margin=4, css_classes=["ls-curves"])
-        drawn = [] if first else [o for o in self._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
-        self._curves_box.objects = [*drawn, pane, *fillers()]
-
-    def _build_heatmap_pane(self) -> None:
-        if ended_unmeasured(self.model):
-            return
-        self._redraws.discard("send:heatmap")
-        self.streams["heatmap"].send(self._heatmap_data())
-        self._heatmap_pane.object = hv.DynamicMap(self._render.heatmap, streams=[self.streams["heatmap"]])
-        self._details.visible = True
-
-    def _build_training_panes(self) -> None:
-        self._redraws.discard("send:training")
-        self._send_training()
-        self.training.build(self.model, self.streams, self._render)
-
-    def _build_utilization_pane(self) -> None:
-        if "utilization" in self.streams:
-            self._redraws.discard("send:utilization")
-            self.streams["utilization"].send(self.model.utilization_frame())
-        self.training.build_utilization(self.model, self.streams.get("utilization"), self._render)
-
-    def _build_cka_pane(self) -> None:
-        if "cka_initial" in self.streams:
-            self._redraws.discard("send:cka_initial")
-            self._send_cka()
-        self.training.build_cka(self.model, self.streams.get("cka_initial"), self._render)
-
-    # ------------------------------------------------------------------ stream payloads
-    def _heatmap_data(self) -> dict:
-        return heatmap_data(self.model, self.heatmap_metric, self.heatmap_split)
-
-    def _projection_data(self) -> dict:
-        return projection_data(self.model, self.picker.layer, self.picker.epoch, self.thumbnails)
+        self.plots.build()
 
     # ------------------------------------------------------------------ refresh
     def _refresh(self, changed: set[str]) -> None:
@@ -358,65 +275,14 @@ class LiveView(pn.viewable.Viewer):
         dirty = set(m.dirty_metrics)
         m.dirty_metrics.clear()
         if self.streams:
-            if "curves" in changed:
-                for metric, splits in curve_specs(self.model):   # a bootstrap row changes its metric's band
-                    if {metric, f"{metric}_low", f"{metric}_high"} & dirty and f"curves:{metric}" in self.streams:
-                        self._redraws.schedule(f"send:curves:{metric}",
-                                               partial(self._send_curves, metric, splits))
-            if "heatmap" in changed and (self.heatmap_metric in dirty or m.ended):     # ended: its columns change
-                self._redraws.schedule("send:heatmap", self._send_heatmap)
-            if "training" in changed:
-                self._redraws.schedule("send:training", self._send_training)
-            if changed & {"training", "status", "utilization", "curves"}:     # curves: CKA to the first evaluation
-                self.training.show_gaps(self.model, utilization="utilization" in self.streams)
-            if "utilization" in changed and "utilization" in self.streams:
-                self._redraws.schedule("send:utilization",
-                                       lambda: self.streams["utilization"].send(m.utilization_frame()))
-            if "curves" in changed and "cka_initial" in dirty and "cka_initial" in self.streams:
-                self._redraws.schedule("send:cka_initial", self._send_cka)
+            self.plots.refresh(changed, dirty)
             if changed & {"curves", "collapse"}:
                 self._redraws.schedule("send:collapse", self.collapse.refresh)
         if changed & {"verdict", "status", "progress"}:
             self._refresh_verdict()
         if self.streams and changed & {"projection", "verdict"}:     # a new layout, or maybe a new best layer
-            self._on_new_projection()
+            self.plots.follow_projection()
         self._refresh_status()
-
-    def _send_curves(self, metric: str, splits) -> None:
-        self.streams[f"curves:{metric}"].send(curves_data(self.model, metric, splits))
-
-    def _send_cka(self) -> None:
-        data = cka_initial_data(self.model)
-        self.streams["cka_initial"].send(data)
-        self.training.cka_caption.object = similarity_plots.initial_caption(data, axis=self.model.axis)
-
-    def _send_heatmap(self) -> None:
-        self.streams["heatmap"].send(self._heatmap_data())
-
-    def _send_training(self) -> None:
-        buffer = self.streams["training"]
-        rows = self.model.training.iloc[len(buffer.data):]
-        if len(rows):
-            buffer.send(rows.astype(float))
-
-    def _on_new_projection(self) -> None:
-        moved = self.picker.follow()
-        layer, epoch = self.picker.layer, self.picker.epoch
-        current = self.model.projection(layer, epoch) if layer else None
-        if not moved and current is self._shown_projection:
-            return                      # the new layout is for another layer or epoch: nothing to redraw
-        self._redraws.schedule("send:projection", self._send_projection)
-
-    def _send_projection(self) -> None:
-        pipe = self.streams.get("projection")
-        if pipe is None:
-            return
-        data = self._projection_data()
-        self._projection_points = len(data["frame"])
-        layer, epoch = self.picker.layer, self.picker.epoch
-        self._shown_projection = self.model.projection(layer, epoch) if layer else None
-        pipe.send(data)           # what the layout shows, for consumers of the streams (tests, notebooks)
-        self.embedding.show(layer, epoch)
 
     def _on_evaluation(self) -> None:
         """An evaluation completed: read the measures' best layers and the per-image record again."""
@@ -430,12 +296,12 @@ class LiveView(pn.viewable.Viewer):
 
     def _on_pick(self) -> None:
         """The user picked a layer or an epoch: show it now."""
-        self._send_projection()
+        self.plots.send_projection()
         self._refresh_status()
 
     def _on_heatmap_choice(self, *_events) -> None:
         if "heatmap" in self.streams:
-            self._send_heatmap()
+            self.plots.send_heatmap()
             self._refresh_status()
 
     # ------------------------------------------------------------------ text
@@ -460,38 +326,47 @@ class LiveView(pn.viewable.Viewer):
         if m.ended and m.status != RunStatus.FINISHED:
             self._alert.param.update(object=end_message(m), visible=True,
                                      alert_type="danger" if m.status == RunStatus.FAILED else "warning")
-            if not self.streams and self._placeholder is not None:
-                self._placeholder.object = placeholder_html(
-                    "The run ended before any layer was measured; see the message above.")
+            self.plots.say("The run ended before any layer was measured; see the message above.")
             if ended_unmeasured(m) and not self._unmeasured_shown:
-                if self.streams:        # one sentence in place of the plots (no dead player, no empty axes)
-                    self._curves_box.objects = [pn.pane.HTML(placeholder_html(UNMEASURED), styles=WHOLE_ROW,
-                                                             css_classes=["ls-placeholder"])]
-                    self._details.visible = False
+                self.plots.show_unmeasured()
                 self._unmeasured_shown = True
                 self.collapse.refresh()         # its sentence, not what an earlier run left in it
         if self._notice is not None:
             self._alert.param.update(object=self._notice[0], alert_type=self._notice[1], visible=True)
         self._probe.object = probe_html(self.probe())
 
-    probe = live_probe          # counts of what the views show, for tests and the browser-test hook
+    def probe(self) -> dict:
+        """Counts of what the view shows, written into the page's hidden probe element so that tests (and the
+        browser tests' hook) read its Python state without reading its plots: its status, the layers with curves
+        drawn, the heatmap's cells, the layout's points and layer (and whether it follows the best layer), the
+        redraws still waiting (0: every plot is current), and the models of the session's document."""
+        m = self.model
+        shown = self.embedding.n_points > 0
+        return {
+            "status": self.status, "run_id": m.run_id, "events": self._n_events, "layers": len(m.layers),
+            **self.plots.counts(),          # metric_layers, heatmap_cells, projection_points
+            "layout_layer": self.picker.layer if shown else None,
+            # whether the layout still follows the verdict's best layer (a pick on the player stops it), and that layer
+            "follow_best": self.picker.follow_best,
+            "picked": self.picker.picked,   # what made the last pick, if any
+            "best_layer": self._verdict_data.get("layer"),
+            "epochs_done": m.epochs_done, "message": m.message, "notice": self._message,
+            "stage": m.progress.stage if m.progress is not None else None,
+            "redraws": len(self._redraws),
+            # what every message walks, so it must stay the size of what the page shows; None outside a session
+            "doc_models": len(self._dispatcher.doc.models) if self._dispatcher.doc is not None else None,
+        }
 
     # ------------------------------------------------------------------ layout
     def _build_layout(self):
-        # every plot grows with the page: the curves share a row's width (two or three a row), the heatmap and
-        # the layout share theirs 1 : 2, and the training plots theirs
-        heat_col = pn.Column(pn.Row(self._heatmap_metric_w, self._heatmap_split_w), self._heatmap_pane,
-                             **grow(plots.HEATMAP_WIDTH))
-        proj_col = pn.Column(self._no_layouts, self._explorer, **grow(EXPLORER_LEAST, share=2))
-        self._details = wrap_row(heat_col, proj_col, self.training.section, visible=False)
         return pn.Column(
             pn.Row(self._progress, self._status_md, sizing_mode="stretch_width"),
             self._verdict,
             self.agreement,
             self._alert,
-            self._curves_box,
+            self.plots.curves_box,
             self.collapse,
-            self._details,
+            self.plots.details,
             self._probe,
             sizing_mode="stretch_width",
         )

@@ -91,7 +91,7 @@ def test_the_heatmap_of_an_ended_run_shows_only_the_evaluations_it_made(live):
     assert live.status == "failed"
     frame = live.streams["heatmap"].data["frame"]
     assert sorted(set(frame["epoch"])) == [0, 1] and frame["value"].notna().all()
-    heat = live._render.heatmap(live.streams["heatmap"].data)
+    heat = live.plots.render.heatmap(live.streams["heatmap"].data)
     assert hv.Store.lookup_options("bokeh", heat, "plot").kwargs["xlim"] == (-0.5, 1.5)
     live.consume(list(synthetic_run("r2", epochs=2))[:-1] + [ev.RunCancelled("r2", seconds=1.0)])
     assert sorted(set(live.streams["heatmap"].data["frame"]["epoch"])) == [0, 1, 2]      # all it planned, made
@@ -237,24 +237,24 @@ def test_curves_draw_the_bootstrap_band_of_the_latest_epoch(live):
     events = list(synthetic_run(epochs=1, seeds=(0, 1)))
     live.__panel__().get_root(Document())
     live.consume(events[:-1])
-    before = live._render.curves(live.streams["curves:nmi"].data, metric="nmi", splits=("unseen",))
+    before = live.plots.render.curves(live.streams["curves:nmi"].data, metric="nmi", splits=("unseen",))
     assert len(_interval_area(before)) == 0 and "bootstrap" not in before.opts.get().kwargs["title"]
     live.consume(_confidence("r1", 0, 1) + _confidence("r1", 1, 1) + _confidence("r1", 0, 0) + events[-1:])
     data = live.streams["curves:nmi"].data                       # sent because the nmi_low rows arrived
     latest = data[data["epoch"] == 1].set_index("layer")
     assert latest.loc["block1", "low"] == pytest.approx(0.105) and latest.loc["block1", "high"] == pytest.approx(0.155)
     assert np.isnan(latest.loc["stem", "low"])                  # undefined at that layer: no bound
-    area = _interval_area(live._render.curves(data, metric="nmi", splits=("unseen",)))
+    area = _interval_area(live.plots.render.curves(data, metric="nmi", splits=("unseen",)))
     # the latest epoch's mean over the two seeds' bounds, only at the layers where both are finite
     np.testing.assert_allclose(area.dimension_values("layer_pos"), [1, 2, 3])
     np.testing.assert_allclose(area.dimension_values("nmi"), [0.105, 0.205, 0.305])
     np.testing.assert_allclose(area.dimension_values("high"), [0.155, 0.255, 0.355])
     assert np.isfinite(area.dimension_values("nmi")).all()
-    knn = _interval_area(live._render.curves(live.streams["curves:knn_accuracy"].data, metric="knn_accuracy",
+    knn = _interval_area(live.plots.render.curves(live.streams["curves:knn_accuracy"].data, metric="knn_accuracy",
                                              splits=("unseen",)))
     np.testing.assert_allclose(knn.dimension_values("knn_accuracy"), [0.4] * len(LAYERS))
-    assert "95 % bootstrap" in live._render.curves(data, metric="nmi", splits=("unseen",)).opts.get().kwargs["title"]
-    nc1 = live._render.curves(live.streams["curves:nc1"].data, metric="nc1", splits=("unseen", "seen"))
+    assert "95 % bootstrap" in live.plots.render.curves(data, metric="nmi", splits=("unseen",)).opts.get().kwargs["title"]
+    nc1 = live.plots.render.curves(live.streams["curves:nc1"].data, metric="nc1", splits=("unseen", "seen"))
     assert [el.vdims[-1].name for el in nc1 if isinstance(el, hv.Area)] == ["upper", "upper"]   # seeds' ± std only
 
 
@@ -283,7 +283,7 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     cell = data[(data["epoch"] == 2) & (data["layer"] == "block1")]
     assert cell["mean"].item() == pytest.approx(1.0 - 0.2 + 0.01) and cell["n"].item() == 2   # mean of both seeds
     assert data.loc[(data["epoch"] == 2) & (data["layer"] == "pre_logits"), "n"].item() == 0
-    overlay = live._render.cka(data, layers=list(LAYERS))
+    overlay = live.plots.render.cka(data, layers=list(LAYERS))
     latest = [el for el in overlay if isinstance(el, hv.Curve)][-1]
     np.testing.assert_allclose(latest.dimension_values("cka_initial")[:3], [1.01, 0.81, 0.61])
     assert np.isnan(latest.dimension_values("cka_initial")[3])            # a gap, not a point
@@ -291,7 +291,7 @@ def test_cka_to_epoch_0_is_drawn_next_to_utilization_with_what_was_measured(live
     assert caption.startswith(CKA_INITIAL_CAPTION) and "1 = unchanged up to rotation and scale" in caption
     assert "Not defined at epoch 2 for pre_logits (constant features" in caption
     assert live.training.cka.object is not None
-    row = next(o for o in live._details.objects[2].objects if isinstance(o, pn.Column)
+    row = next(o for o in live.plots.details.objects[2].objects if isinstance(o, pn.Column)
                and live.training.utilization_box in o)
     after = row.objects[row.objects.index(live.training.utilization_box) + 1]
     assert live.training.cka in after.objects                                # next to the utilization plot

@@ -48,7 +48,7 @@ def _bokeh_y(element) -> tuple[float, float]:
 # ------------------------------------------------------------------ 1. titles
 @pytest.mark.parametrize("interval", [False, True])
 def test_every_curve_title_line_fits_beside_the_toolbar_at_the_least_width(interval):
-    from app.live.view import CURVE_WIDTH
+    from app.live._panes import CURVE_WIDTH
     from lab.catalogue import curve_specs
 
     for metric, splits in curve_specs():
@@ -137,18 +137,19 @@ def test_the_live_nmi_axis_is_its_own_beside_the_compare_tabs_nmi_plot(tmp_path)
 
 # ------------------------------------------------------------------ 4. widths
 def test_the_live_plots_and_the_layout_grow_with_the_page():
-    from app.live.view import CURVE_WIDTH, LiveView
+    from app.live._panes import CURVE_WIDTH
+    from app.live.view import LiveView
 
     live = LiveView()
     root = pn.Row(live, width=1000)
     root.get_root(Document())
     live.consume(list(synthetic_run(epochs=1)))
-    curves = [o for o in live._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
+    curves = [o for o in live.plots.curves_box.objects if isinstance(o, pn.pane.HoloViews)]
     assert len(curves) == 5
     # after the curves, empty cells of their width: a plot alone in the last row keeps the width of those above
-    fillers = live._curves_box.objects[len(curves):]
+    fillers = live.plots.curves_box.objects[len(curves):]
     assert fillers and all(isinstance(f, pn.Spacer) and f.styles == curves[0].styles for f in fillers)
-    panes = [*curves, live._heatmap_pane, *live.training.panes.objects, live.training.utilization,
+    panes = [*curves, live.plots.heatmap_pane, *live.training.panes.objects, live.training.utilization,
              live.training.cka, live.embedding._panels[0].pane]
     assert all(isinstance(p, pn.pane.HoloViews) for p in panes)
     for pane in panes:

@@ -84,9 +84,9 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert store.load(run_id).meta["axis"] == "step"
     view = _followed(store, run_id)
     assert view.model.axis == "step" and view.status == "finished"
-    heat = view._heatmap_pane.object[()]
+    heat = view.plots.heatmap_pane.object[()]
     assert _plot_opts(heat)["xlabel"] == "step" and "layer × step" in _plot_opts(heat)["title"]
-    curves = [o.object[()] for o in view._curves_box.objects if isinstance(getattr(o, "object", None), hv.DynamicMap)]
+    curves = [o.object[()] for o in view.plots.curves_box.objects if isinstance(getattr(o, "object", None), hv.DynamicMap)]
     assert curves
     for overlay in curves:                      # the latest evaluation's hover names it a step
         tips = [tip for el in overlay if isinstance(el, hv.Scatter) for tool in _plot_opts(el)["tools"]
@@ -95,7 +95,7 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert view.picker.epoch_select.label == "Step" and view.embedding._epoch_w.label == "Step"
     assert "· step 8" in view.embedding._panels[0].pipe.data["title"]
     assert ", step 8," in view._verdict.object
-    training = view._render.training(view.streams["training"].data, which="accuracy", seeds=[0])
+    training = view.plots.render.training(view.streams["training"].data, which="accuracy", seeds=[0])
     assert all(curve.kdims[0].pprint_label == "step" for curve in training), training
     # the collapse card's and the agreement table's words too (the simplex, the law, their notes and titles)
     view.collapse.collapsed = False
@@ -105,7 +105,7 @@ def test_a_monitored_run_counted_in_steps_is_labelled_step_everywhere_it_is_draw
     assert all("epoch" not in html.unescape(str(w)).lower() for w in words), words
     assert "step 8" in card._deviation.object and card.player.name == "Step"
     # CKA to its first evaluation (a loop's first step need not be 0), not "to epoch 0"
-    cka = view._render.cka(view.streams["cka_initial"].data, layers=list(view.model.layers))
+    cka = view.plots.render.cka(view.streams["cka_initial"].data, layers=list(view.model.layers))
     assert "CKA to the first evaluation" in _plot_opts(cka)["title"] and "epoch" not in _plot_opts(cka)["title"]
     assert all("epoch" not in el.vdims[0].pprint_label for el in cka)
     # a stored run's views read the axis from its meta: the Compare tab's layouts and collapse card
@@ -123,7 +123,7 @@ def test_curve_titles_name_only_the_splits_a_run_measured(monitored_run, tiny_ru
     from app.live._streams import curve_specs
 
     def titles(view):
-        return {_plot_opts(o.object[()])["title"].split("\n")[0] for o in view._curves_box.objects
+        return {_plot_opts(o.object[()])["title"].split("\n")[0] for o in view.plots.curves_box.objects
                 if isinstance(getattr(o, "object", None), hv.DynamicMap)}
 
     store, run_id = monitored_run
@@ -234,9 +234,9 @@ def test_a_run_that_ended_before_measuring_anything_shows_one_sentence_not_empty
     store, run_id = cancelled_run
     view = _followed(store, run_id)
     assert view.status == "cancelled" and view.model.layers          # its layers are known, nothing was measured
-    assert not [o for o in view._curves_box.objects if isinstance(o, pn.pane.HoloViews)]
-    assert "ended before any layer was measured" in " ".join(str(o.object) for o in view._curves_box.objects)
-    assert not view._details.visible                                  # no heatmap, layout, training: no dead player
+    assert not [o for o in view.plots.curves_box.objects if isinstance(o, pn.pane.HoloViews)]
+    assert "ended before any layer was measured" in " ".join(str(o.object) for o in view.plots.curves_box.objects)
+    assert not view.plots.details.visible                                  # no heatmap, layout, training: no dead player
     said = f"run {run_id!r} was cancelled before its first evaluation: it measured nothing, so it has no neural-collapse"
     for card in (view.collapse, LayerScope(store=store).run_collapse):  # Run & watch's card, and Compare's
         if card is not view.collapse:
