@@ -17,7 +17,7 @@ import contextlib
 import functools
 import threading
 
-__all__ = ["unblocked", "notebook_doc", "widget_models", "walk_if_changed", "wrap_comm_handlers",
+__all__ = ["unblocked", "notebook_doc", "widget_models", "walk_if_changed", "wrap_comm_handlers", "quiet_poll",
            "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls", "SKIP_CSS_VISUALS"]
 
 _MARK = "_layerscope_patched"       # on our wrappers: installing twice wraps once
@@ -46,6 +46,21 @@ def widget_models(widget) -> list:
     """The Bokeh models of every rendering of a Panel ``widget`` (``Widget._models``: ``ref -> (model, parent)``;
     Panel offers no public list of a widget's models across renderings)."""
     return [model for model, _parent in list(widget._models.values())]
+
+
+def quiet_poll(callback, period_ms: int):
+    """``pn.state.add_periodic_callback(callback, period_ms)``, but run in the background: it does not raise Panel's
+    ``state.busy``. Every periodic callback raises it (``PeriodicCallback._periodic_callback``), and the template's
+    busy indicator sends every page of the server two patches (its spinner on, then off) per call; BokehJS drops
+    the models a replaced plot left behind only 30 s after its last patch (``Document.recompute_timeout``), so a
+    poll every 5 s kept every dead model in the page. Panel's own ``background=True`` (its busy cleanup uses it) is
+    a keyword of the constructor only, not of ``add_periodic_callback``; the attribute it sets is set here."""
+    import panel as pn
+
+    callback_ = pn.state.add_periodic_callback(callback, period=period_ms, start=False)
+    callback_._background = True
+    callback_.start()
+    return callback_
 
 
 # ---------------------------------------------------------------------- Bokeh's model manager

@@ -19,6 +19,7 @@ import param
 from lab.status import RunStatus
 
 from app.base import notify as _notify
+from app.base import quiet_poll
 
 from .view import LiveView
 
@@ -146,7 +147,8 @@ class WatchControl(pn.viewable.Viewer):
                                  margin=(5, 0))
         self.refresh(max_age=0.8 * every)
         if every and pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
-            pn.state.add_periodic_callback(lambda: self.refresh(max_age=0.8 * every), period=int(every * 1000))
+            # quiet: a poll that raised the busy spinner would patch the page every few seconds (_upstream_panel)
+            quiet_poll(lambda: self.refresh(max_age=0.8 * every), period_ms=int(every * 1000))
 
     def refresh(self, max_age: float = 0.0) -> None:
         """Look for running runs now (a run this view already shows is left out); ``max_age``: a list another

@@ -133,7 +133,50 @@ def test_panel_renders_a_notebook_view_through_repr_mimebundle():
         "defer_notebook_recomputes may be unnecessary (measure LayerScope()'s display time)")
 
 
+def _run_once(callback) -> None:
+    """One call of a Panel periodic callback as its timer makes it (outside a session: no document)."""
+    import asyncio
+
+    asyncio.run(callback._periodic_callback())
+
+
+def test_panel_periodic_callbacks_raise_busy_unless_in_the_background():
+    """``quiet_poll`` sets ``PeriodicCallback._background`` (what the constructor's ``background=True`` sets): a
+    periodic callback raises ``state.busy`` while it runs (the template's spinner, two patches per call), one in
+    the background does not."""
+    import panel as pn
+    from panel.io.callbacks import PeriodicCallback
+
+    assert PeriodicCallback(callback=lambda: None, background=True)._background is True
+    assert PeriodicCallback(callback=lambda: None)._background is False
+    seen = []
+    loud = pn.state.add_periodic_callback(lambda: seen.append(pn.state.busy), period=10_000, start=False)
+    loud.running = True
+    _run_once(loud)
+    quiet = upstream.quiet_poll(lambda: seen.append(pn.state.busy), period_ms=10_000)
+    try:
+        assert quiet._background is True and quiet.running
+        _run_once(quiet)
+    finally:
+        quiet.stop()
+        loud.stop()
+    assert seen == [True, False], "panel's busy flag no longer follows PeriodicCallback._background: see quiet_poll"
+    assert pn.state.busy is False
+
+
 # ---------------------------------------------------------------------- Bokeh
+def test_bokehjs_drops_unreferenced_models_only_after_its_recompute_timeout():
+    """Why ``quiet_poll`` exists: BokehJS adds the models a patch brings and drops the unreferenced ones only in a
+    recompute put off until ``recompute_timeout`` (30 s) after the last patch, each patch restarting the wait."""
+    from bokeh.util.paths import bokehjs_path
+
+    code = (Path(bokehjs_path()) / "js" / "bokeh.js").read_text(encoding="utf-8")
+    assert "this._recompute_timeout = options.recompute_timeout ?? 30000;" in code, (
+        "BokehJS's document no longer waits 30 s before dropping dead models: quiet_poll may be unnecessary "
+        "(measure benchmarks/page_growth.py)")
+    assert "this._cancel_recompute_all_models();\n                this._recompute_timer = setTimeout(" in code
+
+
 def test_bokeh_model_manager_freezes_through_the_names_walk_if_changed_replaces():
     from bokeh.document import Document
     from bokeh.document.models import DocumentModelManager
