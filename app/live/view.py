@@ -29,7 +29,7 @@ from lab import catalogue
 from lab import events as ev
 from lab.status import RunStatus
 
-from app.base import DocDispatcher, RedrawQueue, ThumbnailSource
+from app.base import DocDispatcher, RedrawQueue, ThumbnailSource, release_memory
 from app.collapse import CollapseView
 from app.explorer import no_layouts, warm_up_in_background
 from app.explorer.embedding import EmbeddingView
@@ -182,6 +182,8 @@ class LiveView(pn.viewable.Viewer):
         self._set_status(status)
         self._progress.param.update(value=0, active=status in ("starting", "queued"), visible=True)
         self._refresh_status()
+        if self._dispatcher.doc is not None:      # served: once the last run's models have left the document
+            self._dispatcher.doc.add_next_tick_callback(release_memory)
 
     def set_message(self, message: str, status: str | None = None, alert: str | None = None) -> None:
         """Show a status message (e.g. "queued behind another run"); ``alert`` shows it in a box of that type."""

@@ -14,13 +14,10 @@ and prints the figures). After the 12th opening, against the 2nd (the first pays
   ``benchmarks/results/page_growth.txt`` gives both counts;
 - the opening is no slower: at most 1.5 times the 2nd's plus 1 s (a bound on a trend, not a timing test: the
   machine is shared and one opening takes several seconds);
-- the server's resident memory grows by at most 20 MiB while the same six runs are opened again (6th to 12th).
-  From the 2nd to the 12th it grows by 40-58 MiB, most of it at the first opening of each run (see
-  ``benchmarks/results/page_growth.txt``): that bound is expected to fail until what the server keeps per run
-  opened is freed (strict: it says so when it passes). Measured: tracemalloc sees only about 0.5 MiB of Python
-  objects kept per opening (a curve's HoloViews and Bokeh objects); after ``gc.collect()`` and glibc's
-  ``malloc_trim(0)`` the process keeps about 2.5 MiB per first opening, so most of the rest is freed heap that
-  glibc's arenas keep.
+- the server's resident memory grows by at most 20 MiB from the 2nd opening to the 12th, and by at most 20 MiB
+  while the same six runs are opened again (6th to 12th). It grew by 40-58 MiB before each opening released what
+  the last run's views freed (``app.base.release_memory``: reference cycles collected, then glibc's freed heap
+  pages returned; ``benchmarks/results/page_growth.txt``).
 """
 from __future__ import annotations
 
@@ -71,8 +68,6 @@ def test_twelve_openings_of_six_runs_keep_the_document_its_size_and_open_as_fast
     assert twelfth.rss_mib - sixth.rss_mib <= RSS_BOUND_MIB, table
 
 
-@pytest.mark.xfail(strict=True, reason="the server keeps 4-9 MiB per run opened for the first time (issue 60, "
-                                       "point 1): mostly freed heap glibc keeps, not freed yet")
 def test_twelve_openings_grow_the_server_by_at_most_20_mib_from_the_second(growth):
     second, twelfth = growth.openings[1], growth.openings[-1]
     assert twelfth.rss_mib - second.rss_mib <= RSS_BOUND_MIB, "\n".join(growth.lines())
