@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["SplitInfo", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order", "class_mean_splits"]
+__all__ = ["SplitInfo", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order", "class_mean_splits",
+           "held_out_splits"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class SplitInfo:
     short_label : its name in a short subtitle ("held-out")
     phrase : its name inside a sentence or title that says what a view shows ("held-out")
     order : its place in :data:`SPLIT_TABLE`: the training sample, then held-out seen images, then unseen classes
+    held_out : whether its images are ones the network never trained on (held-out seen images, unseen classes):
+        the splits the live view's layer × epoch heatmap offers
     class_means : whether an evaluation records the geometry of its class means (``ClassMeans`` events, the
         simplex view): the training sample and the unseen classes
     """
@@ -31,13 +34,14 @@ class SplitInfo:
     short_label: str
     phrase: str
     order: int
+    held_out: bool = False
     class_means: bool = False
 
 
 SPLIT_TABLE = (
     SplitInfo("train", "train sample", "train sample", "training sample", 0, class_means=True),
-    SplitInfo("seen", "held-out (seen)", "held-out", "held-out", 1),
-    SplitInfo("unseen", "unseen classes", "unseen classes", "unseen", 2, class_means=True),
+    SplitInfo("seen", "held-out (seen)", "held-out", "held-out", 1, held_out=True),
+    SplitInfo("unseen", "unseen classes", "unseen classes", "unseen", 2, held_out=True, class_means=True),
 )
 """The one table of evaluation splits, in order: a fixed sample of the seen classes' training images ("train",
 with the labels the network trains on), the seen classes' held-out images ("seen") and the unseen classes'
@@ -74,3 +78,8 @@ def split_order(names: Iterable[str]) -> list[str]:
 def class_mean_splits() -> tuple[str, ...]:
     """The splits whose class means an evaluation records (the simplex view's choices), in table order."""
     return tuple(s.name for s in SPLIT_TABLE if s.class_means)
+
+
+def held_out_splits() -> tuple[str, ...]:
+    """The splits of images the network never trained on (held-out seen images, unseen classes), in table order."""
+    return tuple(s.name for s in SPLIT_TABLE if s.held_out)

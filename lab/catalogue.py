@@ -29,12 +29,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from lab._split_table import SPLIT_TABLE, SPLITS, SplitInfo, class_mean_splits, split_info, split_label, split_order
+from lab._split_table import (SPLIT_TABLE, SPLITS, SplitInfo, class_mean_splits, held_out_splits, split_info, split_label,
+                              split_order)
 
 __all__ = [
     "MetricInfo", "Strategy", "SplitInfo", "METRICS", "STRATEGIES", "register_strategy", "unregister_strategy",
     "TRANSFER_BASELINE", "HEAD_LAYER", "SPLIT_TABLE", "SPLITS", "split_info", "split_label", "split_order",
-    "class_mean_splits", "metric_names", "metric_label", "metrics_for", "g_metric", "law_metric", "per_image_metric", "curve_specs",
+    "class_mean_splits", "held_out_splits", "metric_names", "metric_label", "metrics_for", "g_metric", "law_metric", "per_image_metric", "curve_specs",
     "register_metric", "unregister_metric",
 ]
 

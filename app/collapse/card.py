@@ -25,6 +25,7 @@ import param
 from lab import analysis, catalogue
 from lab import events as ev
 from lab.errors import not_evaluated
+from lab.text import join_words
 
 from app.base import KEEP_SIZE, one_update, plots, wrap_row
 
@@ -269,7 +270,7 @@ class CollapseView(pn.viewable.Viewer):
             # the run measures: the reason, not empty axes
             reason = (self.notes.get("classifier") if not metrics else
                       None if set(metrics) & measured else
-                      f"not measured: {' and '.join(metrics)} {'is' if len(metrics) == 1 else 'are'} not among this "
+                      f"not measured: {join_words(metrics)} {'is' if len(metrics) == 1 else 'are'} not among this "
                       f"run's metrics")
             if reason:
                 objects.append(pn.pane.HTML(f"<div style='width:{_PANEL_WIDTH}px;padding:40px 10px;color:#555'>"

@@ -56,7 +56,7 @@ class LiveView(pn.viewable.Viewer):
 
     heatmap_metric = param.Selector(default=catalogue.g_metric(), objects=list(HEATMAP_METRICS),
                                     doc="Metric shown in the layer × epoch heatmap.")
-    heatmap_split = param.Selector(default="unseen", objects=["unseen", "seen"],
+    heatmap_split = param.Selector(default="unseen", objects=list(reversed(catalogue.held_out_splits())),
                                    doc="Which images the heatmap metric is measured on.")
     thumbnails = param.ClassSelector(class_=ThumbnailSource, default=None, allow_None=True,
                                      doc="Image thumbnails of the evaluation images (hover tooltips).")

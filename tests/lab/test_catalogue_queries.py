@@ -59,6 +59,16 @@ def test_one_split_table_names_orders_and_labels_the_splits():
         catalogue.split_info("val")
     with pytest.raises(ValueError, match="kind must be 'label', 'short_label' or 'phrase'. Got 'long'"):
         catalogue.split_label("seen", "long")
+    # the held-out splits (never trained on) and those whose class means an evaluation records, in table order
+    assert catalogue.held_out_splits() == ("seen", "unseen")
+    assert catalogue.class_mean_splits() == ("train", "unseen")
+
+
+def test_the_live_heatmap_offers_the_held_out_splits_unseen_first():
+    from app.live.view import LiveView
+
+    assert LiveView.param.heatmap_split.objects == list(reversed(catalogue.held_out_splits()))
+    assert LiveView().heatmap_split == "unseen"
 
 
 def test_join_words_lists_as_a_sentence_does():
