@@ -17,7 +17,8 @@ import contextlib
 import functools
 import threading
 
-__all__ = ["unblocked", "notebook_doc", "widget_models", "walk_if_changed", "wrap_comm_handlers", "quiet_poll",
+__all__ = ["unblocked", "notebook_doc", "widget_models", "register_notebook_view", "unregister_notebook_view",
+           "apply_notebook_msg", "connected_pages", "walk_if_changed", "wrap_comm_handlers", "quiet_poll",
            "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls", "SKIP_CSS_VISUALS"]
 
 _MARK = "_layerscope_patched"       # on our wrappers: installing twice wraps once
@@ -43,9 +44,42 @@ def notebook_doc(ref: str):
 
 
 def widget_models(widget) -> list:
-    """The Bokeh models of every rendering of a Panel ``widget`` (``Widget._models``: ``ref -> (model, parent)``;
-    Panel offers no public list of a widget's models across renderings)."""
+    """The Bokeh models of every rendering of a Panel ``widget`` or pane (``Reactive._models``:
+    ``ref -> (model, parent)``; Panel offers no public list of a component's models across renderings)."""
     return [model for model, _parent in list(widget._models.values())]
+
+
+# ---------------------------------------------------------------------- a notebook view, as Panel's display makes it
+# The tests drive the notebook path without a kernel or a browser: they register a view the way Panel's notebook
+# display does and hand its comm handler a message, as the browser would. Panel offers neither publicly.
+def register_notebook_view(ref: str, viewable, root, doc, comm) -> None:
+    """Register the notebook view ``ref`` as Panel's notebook display does (``state._views``)."""
+    from panel.io.state import state
+
+    state._views[ref] = (viewable, root, doc, comm)
+
+
+def unregister_notebook_view(ref: str) -> None:
+    """Forget the notebook view ``ref`` (nothing when it is not registered)."""
+    from panel.io.state import state
+
+    state._views.pop(ref, None)
+
+
+def connected_pages() -> dict:
+    """Panel's table of the served documents a browser page has connected to (``state._connected``: Panel sends
+    a document's held events only once its page is connected); the tests mark a document connected in it."""
+    from panel.io.state import state
+
+    return state._connected
+
+
+def apply_notebook_msg(viewable, ref: str, manager, msg: dict) -> None:
+    """Apply a browser's comm message to notebook view ``ref`` through Panel's handler
+    (``MimeRenderMixin._on_msg``, with this module's patches when installed)."""
+    from panel.viewable import MimeRenderMixin
+
+    MimeRenderMixin._on_msg(viewable, ref, manager, msg)
 
 
 def quiet_poll(callback, period_ms: int):

@@ -458,12 +458,13 @@ def test_a_flush_walks_the_document_once_and_sends_a_model_it_made_with_its_last
     from bokeh.protocol import Protocol
 
     from app.base._dispatch import DocDispatcher
+    from app.base._upstream_panel import connected_pages
 
     doc, root, sent, walks = _FakeDoc(), Column(), [], []
     doc.add_root(root)
     # as a server session does: each event sent is serialized when it is triggered
     doc.on_change(lambda event: sent.append(json.dumps(Protocol().create("PATCH-DOC", [event]).content)))
-    monkeypatch.setitem(pn.state._connected, doc, True)     # a page is open: Panel sends the held events
+    monkeypatch.setitem(connected_pages(), doc, True)     # a page is open: Panel sends the held events
 
     def apply(batch):
         for i in batch:
@@ -492,11 +493,12 @@ def test_a_flush_that_adds_no_model_does_not_walk_the_document(monkeypatch):
     from bokeh.models import Column, ColumnDataSource, Div
 
     from app.base._dispatch import DocDispatcher
+    from app.base._upstream_panel import connected_pages
 
     doc, root, source, walks = _FakeDoc(), Column(), ColumnDataSource({"x": [0]}), []
     root.children = [Div(text="0"), Div(text="source", tags=[source])]
     doc.add_root(root)
-    monkeypatch.setitem(pn.state._connected, doc, True)
+    monkeypatch.setitem(connected_pages(), doc, True)
     recompute = DocumentModelManager.recompute
     monkeypatch.setattr(DocumentModelManager, "recompute", lambda self: walks.append(1) or recompute(self))
     steps = {"values": lambda: (setattr(root.children[0], "text", "1"), setattr(source, "data", {"x": [0, 1]})),

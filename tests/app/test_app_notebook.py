@@ -97,11 +97,10 @@ def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
     """JupyterLab may deliver a view's comm messages on another kernel thread (a subshell) than
     the one whose loop flushes the run's updates: Panel's handler waits for a flush in progress."""
     from bokeh.document import Document
-    from panel.io.state import state
-    from panel.viewable import MimeRenderMixin
 
     from app.base._dispatch import DocDispatcher
     from app.base._doclock import install
+    from app.base._upstream_panel import apply_notebook_msg, register_notebook_view, unregister_notebook_view
 
     install()
     doc, ref, order = Document(), "layerscope-test-view", []
@@ -124,7 +123,7 @@ def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
     loop = asyncio.new_event_loop()
     kernel = threading.Thread(target=loop.run_forever, daemon=True)       # the thread that flushes
     kernel.start()
-    state._views[ref] = (None, None, doc, None)
+    register_notebook_view(ref, None, None, doc, None)
     try:
         async def make():             # on the loop's thread, as when a Run click is handled there
             return DocDispatcher(apply, doc=doc, min_interval=0.0, loop=loop)
@@ -132,7 +131,7 @@ def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
         dispatcher = asyncio.run_coroutine_threadsafe(make(), loop).result(10)
         dispatcher.push("event")            # from this thread (the run's worker)
         assert entered.wait(10)
-        subshell = threading.Thread(target=MimeRenderMixin._on_msg, daemon=True,
+        subshell = threading.Thread(target=apply_notebook_msg, daemon=True,
                                     args=(None, ref, Manager(), {"content": {"events": []}}))
         subshell.start()
         subshell.join(0.5)
@@ -142,7 +141,7 @@ def test_flushes_and_panel_comm_handlers_take_turns_on_a_notebook_document():
         assert order == ["flush", "comm message"]
     finally:
         release.set()
-        del state._views[ref]
+        unregister_notebook_view(ref)
         loop.call_soon_threadsafe(loop.stop)
         kernel.join(10)
         loop.close()

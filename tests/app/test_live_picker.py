@@ -9,6 +9,8 @@ import holoviews as hv
 import pytest
 from bokeh.document import Document
 
+from app.base._upstream_panel import (apply_notebook_msg, register_notebook_view, unregister_notebook_view,
+                                      widget_models)
 from lab import events as ev
 from tests.fixtures.live_runs import LAYERS, synthetic_run
 
@@ -33,7 +35,7 @@ def _stream(live, events):
 
 def _player_model(picker):
     """The Bokeh model of the player as the page has it (the view is rendered before the run)."""
-    (model, _parent), = picker.player._models.values()
+    model, = widget_models(picker.player)
     return model
 
 
@@ -198,7 +200,6 @@ def _browser_sends(live, ref, model=None, **props):
     the player's model, as Panel's comm manager sends it (the kernel's own changes come back this way too)."""
     from bokeh.document.events import ModelChangedEvent
     from bokeh.protocol import Protocol
-    from panel.viewable import MimeRenderMixin
 
     model = model if model is not None else _player_model(live.picker)
     patch = Protocol().create("PATCH-DOC", [ModelChangedEvent(model.document, model, name, value)
@@ -208,15 +209,13 @@ def _browser_sends(live, ref, model=None, **props):
         def assemble(self, msg):
             return patch
 
-    MimeRenderMixin._on_msg(live.__panel__(), ref, Manager(), {"content": {}})
+    apply_notebook_msg(live.__panel__(), ref, Manager(), {"content": {}})
 
 
 def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
     """Panel's notebook view sends the kernel's changes back to the kernel; two moves in quick succession came
     back as the older then the newer layer, and the older one read as a pick: the layout stopped following
     the best layer (seen in the JupyterLab browser test). The user's own frame is still a pick."""
-    from panel.io.state import state
-
     from app.base._doclock import install
     from app.live import LiveView
 
@@ -225,7 +224,7 @@ def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
     root = live.__panel__().get_root(doc, comm)
     doc.add_root(root)                                        # as Panel's notebook display does
     ref = root.ref["id"]
-    state._views[ref] = (live.__panel__(), root, doc, comm)
+    register_notebook_view(ref, live.__panel__(), root, doc, comm)
     try:
         events = _moving_best()
         ends = _epoch_ends(events)
@@ -246,7 +245,7 @@ def test_in_a_notebook_the_kernels_own_moves_coming_back_are_no_pick():
         assert (live.picker.layer, live.picker.follow_best, live.embedding.layer) == ("block1", False, "block1")
         assert model.title == "Layer: block1"
     finally:
-        state._views.pop(ref, None)
+        unregister_notebook_view(ref)
 
 
 def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_own():
@@ -254,8 +253,6 @@ def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_ow
     tick's message, and the best layer moves on before that move comes back: it is the kernel's own all the same
     (such a move, as by a Run click that starts a run, read as a pick in the JupyterLab test on a loaded machine:
     Panel sends it in its own push, where the model's change callbacks never run)."""
-    from panel.io.state import state
-
     from app.base._doclock import install
     from app.live import LiveView
 
@@ -264,7 +261,7 @@ def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_ow
     root = live.__panel__().get_root(doc, comm)
     doc.add_root(root)
     ref = root.ref["id"]
-    state._views[ref] = (live.__panel__(), root, doc, comm)
+    register_notebook_view(ref, live.__panel__(), root, doc, comm)
     try:
         events = _moving_best()
         ends = _epoch_ends(events)
@@ -274,7 +271,7 @@ def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_ow
         _browser_sends(live, ref, value=0)                    # the user's frame: stem
         assert (live.picker.layer, live.picker.follow_best) == ("stem", False)
         box = live.picker._follow.objects[0]                  # "follow best layer"
-        (box_model, _parent), = box._models.values()
+        box_model, = widget_models(box)
         tick = {"active": True} if "active" in box_model.properties() else {"value": True}
         _browser_sends(live, ref, model=box_model, **tick)    # the kernel moves back to block1 inside it
         moved = model.value
@@ -284,7 +281,7 @@ def test_a_move_the_kernel_makes_while_it_handles_the_browsers_message_is_its_ow
             _browser_sends(live, ref, value=frame)
             assert (live.picker.layer, live.picker.follow_best) == ("block2", True)
     finally:
-        state._views.pop(ref, None)
+        unregister_notebook_view(ref)
 
 
 def test_a_kernel_change_seen_in_its_callback_and_in_panels_patch_is_recorded_once():

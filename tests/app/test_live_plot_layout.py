@@ -15,6 +15,7 @@ from bokeh.document import Document
 from bokeh.models import Plot
 
 from app import plots
+from app.base._upstream_panel import widget_models
 from lab import events as ev
 from tests.fixtures.live_runs import LAYERS, synthetic_run
 
@@ -154,11 +155,11 @@ def test_the_live_plots_and_the_layout_grow_with_the_page():
     assert all(isinstance(p, pn.pane.HoloViews) for p in panes)
     for pane in panes:
         assert pane.sizing_mode == "stretch_width" and not pane.linked_axes, pane
-        (model, _parent), = pane._models.values()
+        model, = widget_models(pane)
         assert model.sizing_mode == "stretch_width", pane
     curve = curves[0]
     assert curve.min_width == CURVE_WIDTH
-    (model, _), = curve._models.values()
+    model, = widget_models(curve)
     figure = model.children[0] if hasattr(model, "children") else model
     assert figure.sizing_mode == "stretch_width" and figure.min_width == CURVE_WIDTH
 

@@ -8,7 +8,7 @@ import panel as pn
 import pytest
 from bokeh.document.models import DocumentModelManager
 
-from app.base._upstream_panel import defer_notebook_recomputes as install, one_recompute
+from app.base._upstream_panel import defer_notebook_recomputes as install, one_recompute, widget_models
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,8 +44,7 @@ def test_showing_a_view_recomputes_each_document_once(monkeypatch):
     view = _view()
     bundle, _ = view._repr_mimebundle_()
     assert bundle and "application/vnd.holoviews_exec.v0+json" in bundle
-    (ref,) = [r for r in view._models]
-    model, _parent = view._models[ref]
+    model, = widget_models(view)
     doc = model.document
     # 120 widgets had their stylesheets swapped: Panel alone walks the document 126 times (one per swap and
     # the few of building it); deferred, only the building's walks and one at the end remain

@@ -23,7 +23,8 @@ CHECKED = {"panel": "1.9.4", "bokeh": "3.9.2", "jupyter_bokeh": "4.1.0", "ipywid
 """The versions every check below was made against (``pip show``)."""
 
 RECHECK = {
-    "panel": "MimeRenderMixin._on_msg, panel.io.notebook.send, state._views, state._unblocked, Widget._models, "
+    "panel": "MimeRenderMixin._on_msg, panel.io.notebook.send, state._views, state._unblocked, state._connected, "
+             "Widget._models, "
              "Viewable._repr_mimebundle_ (and whether panel now freezes or checks sync itself: then drop the patch)",
     "bokeh": "DocumentModelManager._freeze_count/_push_freeze/invalidate/recompute, ImportedStyleSheet.to_serializable",
     "jupyter_bokeh": "BokehModel._handle_msg (ipywidgets' Widget._handle_msg) and BokehModel._model",
@@ -111,6 +112,30 @@ def test_panel_unblocked_tells_the_current_documents_thread():
     assert upstream.unblocked(doc) is False              # not the document being processed
     with set_curdoc(doc):
         assert upstream.unblocked(doc) is True
+
+
+def test_panel_connected_pages_is_the_table_unblocked_reads_for_a_served_document():
+    """``connected_pages()`` (``state._connected``): a served document counts as loaded once it is in it, which is
+    what the tests mark to have Panel send a document's held events."""
+    from weakref import WeakKeyDictionary
+
+    from panel.io.state import state
+
+    assert isinstance(upstream.connected_pages(), WeakKeyDictionary)
+    assert upstream.connected_pages() is state._connected
+    assert "_connected" in type(state)._unblocked.__code__.co_names, "state._unblocked no longer reads _connected"
+
+
+def test_panel_notebook_view_helpers_register_and_forget_a_view():
+    from bokeh.document import Document
+
+    doc = Document()
+    upstream.register_notebook_view("contract-view", None, None, doc, None)
+    try:
+        assert upstream.notebook_doc("contract-view") is doc
+    finally:
+        upstream.unregister_notebook_view("contract-view")
+    assert upstream.notebook_doc("contract-view") is None
 
 
 def test_panel_widget_models_lists_every_rendering():
