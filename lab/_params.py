@@ -22,6 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from lab.text import join_words
+
 __all__ = ["Interval", "Options", "Text", "Boolean", "Pattern", "ListOf", "Hidden", "Convert", "Rule", "normalised",
            "validate", "either", "listed", "is_int", "is_number"]
 
@@ -45,8 +47,7 @@ def listed(choices) -> str:
 
 def either(choices) -> str:
     """``choices`` as ``'a', 'b' or 'c'``."""
-    names = [repr(c) for c in choices]
-    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+    return join_words(map(repr, choices), "or")
 
 
 def _shown(value) -> str:

@@ -26,6 +26,7 @@ from lab.backbones._build import Built, build_hf, build_imagenet, build_mlp, bui
 from lab.backbones._resolve import Checkpoint
 from lab.backbones._offline import OfflineModel, hub_models, imagenet_models, torch_hub_models, zoo_models
 from lab.errors import CheckpointError, UnknownNameError
+from lab.text import join_words
 
 __all__ = ["Source", "SOURCES", "source_for", "check_name", "list_models", "offline_models", "Built", "Checkpoint",
            "resolve_checkpoint", "check_checkpoint"]
@@ -215,7 +216,7 @@ def offline_models() -> list[OfflineModel]:
 
 def _fix() -> str:
     rules = [s.rule() for s in SOURCES if s.role == "backbone"]
-    return "use " + ", ".join(rules[:-1]) + " or " + rules[-1]
+    return "use " + join_words(rules, "or")
 
 
 def _closest(name: str) -> list[str]:

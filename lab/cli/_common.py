@@ -13,6 +13,7 @@ from lab import catalogue
 from lab.errors import os_error_message
 from lab.store import RunStore
 from lab.store.lookup import open_store
+from lab.text import join_words
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CANCELLED", "UsageError", "Parser", "one_line",
            "message_of", "missing", "command_with_actions", "store_of", "fmt", "check_writable",
@@ -48,12 +49,6 @@ def missing(parser: argparse.ArgumentParser, what: str) -> int:
     return EXIT_USAGE
 
 
-def _either(names) -> str:
-    """"a, b or c": the actions a command takes, as its message names them."""
-    names = list(names)
-    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else ""
-
-
 def command_with_actions(sub, name: str, common, parser_class, *, help: str,
                          description: str) -> Callable[..., argparse.ArgumentParser]:
     """Add command ``name`` whose first argument is an action (``python -m lab runs list``).
@@ -63,7 +58,7 @@ def command_with_actions(sub, name: str, common, parser_class, *, help: str,
     without an action says so and lists the actions added, in their order (e.g. "run or show").
     """
     command = sub.add_parser(name, parents=[common], help=help, description=description)
-    command.set_defaults(func=lambda args: missing(command, f"an action: {_either(choices.choices)}"))
+    command.set_defaults(func=lambda args: missing(command, f"an action: {join_words(choices.choices, 'or')}"))
     choices = command.add_subparsers(dest=f"{name}_command", metavar="ACTION", parser_class=parser_class)
 
     def add(action: str, func: Callable, **options: Any) -> argparse.ArgumentParser:
