@@ -370,8 +370,7 @@ def metric_label(name: str, axis: str = "epoch") -> str:
 
 def metrics_for(split: str) -> list[MetricInfo]:
     """The metrics measured on ``split`` (one of :data:`SPLITS`), in display order."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(map(repr, SPLITS))}. Got {split!r} instead.")
+    split_info(split)                   # refuses a name that is no split, with the choices
     return [m for m in _METRICS.values() if split in m.splits]
 
 
