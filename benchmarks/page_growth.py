@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -53,6 +54,11 @@ class Opening:
 class Growth:
     openings: list[Opening] = field(default_factory=list)
     browser_quiet: int | None = None        # the browser's models once the page was quiet for BokehJS's 30 s
+    quiet_patches: int | None = None        # patches the page received while it was left alone
+
+    def added(self, n: int) -> int:
+        """The models the page received from the ``n``-th opening (1-based) to the next: one opening's work."""
+        return self.openings[n].browser_models - self.openings[n - 1].browser_models
 
     def lines(self) -> list[str]:
         out = [f"{'opening':>7}  {'run':<6} {'server models':>13} {'browser models':>14} {'RSS MiB':>8} "
@@ -99,22 +105,33 @@ def served_app(runs: Path, port: int, log_dir: Path, artifact: str = "server-pag
         yield url, proc
 
 
-def open_twelve(browser, url: str, pid: int, ids: list[str], *, quiet: bool = False) -> Growth:
+QUIET_MS = 11_000
+"""How long the page must go without a patch before the quiet count: longer than two periods of the page's one
+periodic callback (the watch control's 5 s poll of the store, ``app.base.quiet_poll``)."""
+
+
+def open_twelve(browser, url: str, pid: int, ids: list[str], *, quiet: str | None = None) -> Growth:
     """Open each run of ``ids`` in Run & watch from Compare, then each again, in one page; what each left.
-    ``quiet``: then leave the page alone for 32 s and count the browser's models again (BokehJS drops the models
-    no root references only in a recompute it puts off until 30 s after the last patch that added models)."""
+
+    ``quiet``: then leave the page alone and count the browser's models again. BokehJS drops the models no root
+    references only in a recompute it puts off until 30 s after the last patch. ``"wait"`` waits those 30 s
+    out (32 s); ``"clock"`` waits until no patch has come for :data:`QUIET_MS` (so no periodic callback patches
+    the page) and then runs the recompute BokehJS's timer would run (``app.base._upstream_panel``)."""
     import psutil
 
     import states as gallery
+    from app.base._upstream_panel import BOKEHJS_PATCH_CLOCK, BOKEHJS_RECOMPUTE_NOW
     from served import probe
 
     server = psutil.Process(pid)
     page = gallery.new_page(browser, url, WIDTH)
     page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+    page.evaluate(BOKEHJS_PATCH_CLOCK)
     walker = gallery.Walker(page, {i: i for i in ids}, Path(tempfile.gettempdir()))
     growth = Growth()
     walker.tab("Compare & export")
-    for n, run_id in enumerate([*ids, *ids]):
+    order = [*ids, *ids]
+    for n, run_id in enumerate(order):
         walker.tick(run_id)
         started = time.monotonic()
         walker.open_run(run_id)
@@ -125,12 +142,26 @@ def open_twelve(browser, url: str, pid: int, ids: list[str], *, quiet: bool = Fa
         growth.openings.append(Opening(run_id, state.get("doc_models"),
                                        page.evaluate("() => Bokeh.documents[0].all_models.size"),
                                        server.memory_info().rss / 2**20, seconds))
-        walker.tab("Compare & export")
-        walker.tick(run_id, False)
-    if quiet:
+        if n < len(order) - 1:
+            walker.tab("Compare & export")
+            walker.tick(run_id, False)
+    if quiet == "wait":
         walker.settle()
+        patches = page.evaluate("() => window.__patches")
         page.wait_for_timeout(32_000)
+        growth.quiet_patches = page.evaluate("() => window.__patches") - patches
         growth.browser_quiet = page.evaluate("() => Bokeh.documents[0].all_models.size")
+    elif quiet == "clock":
+        walker.settle()
+        patches = page.evaluate("() => window.__patches")
+        try:
+            page.wait_for_function(f"() => performance.now() - window.__lastPatch > {QUIET_MS}", timeout=60_000,
+                                   polling=500)
+        except Exception:  # noqa: BLE001 - Playwright's timeout: say what kept the page busy
+            raise AssertionError(f"the page never went {QUIET_MS / 1000:.0f} s without a patch in 60 s: "
+                                 f"{page.evaluate('() => window.__patches') - patches} patches came") from None
+        growth.quiet_patches = page.evaluate("() => window.__patches") - patches
+        growth.browser_quiet = page.evaluate(BOKEHJS_RECOMPUTE_NOW)
     assert not page.errors, page.errors
     page.context.close()
     return growth
@@ -148,7 +179,7 @@ def measure(tmp: Path, port: int) -> Growth:
 
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=gallery.CHROMIUM_ARGS)
         try:
-            return open_twelve(browser, url, proc.pid, ids, quiet=True)
+            return open_twelve(browser, url, proc.pid, ids, quiet="wait")
         finally:
             browser.close()
 
@@ -209,7 +240,12 @@ def main(argv=None) -> int:
               f"ratio {twelfth.browser_models / second.browser_models:.2f}; {growth.browser_quiet} after 32 s more")
         print(f"RSS: 2nd {second.rss_mib:.1f} MiB, 12th {twelfth.rss_mib:.1f} MiB, "
               f"growth {twelfth.rss_mib - second.rss_mib:+.1f} MiB")
-        print(f"opening: 2nd {second.seconds:.2f} s, 12th {twelfth.seconds:.2f} s")
+        print(f"models brought by an opening: 2nd {growth.added(1)}, 12th {growth.added(11)}; "
+              f"patches while quiet: {growth.quiet_patches}")
+        print(f"opening: 2nd {second.seconds:.2f} s, 12th {twelfth.seconds:.2f} s, "
+              f"ratio {twelfth.seconds / second.seconds:.2f}; median of 2nd-6th "
+              f"{statistics.median(o.seconds for o in growth.openings[1:6]):.2f} s, of 7th-12th "
+              f"{statistics.median(o.seconds for o in growth.openings[6:]):.2f} s")
     return 0
 
 

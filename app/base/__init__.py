@@ -21,12 +21,14 @@ from lab.lazy import lazy_exports
 from .resources import extension, shared
 
 __all__ = ["extension", "shared", "lazy_exports", "DocDispatcher", "RedrawQueue", "ThumbnailSource", "array_thumbnails",
-           "notify", "one_update", "page_loading", "quiet_poll", "release_memory", "skip_css_visuals", "wrap_row", "KEEP_SIZE"]
+           "notify", "one_update", "page_loading", "quiet_poll", "release_memory", "freeze_imports", "skip_css_visuals",
+           "wrap_row", "KEEP_SIZE"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "DocDispatcher": "._dispatch:DocDispatcher", "RedrawQueue": "._redraw:RedrawQueue",
     "ThumbnailSource": "._thumbs:ThumbnailSource", "array_thumbnails": "._thumbs:array_thumbnails",
     "notify": "._notify:notify", "one_update": "._dispatch:one_update", "page_loading": "._share:page_loading",
     "skip_css_visuals": "._css_visuals:skip_css_visuals", "quiet_poll": "._upstream_panel:quiet_poll",
     "release_memory": "._memory:release_memory",
+    "freeze_imports": "._memory:freeze_imports",
     "wrap_row": "._wrap:wrap_row", "KEEP_SIZE": "._wrap:KEEP_SIZE",
 })

@@ -19,7 +19,8 @@ import threading
 
 __all__ = ["unblocked", "notebook_doc", "widget_models", "register_notebook_view", "unregister_notebook_view",
            "apply_notebook_msg", "connected_pages", "walk_if_changed", "wrap_comm_handlers", "quiet_poll",
-           "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls", "SKIP_CSS_VISUALS"]
+           "one_recompute", "defer_notebook_recomputes", "rewrite_stylesheet_urls", "SKIP_CSS_VISUALS",
+           "BOKEHJS_PATCH_CLOCK", "BOKEHJS_RECOMPUTE_NOW"]
 
 _MARK = "_layerscope_patched"       # on our wrappers: installing twice wraps once
 _RECOMPUTE = threading.local()      # .pending: {id: DocumentModelManager} while a render defers its walks
@@ -306,3 +307,27 @@ SKIP_CSS_VISUALS = """
 })();
 """
 """Answers BokehJS's CSS lookup at once; idempotent; sets ``window.__layerscopeCssVisuals`` (true once the lookups are skipped)."""
+
+
+# ---------------------------------------------------------------------- BokehJS, read by the page-growth measure
+BOKEHJS_PATCH_CLOCK = """() => {
+  // count the patches the server sends the page, and when the last one came (apply_json_patch is BokehJS's one
+  // entry for a server's PATCH-DOC; each call restarts the document's wait before it drops dead models)
+  const doc = Bokeh.documents[0];
+  if (doc.__patchClock) return;
+  const apply = doc.apply_json_patch.bind(doc);
+  window.__patches = 0;
+  window.__lastPatch = performance.now();
+  doc.apply_json_patch = (...args) => { window.__patches++; window.__lastPatch = performance.now();
+                                        return apply(...args); };
+  doc.__patchClock = true;
+}"""
+"""JavaScript for ``page.evaluate``: from now on, ``window.__patches`` counts the page's patches and
+``window.__lastPatch`` is when the last came (``performance.now()``)."""
+
+BOKEHJS_RECOMPUTE_NOW = """() => { Bokeh.documents[0]._recompute_all_models();
+                                  return Bokeh.documents[0].all_models.size; }"""
+"""JavaScript for ``page.evaluate``: what BokehJS's document does once ``recompute_timeout`` (30 s) has passed with
+no patch (``Document._recompute_all_models``: drop every model no root references), done now; the models left.
+A measure that has seen the page receive no patch for longer than every periodic callback's period learns what
+the page holds once quiet without waiting the 30 s out."""

@@ -200,6 +200,11 @@ def test_bokehjs_drops_unreferenced_models_only_after_its_recompute_timeout():
         "BokehJS's document no longer waits 30 s before dropping dead models: quiet_poll may be unnecessary "
         "(measure benchmarks/page_growth.py)")
     assert "this._cancel_recompute_all_models();\n                this._recompute_timer = setTimeout(" in code
+    # BOKEHJS_RECOMPUTE_NOW calls the timer's function; BOKEHJS_PATCH_CLOCK wraps the one entry of a server patch
+    assert "this._recompute_timer = setTimeout(() => {\n                    this._recompute_all_models();" in code
+    assert "_recompute_all_models() {\n            this._cancel_recompute_all_models();" in code
+    assert "        apply_json_patch(patch, buffers = new Map()) {" in code
+    assert "this.document.apply_json_patch(message.content, message.buffers);" in code   # the PATCH-DOC handler
 
 
 def test_bokeh_model_manager_freezes_through_the_names_walk_if_changed_replaces():

@@ -7,13 +7,16 @@ and prints the figures). After the 12th opening, against the 2nd (the first pays
 
 - the session's document holds at most 1.2 times the models: counted on the server (``len(doc.models)``, read
   through the live view's probe), since that is what every message the server sends walks; and in the browser
-  (``Bokeh.documents[0].all_models``) once the page has been quiet for 32 s. BokehJS adds the models a patch
-  brings and drops the unreferenced ones only 30 s after the page's last patch (its ``recompute_timeout``), so
-  the page grows by about 900 models per opening until then; the watch control's poll of the store every 5 s
-  used to patch the page (Panel's busy spinner), and so the page never dropped them (``app.base.quiet_poll``);
-  ``benchmarks/results/page_growth.txt`` gives both counts;
-- the opening is no slower: at most 1.5 times the 2nd's plus 1 s (a bound on a trend, not a timing test: the
-  machine is shared and one opening takes several seconds);
+  (``Bokeh.documents[0].all_models``) once the page is quiet. BokehJS adds the models a patch brings and drops
+  the unreferenced ones only in a recompute it puts off until 30 s after the page's last patch (its
+  ``recompute_timeout``, pinned by ``tests/app/test_upstream_contract.py``), so the page grows by about 900
+  models per opening until then. The watch control's poll of the store every 5 s used to patch the page
+  (Panel's busy spinner), and so the page never dropped them (``app.base.quiet_poll``). The test sees the page
+  receive no patch for 11 s (two polls), then runs the recompute BokehJS's timer would run 19 s later;
+  ``benchmarks/page_growth.py`` waits the 30 s out and finds the same count
+  (``benchmarks/results/page_growth.txt``);
+- an opening does no more work: the 12th brings the page at most 1.2 times the models the 2nd brought. Its time
+  is measured by ``benchmarks/page_growth.py``, not here (no test depends on timing: the machine is shared);
 - the server's resident memory grows by at most 20 MiB from the 2nd opening to the 12th, and by at most 20 MiB
   while the same six runs are opened again (6th to 12th). It grew by 40-58 MiB before each opening released what
   the last run's views freed (``app.base.release_memory``: reference cycles collected, then glibc's freed heap
@@ -50,7 +53,7 @@ def growth(chromium, free_port, tmp_path_factory):
     with page_growth.served_app(runs, free_port(), tmp) as (url, server), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=gallery.CHROMIUM_ARGS)
         try:
-            found = page_growth.open_twelve(browser, url, server.pid, ids, quiet=True)
+            found = page_growth.open_twelve(browser, url, server.pid, ids, quiet="clock")
         finally:
             browser.close()
     print("\n".join(found.lines()))
@@ -58,13 +61,15 @@ def growth(chromium, free_port, tmp_path_factory):
     return found
 
 
-def test_twelve_openings_of_six_runs_keep_the_document_its_size_and_open_as_fast(growth):
+def test_twelve_openings_of_six_runs_keep_the_document_its_size_and_do_no_more_work(growth):
     table = "\n".join(growth.lines())
     second, sixth, twelfth = growth.openings[1], growth.openings[5], growth.openings[-1]
     assert second.server_models and twelfth.server_models, table
     assert twelfth.server_models <= MODELS_BOUND * second.server_models, table
-    assert growth.browser_quiet <= MODELS_BOUND * second.browser_models, f"{table}\nquiet: {growth.browser_quiet}"
-    assert twelfth.seconds <= 1.5 * second.seconds + 1.0, table
+    quiet = f"{table}\nquiet: {growth.browser_quiet} models, {growth.quiet_patches} patches"
+    assert growth.browser_quiet <= MODELS_BOUND * second.browser_models, quiet
+    assert 0 < growth.added(11) <= MODELS_BOUND * growth.added(1), f"{table}\nadded: {growth.added(1)} by the 2nd, " \
+        f"{growth.added(11)} by the 12th"
     assert twelfth.rss_mib - sixth.rss_mib <= RSS_BOUND_MIB, table
 
 
