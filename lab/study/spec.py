@@ -289,6 +289,12 @@ class Study:
                 out.append(rec)
         return out
 
+    def estimate(self, *, store=None) -> pd.DataFrame:
+        """Which cells are stored and how long the others would take; see :func:`lab.study.estimate`."""
+        from lab.study.estimates import estimate
+
+        return estimate(self, store=store)
+
     # -- running ------------------------------------------------------------------------------------
     def run(self, scheduler: str | None = None, *, store=None, workers: int | None = None,
             threads_per_worker: int | None = None, on_event: Callable[[StudyEvent], None] | None = None,
