@@ -2,7 +2,7 @@
 tagging a finished run with its study and cell."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pandas as pd
@@ -16,7 +16,9 @@ __all__ = ["StudyResult", "runs_by_cell", "record_key", "study_status", "tag_run
 
 @dataclass
 class StudyResult:
-    """What :meth:`Study.run` did: run ids per cell index, and the cells skipped or failed."""
+    """What :meth:`Study.run` did: run ids per cell index, and the cells skipped or failed (indices of the study
+    as it ended, when it grew or shrank while it ran), and the axis values of the cells dropped before they
+    started (:class:`lab.study.StudyController`)."""
 
     name: str
     run_ids: dict[int, str]
@@ -24,6 +26,7 @@ class StudyResult:
     failed: dict[int, str]
     cancelled: bool = False
     seconds: float = 0.0
+    dropped: list[dict] = field(default_factory=list)
 
 
 def runs_by_cell(name: str, *, store=None, axes: Mapping | None = None) -> dict[str, Any]:

@@ -299,15 +299,16 @@ class Study:
     def run(self, scheduler: str | None = None, *, store=None, workers: int | None = None,
             threads_per_worker: int | None = None, on_event: Callable[[StudyEvent], None] | None = None,
             cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None,
-            cells_per_gpu: int = 1) -> StudyResult:
-        """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""
+            cells_per_gpu: int = 1, control=None) -> StudyResult:
+        """Run every cell that has no finished run yet, in :meth:`run_order`; see :func:`lab.study.runner.run_study`
+        (``control``: a :class:`lab.study.StudyController` that grows or shrinks the study while it runs)."""
         from lab.study.runner import run_study
 
         store = open_store(store)
         self.check_names(store=store)              # before any cluster starts
         return run_study(self, scheduler=scheduler, store=store, workers=workers,
                          threads_per_worker=threads_per_worker, on_event=on_event, cancel=cancel,
-                         on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu)
+                         on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu, control=control)
 
     def __repr__(self) -> str:
         shape = " x ".join(f"{k}[{len(v)}]" for k, v in self.axes.items()) or "1 cell"
