@@ -126,3 +126,39 @@ def test_save_writes_in_one_rename_and_keeps_the_opening_comments(tmp_path):
     assert "seeds: [[0], [1], [2]]" in text
     assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]     # no temporary file left
     assert len(Study.from_file(path).cells()) == 3
+
+
+def test_cli_extend_writes_the_grown_spec_in_place_and_keeps_old_keys(tmp_path, capsys):
+    from lab.cli.entry import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("# a tiny study\nname: s\nbase: {dataset: digits, backbone: 'mlp:depth=2,width=16', epochs: 1}\n"
+                    "axes:\n  lr: [0.1]\n  seeds: [[0], [1]]\n")
+    before = {c.key for c in Study.from_file(spec).cells()}
+    assert main(["study", "extend", str(spec), "--add", "lr=[0.01, 0.1]", "--add", "seeds=2",
+                 "--remove", "seeds=1"]) == 0
+    out = capsys.readouterr().out
+    assert f"study 's': 4 cells (2 before; 3 new, 1 removed), written to {spec}." in out
+    grown = Study.from_file(spec)
+    assert grown.axes == {"lr": [0.1, 0.01], "seeds": [[0], [2]]}
+    assert spec.read_text().startswith("# a tiny study\nname: s\n")
+    assert before - {c.key for c in grown.cells()} == {'{"lr": 0.1, "seeds": [1]}'}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--add", "seeds"], "--add takes AXIS=VALUE (e.g. --add seeds=3 or --add 'lr=[0.01, 0.1]'). Got 'seeds' instead."),
+    (["--add", "epochs=3"], "study 's' has no axis 'epochs' to extend; its axes are 'lr', 'seeds'"),
+    (["--add", "lr=[0.1"], "--add 'lr=[0.1': the value is not valid YAML"),
+    ([], "give values to add or remove"),
+    (["--remove", "lr=0.1"], "removing those values would leave axis 'lr' empty"),
+])
+def test_cli_extend_exits_2_with_one_line_and_leaves_the_file(tmp_path, capsys, args, message):
+    from lab.cli.entry import main
+
+    spec = tmp_path / "s.yaml"
+    text = "name: s\nbase: {dataset: digits, epochs: 1}\naxes:\n  lr: [0.1]\n  seeds: [[0]]\n"
+    spec.write_text(text)
+    assert main(["study", "extend", str(spec), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert spec.read_text() == text
