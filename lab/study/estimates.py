@@ -129,9 +129,10 @@ def estimate(study, *, store=None) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Columns ``index`` (the cell's grid position, :attr:`Cell.index`), one column per axis (its value
-        as text), ``family`` (the backbone's source in :data:`lab.backbones.SOURCES`), ``stored`` (a finished run of the cell is in the store: it will not run again),
-        ``seconds`` (0 for a stored cell), ``basis`` ("stored", "runs": comparable stored runs, or
-        "default": :data:`DEFAULT_SECONDS`) and ``source`` (where the seconds come from, in words).
+        as text), ``family`` (the backbone's source in :data:`lab.backbones.SOURCES`), ``stored`` (a finished
+        run of the cell is in the store: it will not run again), ``seconds`` (0 for a stored cell), ``basis``
+        ("stored", "runs": comparable stored runs, or "default": :data:`DEFAULT_SECONDS`) and ``source``
+        (where the seconds come from, in words).
     """
     from lab.study.records import runs_by_cell
 

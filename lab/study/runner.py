@@ -570,10 +570,11 @@ def _apply(control: StudyController, book: _Book, store, submit, emit, client, c
     """Take what waits in ``control``: switch to the updated study (queue its new cells, drop the submitted
     cells it no longer has), then drop the keys asked for; a cell that started is left to finish."""
     updated, drop = control.take()
-    queued, dropped, skipped = [], [], []
     if updated is not None:
         stored = runs_by_cell(updated.name, store=store, axes=updated.axes)
-        new = [c for c in updated.run_order() if c.key not in book.submitted and c.key not in book.run_ids]
+        # a cell that ran (or failed on the cluster) in this study run is not run again by an update
+        new = [c for c in updated.run_order()
+               if c.key not in book.submitted and c.key not in book.run_ids and c.key not in book.failed]
         skipped = [c for c in new if _finished(stored, c.key)]
         queued = [c for c in new if not _finished(stored, c.key)]
         # cells asking for a CUDA device this cluster cannot give: failed, as a worker's error would be
