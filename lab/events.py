@@ -17,6 +17,7 @@ A study (:func:`lab.study.runner.run_study`) streams its own typed events, :clas
     StudyStarted
       (per cell, from its worker)  CellStarted CellProgress* CellEpochFinished* CellRunEnded
       (per cell, on the client)    CellDone | CellFailed
+    StudyUpdated CellQueued* CellDropped*   (when the running study grows or shrinks)
     StudyCancelled                 (when it is stopped)
 
 Every event has a class-level ``kind`` string and ``to_dict()`` (JSON-safe:
@@ -39,7 +40,7 @@ __all__ = [
     "LayerUtilization", "ProjectionReady", "Aggregate", "Generalization",
     "LayerContribution", "RunFinished", "RunFailed", "RunCancelled", "RunInterrupted", "TERMINAL_KINDS",
     "StudyEvent", "CellEvent", "StudyStarted", "CellStarted", "CellProgress", "CellEpochFinished", "CellRunEnded",
-    "CellDone", "CellFailed", "StudyCancelled", "study_event",
+    "CellDone", "CellFailed", "StudyCancelled", "StudyUpdated", "CellQueued", "CellDropped", "study_event",
 ]
 
 
@@ -388,8 +389,41 @@ class CellFailed(CellEvent):
     message: str
 
 
+@dataclass(frozen=True)
+class StudyUpdated(StudyEvent):
+    """The running study was replaced by a grown or shrunk version of itself (:class:`lab.study.StudyController`):
+    it has ``total`` cells now, ``queued`` of them new to run, ``skipped`` new but already stored, and ``dropped``
+    cells that had not started are not run. From this event on a cell's index is its place in the new grid."""
+
+    kind: ClassVar[str] = "study_updated"
+    total: int
+    queued: int
+    dropped: int
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class CellQueued(CellEvent):
+    """A cell added to the running study is submitted to the cluster (``key``: its :attr:`lab.study.Cell.key`, the
+    JSON text of its axis values)."""
+
+    kind: ClassVar[str] = "cell_queued"
+    key: str
+
+
+@dataclass(frozen=True)
+class CellDropped(CellEvent):
+    """A cell that had not started is taken off the cluster (its values were removed from the running study, or it
+    was dropped by key); ``cell`` is the index it had (no longer one of the study's when its values were removed),
+    ``key`` its :attr:`lab.study.Cell.key`."""
+
+    kind: ClassVar[str] = "cell_dropped"
+    key: str
+
+
 _STUDY_EVENTS = {cls.kind: cls for cls in (StudyStarted, StudyCancelled, CellStarted, CellProgress,
-                                           CellEpochFinished, CellRunEnded, CellDone, CellFailed)}
+                                           CellEpochFinished, CellRunEnded, CellDone, CellFailed, StudyUpdated,
+                                           CellQueued, CellDropped)}
 
 
 def study_event(data: dict) -> StudyEvent:

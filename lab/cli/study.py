@@ -1,4 +1,5 @@
-"""``python -m lab study run|show``: a grid of runs on Dask, and its cells and figures as tables."""
+"""``python -m lab study run|show|extend``: a grid of runs on Dask, its cells and figures as tables, and growing
+its spec."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ __all__ = ["add_study_parser"]
 
 def add_study_parser(sub, common, parser_class) -> None:
     action = command_with_actions(sub, "study", common, parser_class,
-                                  help="run or show a grid of runs (a study) on Dask",
+                                  help="run, show or extend a grid of runs (a study) on Dask",
                                   description="Studies: a base RunConfig and axes over its fields, run as a grid.")
     p = action("run", _cmd_study_run, help="run every unfinished cell of a study spec")
     p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (see studies/)")
@@ -30,6 +31,15 @@ def add_study_parser(sub, common, parser_class) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = action("show", _cmd_study_show, help="every cell of a study with its status, and its figures")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
+    p = action("extend", _cmd_study_extend, help="add (or remove) axis values in a study spec file, written in place",
+               description="Grow a study spec: its existing cells keep their keys, so `study run FILE` afterwards "
+                           "skips the stored cells and runs only the new ones.")
+    p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (rewritten in one rename)")
+    p.add_argument("--add", action="append", default=[], metavar="AXIS=VALUE",
+                   help="values to add to an axis, read as YAML: --add epochs=3, --add 'label_noise=[0.1, 0.2]', "
+                        "--add seeds=3 (a seed; seeds may be added as a new axis); repeat for more")
+    p.add_argument("--remove", action="append", default=[], metavar="AXIS=VALUE",
+                   help="values to remove from an axis, read as --add reads them")
 
 
 class _StudyConsole:
@@ -126,6 +136,44 @@ def _cmd_study_run(args) -> int:
           f"{len(result.failed)} failed, {result.seconds:.1f} s. `python -m lab study show {study.name}` "
           f"lists the cells.")
     return EXIT_OK if not result.failed else EXIT_FAILED
+
+
+def _axis_values(option: str, items: list[str]) -> dict:
+    """``{axis: [values]}`` of ``AXIS=VALUE`` texts (the value read as YAML; a YAML list is several values)."""
+    import yaml
+
+    out: dict[str, list] = {}
+    for item in items:
+        axis, sep, text = item.partition("=")
+        if not sep or not axis.strip() or not text.strip():
+            raise ValueError(f"{option} takes AXIS=VALUE (e.g. {option} seeds=3 or {option} 'lr=[0.01, 0.1]'). "
+                             f"Got {item!r} instead.")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{option} {item!r}: the value is not valid YAML ({' '.join(str(exc).split())}); "
+                             f"quote it, e.g. {option} '{axis}=[0.1, 0.2]'") from None
+        out.setdefault(axis.strip(), []).extend(value if isinstance(value, list) else [value])
+    return out
+
+
+def _cmd_study_extend(args) -> int:
+    from lab.study import Study
+
+    if not args.add and not args.remove:
+        raise ValueError("give values to add or remove, e.g. `study extend SPEC --add seeds=3 --add epochs=5`")
+    study = Study.from_file(args.spec)             # ValueError: exit 2, one line
+    grown = study.extend(**_axis_values("--add", args.add)) if args.add else study
+    if args.remove:
+        grown = grown.without(**_axis_values("--remove", args.remove))
+    old = {c.key for c in study.cells()}
+    new = [c for c in grown.cells() if c.key not in old]
+    gone = len(old - {c.key for c in grown.cells()})
+    grown.save(args.spec)
+    print(f"study {grown.name!r}: {len(grown.cells())} cells ({len(study.cells())} before; {len(new)} new"
+          + (f", {gone} removed" if gone else "") + f"), written to {args.spec}. "
+          f"`python -m lab study run {args.spec}` runs the cells not stored yet.")
+    return EXIT_OK
 
 
 def _cmd_study_show(args) -> int:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lab.study._keys import REPEAT_AXES, cell_key, group_label, short_value
+from lab.study._keys import REPEAT_AXES, group_label, short_value
+from lab.study.records import record_key
 
 __all__ = ["figures"]
 
@@ -43,7 +44,7 @@ def figures(study, *, store=None) -> dict:
     groups, trainings, layers, aliases, scalars = {}, {}, {}, {}, []
     by_key = {c.key: c for c in study.cells()}
     for rec in records:
-        cell = by_key.get(cell_key(rec.meta.get("cell") or {}))
+        cell = by_key.get(record_key(rec, study.axes))
         if cell is None:
             continue
         label = group_label(cell.values, axes)

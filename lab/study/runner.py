@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import secrets
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 from lab import events
 from lab.archive import pack_bytes, unpack_bytes
 from lab.status import RunStatus
+from lab.study.control import StudyController
 from lab.study.records import StudyResult, runs_by_cell, tag_run
 
 __all__ = ["run_study", "run_cell", "machine_cores", "gpu_count", "local_cluster"]
@@ -362,10 +364,73 @@ def _client(scheduler: str | None, n_workers: int, retries: int, gpus: list[str]
         yield client, cluster
 
 
+class _Book:
+    """What the client knows of the running study's cells, by key (a cell's index moves when the study grows).
+
+    Each submitted cell gets a serial number, the ``cell`` its worker's events carry: its index for the cells
+    of the study as it started, new numbers after those for cells queued later, so that a worker's event is
+    told apart whatever the grid has become and is handed on with the cell's index of the moment.
+    """
+
+    def __init__(self, study, stored: dict):
+        self.study = study
+        self.index = {c.key: c.index for c in study.cells()}
+        self.cells = {c.key: c for c in study.cells()}          # every cell seen, the newest version of each
+        self.serial_key: dict[int, str] = {}
+        self._first = dict(self.index)                           # the serials of the cells it started with
+        self.next_serial = len(self.index)
+        self.futures: dict = {}                                  # future -> key, while not collected
+        self.submitted: dict[str, object] = {}                   # key -> future, while not collected
+        self.started: set[str] = set()
+        self.run_ids: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+        self.skipped = [c.key for c in study.cells() if _finished(stored, c.key)]
+        self.run_ids.update({key: stored[key].run_id for key in self.skipped})
+        self.dropped: list[dict] = []
+
+    def serial(self, cell) -> int:
+        """The serial number of a cell being submitted (a cell submitted again gets a new one)."""
+        serial = self._first.pop(cell.key, None)
+        if serial is None:
+            serial, self.next_serial = self.next_serial, self.next_serial + 1
+        self.serial_key[serial] = cell.key
+        return serial
+
+    def index_of(self, key: str) -> int:
+        """The cell's index in the study of the moment; a cell removed from it keeps the index it had."""
+        return self.index.get(key, self.cells[key].index)
+
+    def worker_event(self, event: events.StudyEvent) -> events.StudyEvent:
+        """A worker's event with the cell's index of the moment (noting the cells that started)."""
+        if not isinstance(event, events.CellEvent):
+            return event
+        key = self.serial_key.get(event.cell)
+        if key is None:
+            return event
+        if isinstance(event, events.CellStarted):
+            self.started.add(key)
+        index = self.index_of(key)
+        return event if index == event.cell else dataclasses.replace(event, cell=index)
+
+    def result(self, cancelled: bool, seconds: float) -> StudyResult:
+        """The :class:`StudyResult` of the cells of the study as it ends, by their index."""
+        index = self.index
+        return StudyResult(self.study.name, {index[k]: r for k, r in self.run_ids.items() if k in index},
+                           [index[k] for k in self.skipped if k in index],
+                           {index[k]: m for k, m in self.failed.items() if k in index}, cancelled, seconds,
+                           dropped=list(self.dropped))
+
+
+def _finished(stored: dict, key: str) -> bool:
+    return key in stored and stored[key].status == RunStatus.FINISHED
+
+
 def run_study(study, *, scheduler: str | None, store, workers: int | None, threads_per_worker: int | None,
               on_event: Callable[[events.StudyEvent], None] | None = None, cancel: threading.Event | None = None,
-              on_dashboard: Callable[[str], None] | None = None, cells_per_gpu: int = 1) -> StudyResult:
-    """Run the study's unfinished cells; import each finished run into ``store`` as it lands.
+              on_dashboard: Callable[[str], None] | None = None, cells_per_gpu: int = 1,
+              control: StudyController | None = None) -> StudyResult:
+    """Run the study's unfinished cells, in :meth:`~lab.Study.run_order`; import each finished run into ``store``
+    as it lands.
 
     Without ``scheduler`` a local cluster runs them: on a machine with GPUs (:func:`gpu_count`),
     when a cell runs on "cuda" or "auto", one worker per GPU (at most ``workers``), each pinned to
@@ -381,6 +446,15 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     Setting ``cancel`` (or Ctrl-C) stops the study: running cells are told to stop (a remote worker's run
     ends as "cancelled"), the local cluster's workers are shut down, running cells are lost, and every run
     already imported stays whole.
+
+    ``control`` (a :class:`lab.study.StudyController`) lets the study grow or shrink while it runs, on the same
+    cluster: between two completions the runner takes the latest study given to it, submits the cells new to it
+    (:class:`~lab.events.CellQueued`), takes off the cluster the submitted cells it no longer has that have not
+    started (:class:`~lab.events.CellDropped`; one whose start is still on its way from the worker may be
+    dropped too, nothing of it reaches the store), lets running cells finish, and never runs a finished cell
+    again; :class:`~lab.events.StudyUpdated` comes first, and from it on the events name a cell by its index in
+    the new grid. The result is that of the study as it ended. A local cluster started for fewer cells than
+    it may run at a time grows by workers for the new cells.
     """
     from distributed import Event, wait
 
@@ -389,92 +463,164 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     if isinstance(cells_per_gpu, bool) or not isinstance(cells_per_gpu, int) or cells_per_gpu < 1:
         raise ValueError(f"cells_per_gpu must be a positive integer. Got {cells_per_gpu!r} instead.")
     cells = study.cells()
-    stored = runs_by_cell(study.name, store=store)
-    todo = [c for c in cells if not (c.key in stored and stored[c.key].status == RunStatus.FINISHED)]
-    skipped = [c.index for c in cells if c not in todo]
-    result = StudyResult(study.name, {c.index: stored[c.key].run_id for c in cells if c.index in skipped},
-                         skipped, {})
+    book = _Book(study, runs_by_cell(study.name, store=store, axes=study.axes))
+    todo = [c for c in study.run_order() if c.key not in book.skipped]
     if not todo:
-        emit(events.StudyStarted(total=len(cells), todo=0, skipped=len(skipped)))
-        return result
+        emit(events.StudyStarted(total=len(cells), todo=0, skipped=len(book.skipped)))
+        return book.result(False, 0.0)
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     gpus: list[str] = []
+    n_gpus = 0
     if scheduler is None:
         n_gpus = gpu_count()
         _check_cuda(study, todo, n_gpus)                          # before any cluster starts
         if n_gpus and any(_may_use_gpu(_device(c.config.to_dict())) for c in todo):
             gpus = _machine_gpus(n_gpus)
     if gpus:
-        n_workers = min(len(gpus), max(1, int(workers or len(gpus))), -(-len(todo) // cells_per_gpu))
+        most = min(len(gpus), max(1, int(workers or len(gpus))))
+        n_workers = min(most, -(-len(todo) // cells_per_gpu))
         # the workers share the cores: each run's torch threads (its CPU-side work) get their share
         threads = max(1, int(threads_per_worker or machine_cores() // (n_workers * cells_per_gpu)))
     else:
         threads = max(1, int(threads_per_worker or 1))
-        n_workers = max(1, int(workers or max(1, machine_cores() // threads)))
-        n_workers = min(n_workers, len(todo))
+        most = max(1, int(workers or max(1, machine_cores() // threads)))
+        n_workers = min(most, len(todo))
     topic = f"lab-study-{study.name}"
-    with _client(scheduler, n_workers, study.retries, gpus[:n_workers], cells_per_gpu) as (client, cluster):
-        gpu_workers = _has_gpu_workers(client)
-        if scheduler is not None:
-            _check_cuda(study, todo, None if gpu_workers else 0, scheduler)
-        devices = _worker_devices(client)
-        link = client.dashboard_link
-        if on_dashboard is not None and link:
-            on_dashboard(link)
-        client.subscribe_topic(topic, lambda event: emit(events.study_event(event[1])))
-        token = secrets.token_hex(3)
-        stop = Event(f"lab-study-{study.name}-{token}-stop", client=client)
-        futures = {}
-        for cell in todo:
-            config = cell.config.to_dict()
-            resources = None
-            if gpu_workers and _may_use_gpu(_device(config)):
-                resources = {"GPU": 1}
-                # a GPU worker's own GPU is its cuda:0 (CUDA_VISIBLE_DEVICES): "cuda:1" would be another's
-                config["device"] = "cuda" if _device(config).startswith("cuda") else config["device"]
-            fut = client.submit(run_cell, config, study.name, cell.values, cell.index, threads, topic, stop.name,
-                                pure=False, resources=resources,
-                                key=f"lab-study-{study.name}-cell{cell.index + 1}-{token}")
-            futures[fut] = cell
-        emit(events.StudyStarted(total=len(cells), todo=len(todo), skipped=len(skipped), workers=len(devices),
-                                 threads=threads, devices=tuple(devices), dashboard=link))
-        remaining = set(futures)
-        try:
-            while remaining:
-                if cancel is not None and cancel.is_set():
-                    raise KeyboardInterrupt
-                # wait() wakes as soon as a cell ends (polling would add its period to the study); it
-                # takes the current client, so make that this study's, not the newest in the process
-                try:
-                    with client.as_current():
-                        done, _ = wait(list(remaining), timeout=_CANCEL_CHECK, return_when="FIRST_COMPLETED")
-                except TimeoutError:
-                    continue
-                for fut in done:
-                    remaining.discard(fut)
-                    _collect(fut, futures[fut], store, result, emit)
-        except KeyboardInterrupt:
-            result.cancelled = True
-            # running cells stop at their next batch; the futures are cancelled whatever happens here
-            with contextlib.suppress(Exception):
-                stop.set()
-            client.cancel(list(futures), force=True)
-            emit(events.StudyCancelled())
-    result.seconds = time.monotonic() - t0
-    return result
+    if control is not None:
+        control.attach(study, store)
+    cancelled = False
+    try:
+        with _client(scheduler, n_workers, study.retries, gpus[:n_workers], cells_per_gpu) as (client, cluster):
+            gpu_workers = _has_gpu_workers(client)
+            # what _check_cuda is told of this cluster's GPUs (again for the cells queued later)
+            cuda = n_gpus if scheduler is None else None if gpu_workers else 0
+            if scheduler is not None:
+                _check_cuda(study, todo, cuda, scheduler)
+            devices = _worker_devices(client)
+            link = client.dashboard_link
+            if on_dashboard is not None and link:
+                on_dashboard(link)
+            client.subscribe_topic(topic, lambda event: emit(book.worker_event(events.study_event(event[1]))))
+            token = secrets.token_hex(3)
+            stop = Event(f"lab-study-{study.name}-{token}-stop", client=client)
+
+            def submit(cell) -> None:
+                config = cell.config.to_dict()
+                resources = None
+                if gpu_workers and _may_use_gpu(_device(config)):
+                    resources = {"GPU": 1}
+                    # a GPU worker's own GPU is its cuda:0 (CUDA_VISIBLE_DEVICES): "cuda:1" would be another's
+                    config["device"] = "cuda" if _device(config).startswith("cuda") else config["device"]
+                serial = book.serial(cell)
+                fut = client.submit(run_cell, config, study.name, cell.values, serial, threads, topic, stop.name,
+                                    pure=False, resources=resources,
+                                    key=f"lab-study-{study.name}-cell{serial + 1}-{token}")
+                book.futures[fut] = cell.key
+                book.submitted[cell.key] = fut
+
+            for cell in todo:
+                submit(cell)
+            emit(events.StudyStarted(total=len(cells), todo=len(todo), skipped=len(book.skipped),
+                                     workers=len(devices), threads=threads, devices=tuple(devices), dashboard=link))
+            try:
+                while book.futures:
+                    if cancel is not None and cancel.is_set():
+                        raise KeyboardInterrupt
+                    if control is not None:
+                        _apply(control, book, store, submit, emit, client, cuda, scheduler)
+                        if cluster is not None and not gpus and most > len(cluster.workers):
+                            # started for fewer cells than it may run: grow for the cells queued since
+                            want = min(most, len(book.futures))
+                            if want > len(cluster.workers):
+                                cluster.scale(want)
+                        if not book.futures:
+                            break
+                    # wait() wakes as soon as a cell ends (polling would add its period to the study); it
+                    # takes the current client, so make that this study's, not the newest in the process
+                    try:
+                        with client.as_current():
+                            done, _ = wait(list(book.futures), timeout=_CANCEL_CHECK, return_when="FIRST_COMPLETED")
+                    except TimeoutError:
+                        continue
+                    for fut in done:
+                        key = book.futures.pop(fut, None)
+                        if key is None:
+                            continue
+                        book.submitted.pop(key, None)
+                        run_id, failed = _collect(fut, book.index_of(key), store, emit)
+                        if run_id is not None:
+                            book.run_ids[key] = run_id
+                        if failed is not None:
+                            book.failed[key] = failed
+            except KeyboardInterrupt:
+                # running cells stop at their next batch; the futures are cancelled whatever happens here
+                with contextlib.suppress(Exception):
+                    stop.set()
+                client.cancel(list(book.futures), force=True)
+                emit(events.StudyCancelled())
+                cancelled = True
+    finally:
+        if control is not None:
+            control.detach()
+    return book.result(cancelled, time.monotonic() - t0)
 
 
-def _collect(fut, cell, store, result: StudyResult, emit: Callable[[events.StudyEvent], Any]) -> None:
+def _apply(control: StudyController, book: _Book, store, submit, emit, client, cuda: int | None,
+           scheduler: str | None) -> None:
+    """Take what waits in ``control``: switch to the updated study (queue its new cells, drop the submitted
+    cells it no longer has), then drop the keys asked for; a cell that started is left to finish."""
+    updated, drop = control.take()
+    if updated is not None:
+        stored = runs_by_cell(updated.name, store=store, axes=updated.axes)
+        # a cell that ran (or failed on the cluster) in this study run is not run again by an update
+        new = [c for c in updated.run_order()
+               if c.key not in book.submitted and c.key not in book.run_ids and c.key not in book.failed]
+        skipped = [c for c in new if _finished(stored, c.key)]
+        queued = [c for c in new if not _finished(stored, c.key)]
+        # cells asking for a CUDA device this cluster cannot give: failed, as a worker's error would be
+        failing: dict[str, str] = {}
+        for cell in queued:
+            try:
+                _check_cuda(updated, [cell], cuda, scheduler)
+            except ValueError as exc:
+                failing[cell.key] = str(exc)
+        book.study, book.index = updated, {c.key: c.index for c in updated.cells()}
+        book.cells.update({c.key: c for c in updated.cells()})
+        for cell in skipped:
+            book.skipped.append(cell.key)
+            book.run_ids[cell.key] = stored[cell.key].run_id
+        drop |= {key for key in book.submitted if key not in book.index}
+        queued = [c for c in queued if c.key not in failing]
+        drops = [k for k in drop if k in book.submitted and k not in book.started]
+        emit(events.StudyUpdated(total=len(updated.cells()), queued=len(queued), dropped=len(drops),
+                                 skipped=len(skipped)))
+        for key, message in failing.items():
+            book.failed[key] = message
+            emit(events.CellFailed(book.index[key], message=message))
+        for cell in queued:
+            submit(cell)
+            emit(events.CellQueued(cell.index, key=cell.key))
+    for key in sorted(drop):
+        fut = book.submitted.get(key)
+        if fut is None or key in book.started:
+            continue
+        client.cancel([fut])
+        book.submitted.pop(key)
+        book.futures.pop(fut, None)
+        values = dict(book.cells[key].values)
+        book.dropped.append(values)
+        emit(events.CellDropped(book.index_of(key), key=key))
+
+
+def _collect(fut, index: int, store, emit: Callable[[events.StudyEvent], Any]) -> tuple[str | None, str | None]:
+    """Import the run of cell ``index``'s finished future: (its run id or None, why it did not finish or None)."""
     try:
         out = fut.result()
     except Exception as exc:              # noqa: BLE001 - KilledWorker after the retries, or a worker error
         message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        result.failed[cell.index] = message
-        emit(events.CellFailed(cell.index, message=message))
-        return
+        emit(events.CellFailed(index, message=message))
+        return None, message
     unpack_bytes(out["archive"], store=store)
-    result.run_ids[cell.index] = out["run_id"]
     status = RunStatus(out["status"])
-    if status is not RunStatus.FINISHED:
-        result.failed[cell.index] = out["message"] or status.value
-    emit(events.CellDone(cell.index, run_id=out["run_id"], status=status, message=out["message"]))
+    emit(events.CellDone(index, run_id=out["run_id"], status=status, message=out["message"]))
+    return out["run_id"], None if status is RunStatus.FINISHED else (out["message"] or status.value)

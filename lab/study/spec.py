@@ -41,6 +41,9 @@ from lab.events import StudyEvent
 from lab.status import RunStatus
 from lab.study._keys import axis_fields, cell_key, group_label, short_value
 from lab.store.lookup import open_store
+from lab.study._yaml import leading_comments, save_text, spec_yaml
+from lab.study.grow import extended_axes, reduced_axes
+from lab.study.order import check_order, run_order
 from lab.study.records import StudyResult, runs_by_cell, study_status
 
 __all__ = ["Study", "Cell", "load_study"]
@@ -78,10 +81,17 @@ class Study:
         {strategy: layer, block: fc4}]``).
     retries : int
         How many times a cell whose worker died is run again before it counts as failed.
+    order : {"grid", "shuffled"}
+        The order the cells run in (:meth:`run_order`): the grid's, or a seeded order whose first cells
+        cover every value of every axis (:func:`lab.study.order.run_order`). A cell's index stays its grid
+        position whatever the order.
+    order_seed : int
+        Seeds the "shuffled" order.
     """
 
     def __init__(self, name: str, base: Mapping | RunConfig | None = None,
-                 axes: Mapping[str, list] | None = None, *, retries: int = 2, description: str = ""):
+                 axes: Mapping[str, list] | None = None, *, retries: int = 2, description: str = "",
+                 order: str = "grid", order_seed: int = 0):
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"a study needs a non-empty name. Got {name!r} instead.")
         self.name = name.strip()
@@ -89,6 +99,7 @@ class Study:
         self.axes = {str(k): list(v) if isinstance(v, (list, tuple)) else v for k, v in (axes or {}).items()}
         self.retries = int(retries)
         self.description = description
+        self.order, self.order_seed = check_order(order, order_seed)
         self._cells: list[Cell] | None = None
         self.cells()                               # validate now
 
@@ -97,14 +108,15 @@ class Study:
     def from_dict(cls, data: Mapping, *, where: str = "the study spec") -> "Study":
         if not isinstance(data, Mapping):
             raise ValueError(f"{where} must be a mapping with name, base and axes. Got {type(data).__name__}.")
-        unknown = set(data) - {"name", "base", "axes", "retries", "description"}
+        unknown = set(data) - {"name", "base", "axes", "retries", "description", "order", "order_seed"}
         if unknown:
             raise ValueError(f"{where} has unknown keys {sorted(unknown)}; a study has name, base, axes "
-                             f"(and optionally retries, description)")
+                             f"(and optionally retries, description, order, order_seed)")
         if "name" not in data:
             raise ValueError(f"{where} has no name; add `name: my-study`")
         return cls(data["name"], data.get("base") or {}, data.get("axes") or {},
-                   retries=data.get("retries", 2), description=data.get("description", ""))
+                   retries=data.get("retries", 2), description=data.get("description", ""),
+                   order=data.get("order", "grid"), order_seed=data.get("order_seed", 0))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "Study":
@@ -127,8 +139,53 @@ class Study:
         return cls.from_dict(data, where=str(path))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "base": self.base, "axes": self.axes,
-                "retries": self.retries}
+        """The spec as plain data (``order`` and ``order_seed`` only where they are not the defaults, so the
+        specs written before them read the same)."""
+        out = {"name": self.name, "description": self.description, "base": self.base, "axes": self.axes,
+               "retries": self.retries}
+        if self.order != "grid":
+            out["order"] = self.order
+        if self.order_seed != 0:
+            out["order_seed"] = self.order_seed
+        return out
+
+    def to_yaml(self) -> str:
+        """The spec as YAML text that :meth:`from_file` reads back to the same cells and keys."""
+        return spec_yaml(self.to_dict())
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the spec to ``path`` as YAML (``.json``: JSON) in one rename; the comment lines that open an
+        existing file there are kept. Returns the path."""
+        path = Path(path)
+        if path.suffix.lower() == ".json":
+            text = json.dumps(self.to_dict(), indent=2) + "\n"
+        else:
+            text = leading_comments(path) + self.to_yaml()
+        return save_text(path, text)
+
+    # -- growing ------------------------------------------------------------------------------------
+    def _with_axes(self, axes: Mapping[str, list]) -> "Study":
+        return Study(self.name, self.base, axes, retries=self.retries, description=self.description,
+                     order=self.order, order_seed=self.order_seed)
+
+    def extend(self, **axes) -> "Study":
+        """A new study of the same name whose axes gain the given values (``extend(epochs=[3], seeds=[2])``).
+
+        Values an axis already has are left out; a bare seed on a ``seeds`` axis of lists is ``[seed]``.
+        Every existing cell keeps its key, so its stored run is still found and is not run again. Only
+        existing axes grow, except the repeat axis ``seeds``, which a study may gain (its first value is
+        then the seeds the cells ran with). ValueError for an unknown axis, naming the study's axes.
+        """
+        repeats = {"seeds": list(self.cells()[0].config.seeds)}
+        return self._with_axes(extended_axes(self.name, self.axes, axes, repeats=repeats))
+
+    def without(self, **axes) -> "Study":
+        """A new study of the same name without the given axis values (``without(backbone=["resnet18"])``).
+
+        ValueError for an unknown axis, a value the axis does not have, or an axis it would leave empty.
+        The remaining cells keep their keys.
+        """
+        return self._with_axes(reduced_axes(self.name, self.axes, axes))
 
     def cells(self) -> list[Cell]:
         """Every cell, validated (ValueError naming the axis, the value's position and the problem)."""
@@ -175,6 +232,10 @@ class Study:
         self._cells = cells
         return cells
 
+    def run_order(self) -> list[Cell]:
+        """The cells in the order :meth:`run` submits them (``order``); each keeps its grid ``index``."""
+        return run_order(self.cells(), self.order, self.order_seed)
+
     def check_names(self, *, store=None) -> None:
         """Resolve every cell's dataset, backbone and checkpoint here, without building anything.
 
@@ -220,7 +281,7 @@ class Study:
 
     def records(self, *, store=None, finished_only: bool = True) -> list:
         """The stored runs of this study (the newest per cell), in cell order."""
-        by_cell = runs_by_cell(self.name, store=store)
+        by_cell = runs_by_cell(self.name, store=store, axes=self.axes)
         out = []
         for cell in self.cells():
             rec = by_cell.get(cell.key)
@@ -228,19 +289,26 @@ class Study:
                 out.append(rec)
         return out
 
+    def estimate(self, *, store=None) -> pd.DataFrame:
+        """Which cells are stored and how long the others would take; see :func:`lab.study.estimate`."""
+        from lab.study.estimates import estimate
+
+        return estimate(self, store=store)
+
     # -- running ------------------------------------------------------------------------------------
     def run(self, scheduler: str | None = None, *, store=None, workers: int | None = None,
             threads_per_worker: int | None = None, on_event: Callable[[StudyEvent], None] | None = None,
             cancel: threading.Event | None = None, on_dashboard: Callable[[str], None] | None = None,
-            cells_per_gpu: int = 1) -> StudyResult:
-        """Run every cell that has no finished run yet; see :func:`lab.study.runner.run_study`."""
+            cells_per_gpu: int = 1, control=None) -> StudyResult:
+        """Run every cell that has no finished run yet, in :meth:`run_order`; see :func:`lab.study.runner.run_study`
+        (``control``: a :class:`lab.study.StudyController` that grows or shrinks the study while it runs)."""
         from lab.study.runner import run_study
 
         store = open_store(store)
         self.check_names(store=store)              # before any cluster starts
         return run_study(self, scheduler=scheduler, store=store, workers=workers,
                          threads_per_worker=threads_per_worker, on_event=on_event, cancel=cancel,
-                         on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu)
+                         on_dashboard=on_dashboard, cells_per_gpu=cells_per_gpu, control=control)
 
     def __repr__(self) -> str:
         shape = " x ".join(f"{k}[{len(v)}]" for k, v in self.axes.items()) or "1 cell"

@@ -19,6 +19,9 @@ EVENTS = [
     ev.CellRunEnded(0, run_id="r1", status=RunStatus.CANCELLED, message="cancelled by the user"),
     ev.CellDone(0, run_id="r1", status=RunStatus.FAILED, message="boom"),
     ev.CellFailed(1, message="KilledWorker: ..."),
+    ev.StudyUpdated(total=6, queued=2, dropped=1, skipped=1),
+    ev.CellQueued(4, key='{"seeds": [2], "strategy": {"block": "fc2", "strategy": "layer"}}'),
+    ev.CellDropped(5, key='{"seeds": [3]}'),
 ]
 
 
