@@ -7,6 +7,7 @@ on 16 px digits), shared by the whole session because it costs seconds.
 """
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -30,7 +31,19 @@ def _threads_per_worker() -> int | None:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
+def _suite_gc() -> bool:
+    """Whether the suite's collector settings apply (``LAB_TEST_GC_DEFAULTS=1``: CPython's, for a comparison)."""
+    return os.environ.get("LAB_TEST_GC_DEFAULTS") != "1"
+
+
 def pytest_configure(config):
+    # A test process keeps one to two million objects alive (torch, HoloViews, Bokeh, fixtures), and each of
+    # CPython's automatic full collections walks them all (about 1 s here): on tests/app/test_live_picker.py the
+    # collector took 21.6 s of 150 s, 18.2 s of it in 17 full collections. A full collection at most every 100
+    # middle ones, and the imports frozen out of the walks (pytest_collection_finish), took it to 10.1 s in 6
+    # (benchmarks/gc_time.py, benchmarks/results/gc_time.txt). Garbage in cycles still goes, a little later.
+    if _suite_gc():
+        gc.set_threshold(700, 10, 100)
     threads = _threads_per_worker()
     if threads is None:
         return
@@ -40,6 +53,12 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(threads)
+
+
+def pytest_collection_finish(session):
+    if _suite_gc():             # what collecting imported lives as long as the process: no walk needs it
+        gc.collect()
+        gc.freeze()
 
 
 from tests.fixtures.configs import TINY  # noqa: E402  (re-exported for fixtures below)

@@ -31,6 +31,7 @@ def test_release_memory_collects_cycles_and_trims_the_heap_on_linux():
 def test_freeze_imports_takes_what_lives_now_out_of_the_walks_and_still_collects_what_comes_later():
     old = _Node()
     old.me = old
+    frozen_before = gc.get_freeze_count()      # the suite freezes its imports (tests/conftest.py)
     try:
         moved = freeze_imports()
         assert moved == gc.get_freeze_count() and moved > 10_000      # this process's imports, at least
@@ -43,7 +44,9 @@ def test_freeze_imports_takes_what_lives_now_out_of_the_walks_and_still_collects
         release_memory()
         assert ref() is None
     finally:
-        gc.unfreeze()                   # the other tests' process as it was
+        gc.unfreeze()                   # the other tests' process as it was: frozen again if it was
+        if frozen_before:
+            gc.freeze()
 
 
 def test_a_served_views_reset_releases_memory_on_the_next_tick():
