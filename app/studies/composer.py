@@ -64,11 +64,11 @@ class StudyComposer(pn.viewable.Viewer):
         self._extra: dict = {}                 # description, retries and order_seed of the spec started from
         self._loaded_seeds: tuple[str, list, int] | None = None   # text, values, position
         self._checked: dict[str, str | None] = {}      # backbone -> the name check's message (None: loads)
-        self.axis_select = pn.widgets.Select(name="Axis", options=list(AXIS_FIELDS), width=170,
+        self.axis_select = pn.widgets.Select(label="Axis", options=list(AXIS_FIELDS), width=170,
                                              css_classes=["ls-compose-axis"])
-        self.values_input = pn.widgets.TextInput(name="Values (comma-separated)", placeholder="e.g. 0.0, 0.2, 0.5",
+        self.values_input = pn.widgets.TextInput(label="Values (comma-separated)", placeholder="e.g. 0.0, 0.2, 0.5",
                                                  width=320, css_classes=["ls-compose-values"])
-        self.add_button = pn.widgets.Button(name="Add axis", width=100, css_classes=["ls-compose-add"])
+        self.add_button = pn.widgets.Button(label="Add axis", width=100, css_classes=["ls-compose-add"])
         self.add_button.on_click(lambda _e: self.add_axis())
         self.hint = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-compose-hint"])
         self.values_input.param.watch(lambda _e: self._check_typed(), "value")
@@ -77,8 +77,8 @@ class StudyComposer(pn.viewable.Viewer):
         self.estimate = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-compose-estimate"])
         self.preview = pn.widgets.CodeEditor(value="", language="yaml", readonly=True, height=260,
                                              sizing_mode="stretch_width", css_classes=["ls-compose-yaml"])
-        self.save_button = pn.widgets.Button(name="Save", width=90, css_classes=["ls-compose-save"])
-        self.launch_button = pn.widgets.Button(name="Launch", button_type="primary", width=90,
+        self.save_button = pn.widgets.Button(label="Save", width=90, css_classes=["ls-compose-save"])
+        self.launch_button = pn.widgets.Button(label="Launch", color="primary", width=90,
                                                css_classes=["ls-compose-launch"])
         self.save_button.on_click(lambda _e: self.save())
         self.launch_button.on_click(lambda _e: self.launch())
@@ -208,7 +208,7 @@ class StudyComposer(pn.viewable.Viewer):
             self.estimate.object = f"{len(study.cells())} cells · could not read the run store: {_esc(str(exc))}"
 
     def _row(self, axis: str, values: list):
-        remove = pn.widgets.Button(name="Remove", width=80, css_classes=["ls-compose-remove"])
+        remove = pn.widgets.Button(label="Remove", width=80, css_classes=["ls-compose-remove"])
         remove.on_click(lambda _e, a=axis: self.remove_axis(a))
         text = ", ".join(value_text(v) for v in values)
         return pn.Row(pn.pane.Markdown(f"**{axis}** [{len(values)}]: {_esc(text)}", sizing_mode="stretch_width"),
@@ -234,6 +234,7 @@ class StudyComposer(pn.viewable.Viewer):
         path.parent.mkdir(parents=True, exist_ok=True)
         study.save(path)
         self._specs = shipped_specs()
+        self.param.source.objects = [BLANK, *self._specs]
         self.message = f"Saved {_esc(str(path))}."
         return path
 
