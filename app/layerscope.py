@@ -72,7 +72,7 @@ class LayerScope(pn.viewable.Viewer):
         self.config = ConfigPanel(store=store)
         self.live = LiveView()
         self.runs = RunsPanel(store)
-        self.studies = StudiesPanel(store)
+        self.studies = StudiesPanel(store, base_config=self.config.to_config)
         self.run_collapse = CollapseView()      # neural collapse of the first run selected in the runs' table
         self.runs.param.watch(self._show_collapse, "selected")
         self.control = RunControl(self.live, self.config.to_config, store=store, on_finished=self._run_ended)

@@ -7,16 +7,13 @@ or quotes does not split, and neither does one before an ``option=value`` piece,
 """
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from lab.config import RunConfig
 from lab.study import REPEAT_AXES
 
-__all__ = ["AXIS_FIELDS", "BLANK", "parse_values", "parse_seeds", "seeds_text", "value_text",
-           "studies_folder", "spec_file", "blank_base"]
+__all__ = ["AXIS_FIELDS", "BLANK", "parse_values", "parse_seeds", "seeds_text", "value_text", "blank_base"]
 
 BLANK = "(blank study)"
 """The composer's first choice: a study with no axes on the sidebar's (or the tiny demo's) settings."""
@@ -102,27 +99,6 @@ def value_text(value: Any) -> str:
 def seeds_text(values: list) -> str:
     """The text of a seeds axis's values, as :func:`parse_seeds` reads it back."""
     return ", ".join(str(v[0]) if isinstance(v, list) and len(v) == 1 else value_text(v) for v in values)
-
-
-def studies_folder() -> Path:
-    """Where a composed spec is saved: the first folder of ``$LAB_STUDIES_DIR``, else the shipped ``studies/``
-    (the folders :func:`app.studies.shipped_specs` lists)."""
-    folders = [p for p in os.environ.get("LAB_STUDIES_DIR", "").split(os.pathsep) if p]
-    return Path(folders[0]) if folders else shipped_folder()
-
-
-def shipped_folder() -> Path:
-    """The ``studies/`` folder next to the ``app`` package."""
-    return Path(__file__).resolve().parents[2] / "studies"
-
-
-def spec_file(name: str) -> Path:
-    """The file a study named ``name`` is saved to: ``<name>.yaml`` in :func:`studies_folder`, the name's
-    characters other than letters, digits, ``-``, ``_`` and ``.`` written as ``_``."""
-    stem = re.sub(r"[^\w.-]+", "_", name.strip()).strip("._")
-    if not stem:
-        raise ValueError(f"a study needs a name to be saved as a file. Got {name!r} instead.")
-    return studies_folder() / f"{stem}.yaml"
 
 
 def blank_base(config: RunConfig | None) -> dict:

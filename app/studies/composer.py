@@ -20,9 +20,8 @@ import param
 from lab.config import RunConfig
 from lab.study import ORDERS, Study, estimate_line
 
-from ._compose_values import (AXIS_FIELDS, BLANK, blank_base, parse_seeds, parse_values, seeds_text,
-                              shipped_folder, spec_file, value_text)
-from .studies_panel import shipped_specs
+from ._compose_values import AXIS_FIELDS, BLANK, blank_base, parse_seeds, parse_values, seeds_text, value_text
+from ._specs import shipped_folder, shipped_specs, spec_file
 
 __all__ = ["StudyComposer"]
 

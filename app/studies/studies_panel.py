@@ -7,9 +7,7 @@ re-read from the run store (``lab.study.figures``: every number from lab.analysi
 from __future__ import annotations
 
 import logging
-import os
 import threading
-from pathlib import Path
 
 import holoviews as hv
 import panel as pn
@@ -20,6 +18,8 @@ from lab import events as ev
 from app.base import resources
 from app.base import DocDispatcher
 
+from ._devices import study_device_keys
+from ._specs import shipped_specs
 from .study_plots import (
     AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
     grid_heatmap, layer_depth_curves, rank_text, transfer_text, transfer_vs_g,
@@ -29,44 +29,6 @@ __all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
 
 _log = logging.getLogger(__name__)
 _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
-
-
-def shipped_specs() -> dict[str, Path]:
-    """The study specs shipped in ``studies/`` next to the ``app`` package, plus those in the folders of
-    ``$LAB_STUDIES_DIR`` (os.pathsep-separated), by file name."""
-    folders = [Path(__file__).resolve().parents[2] / "studies"]
-    folders += [Path(p) for p in os.environ.get("LAB_STUDIES_DIR", "").split(os.pathsep) if p]
-    specs = {}
-    for folder in folders:
-        if folder.is_dir():
-            specs.update({p.name: p for p in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])})
-    return specs
-
-
-def study_device_keys(configs) -> list[str]:
-    """The devices of this machine a study's local cluster uses, to hold as the Run tab does.
-
-    Every GPU for cells on CUDA ("auto" included: the local cluster starts a worker per GPU), "cpu"
-    for cells on the CPU; none when ``$DASK_SCHEDULER_ADDRESS`` sends the study to another cluster.
-    """
-    from lab.device import device_key, resolve_device
-
-    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
-        return []
-    keys = set()
-    for config in configs:
-        device = resolve_device(config.device)
-        if device.type == "cuda":
-            keys.update(f"cuda:{i}" for i in range(_cuda_count()))
-        else:
-            keys.add(device_key(device))
-    return sorted(keys)
-
-
-def _cuda_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 class StudiesPanel(pn.viewable.Viewer):
@@ -80,9 +42,14 @@ class StudiesPanel(pn.viewable.Viewer):
                               doc="Quantity of the condition heatmap (Wang & Yang).")
     layer = param.Selector(default=None, objects=[None], allow_None=True, doc="Layer of the condition heatmap.")
 
-    def __init__(self, store, **params):
+    def __init__(self, store, *, base_config=None, **params):
         super().__init__(**params)
         self.store = store
+        self._base_config = base_config      # the sidebar's settings, where a blank composed study starts
+        self.composer = None                 # made at the first "New study": it reads the store
+        self._composer_box = pn.Column(visible=False, sizing_mode="stretch_width")
+        self.new_button = pn.widgets.Button(label="New study", width=110, css_classes=["ls-study-new"])
+        self.new_button.on_click(lambda _e: self.toggle_composer())
         self._specs = shipped_specs()
         self.param.spec.objects = list(self._specs)
         if self._specs and self.spec is None:
@@ -204,12 +171,22 @@ class StudiesPanel(pn.viewable.Viewer):
             needs_layer = self.quantity in ("utilization", "contribution")
             self.plots["grid"].object = grid_heatmap(self._figs, self.quantity, self.layer if needs_layer else "")
 
+    def toggle_composer(self) -> None:
+        """Show or hide the :class:`~app.studies.StudyComposer`; its Launch runs the study as :meth:`start`."""
+        if self.composer is None:
+            from .composer import StudyComposer
+
+            self.composer = StudyComposer(self.store, base_config=self._base_config, on_launch=self.start)
+            self._composer_box.objects = [self.composer]
+        self._composer_box.visible = not self._composer_box.visible
+
     # -- running ----------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, study=None) -> None:
+        """Run ``study`` (a :class:`lab.Study`; default: the picked spec's) on a local Dask cluster."""
         if self.running:
             return
         try:
-            study = self.study()
+            study = study if study is not None else self.study()
         except (ValueError, FileNotFoundError) as exc:
             self.message.object = f"**Cannot start:** {exc}"
             return
@@ -302,10 +279,10 @@ class StudiesPanel(pn.viewable.Viewer):
                                                     css_classes=["ls-study-spec"]),
                           pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100,
                                                         css_classes=["ls-study-workers"]),
-                          self.run_button, self.stop_button, sizing_mode="stretch_width")
+                          self.run_button, self.stop_button, self.new_button, sizing_mode="stretch_width")
         # one figure per row: the legends (one entry per condition, long labels) sit right of the plots
         return pn.Column(
-            controls, self.message, self.progress, self.running_lines, self._table_slot,
+            controls, self._composer_box, self.message, self.progress, self.running_lines, self._table_slot,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             self._grid_box, self._grid_note,
             self.plots["nc1"], self._transfer_box, self.transfer_text, self.agreement_text, self.agreement,

@@ -99,3 +99,18 @@ def test_a_blank_study_starts_from_the_settings_given(store):
 
     composer = StudyComposer(store, base_config=lambda: RunConfig(dataset="digits", backbone=MLP2, epochs=3))
     assert composer.to_study().base == {"dataset": "digits", "backbone": MLP2, "epochs": 3}
+
+
+def test_the_studies_tab_opens_the_composer_and_launch_starts_the_composed_study(store, monkeypatch):
+    from app.studies import StudiesPanel
+
+    panel = StudiesPanel(store)
+    started = []
+    monkeypatch.setattr(panel, "_work", lambda study, *_: started.append(study))
+    panel.new_button.clicks += 1
+    assert panel._composer_box.visible and panel.composer is not None
+    panel.composer.study_name = "from-the-page"
+    panel.composer.add_axis("epochs", "1, 2")
+    panel.composer.launch_button.clicks += 1
+    assert [s.name for s in started] == ["from-the-page"] and panel.running
+    assert panel.progress.max == 4
