@@ -11,28 +11,25 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import logging
 import os
 import secrets
 import sys
-import tempfile
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from lab import events
-from lab.archive import pack_bytes, unpack_bytes
+from lab.archive import unpack_bytes
 from lab.status import RunStatus
+from lab.study._book import CellBook, is_finished
+from lab.study.cell import _cell_event, run_cell  # noqa: F401  (submitted to the workers; _cell_event: tests)
 from lab.study.control import StudyController
-from lab.study.records import StudyResult, runs_by_cell, tag_run
+from lab.study.records import StudyResult, runs_by_cell
 
 __all__ = ["run_study", "run_cell", "machine_cores", "gpu_count", "local_cluster"]
 
-_TERMINAL = (events.RunFinished.kind, events.RunFailed.kind, events.RunCancelled.kind)
-_PROGRESS_EVERY = 0.5        # seconds between progress messages of one run (keeps the topic light)
 _CANCEL_CHECK = 0.25         # seconds between checks of the cancel flag while cells run
-_STOP_POLL = 0.5             # seconds a running cell waits on the study's stop event per check
 
 
 def machine_cores() -> int:
@@ -68,110 +65,6 @@ def _device(config: dict) -> str:
 
 def _may_use_gpu(device: str) -> bool:
     return device == "auto" or device.startswith("cuda")
-
-
-# ---------------------------------------------------------------------------------------------- worker
-
-
-def _emitter(topic: str | None) -> Callable[[events.CellEvent], None]:
-    if topic is None:
-        return lambda event: None
-    try:
-        from distributed import get_worker
-        worker = get_worker()
-    except (ImportError, ValueError):
-        return lambda event: None
-    # Dask's event log carries plain data: the client reads it back with events.study_event
-    return lambda event: worker.log_event(topic, event.to_dict())
-
-
-def _cell_event(ev, cell: int) -> events.CellEvent | None:
-    """The small, serialisable study event of an engine event for the client (None: not sent)."""
-    kind = ev.kind
-    if kind == events.RunStarted.kind:
-        return events.CellStarted(cell, run_id=ev.run_id, layers=len(ev.layers), pid=os.getpid())
-    if kind == events.Progress.kind:
-        return events.CellProgress(cell, stage=ev.stage, done=int(ev.done), total=int(ev.total), epoch=ev.epoch,
-                                   seed=ev.seed)
-    if kind == events.EpochFinished.kind:
-        return events.CellEpochFinished(cell, epoch=ev.epoch, seed=ev.seed, heldout_accuracy=ev.heldout_accuracy)
-    if kind in _TERMINAL:
-        return events.CellRunEnded(cell, run_id=ev.run_id, status=ev.status, message=getattr(ev, "message", None))
-    return None
-
-
-@contextlib.contextmanager
-def _stop_signal(name: str | None, token) -> Iterator[None]:
-    """Cancel ``token`` once the study's Dask Event ``name`` is set (watched by a thread of this worker).
-
-    Cancelling a future does not stop its task once it runs (Dask cannot interrupt a thread): on a
-    remote scheduler a cancelled study would keep training. The client sets this event first, and
-    the run ends at its next batch as "cancelled".
-    """
-    if name is None:
-        yield
-        return
-    from distributed import Event, get_client
-
-    # the worker's client is found from the task's thread only, so fetch it here for the watcher
-    event = Event(name, client=get_client())
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            try:
-                if event.wait(timeout=_STOP_POLL):
-                    token.cancel()
-                    return
-            except Exception:             # noqa: BLE001 - the scheduler is gone: the worker is closing too
-                return
-
-    threading.Thread(target=watch, name="lab-study-stop", daemon=True).start()
-    try:
-        yield
-    finally:
-        done.set()
-
-
-def run_cell(config: dict, study: str, cell: dict, index: int, threads: int, topic: str | None = None,
-             stop: str | None = None) -> dict:
-    """Run one cell on this process (a Dask worker) and return its run as an archive.
-
-    ``stop`` names the study's Dask Event whose setting cancels the run (see :func:`_stop_signal`).
-
-    Returns
-    -------
-    dict: run_id, status (the :class:`lab.RunStatus` it ended with, as its string), message, archive (bytes)
-    """
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    import lab
-    from lab.config import RunConfig
-    from lab.runs import CancelToken
-    from lab.store import RunStore
-
-    # Dask's nanny pins OpenMP/BLAS to one thread; torch keeps its own count, so set it here.
-    torch.set_num_threads(max(1, int(threads)))
-    emit = _emitter(topic)
-    last = 0.0
-    token = CancelToken()
-    with tempfile.TemporaryDirectory(prefix="lab-study-") as tmp, threadpool_limits(limits=max(1, int(threads))), \
-            _stop_signal(stop, token):
-        store = RunStore(tmp)
-        final = None
-        for ev in lab.run(RunConfig.from_dict(config), store=store, cancel=token):
-            event = _cell_event(ev, index)
-            now = time.monotonic()
-            progress = isinstance(event, events.CellProgress)
-            if event is not None and (not progress or now - last >= _PROGRESS_EVERY):
-                last = now if progress else last
-                emit(event)
-            if ev.kind in _TERMINAL:
-                final = ev
-        tag_run(final.run_id, study, cell, store=store)
-        return {"run_id": final.run_id, "status": final.status.value, "message": getattr(final, "message", None),
-                "archive": pack_bytes([final.run_id], store=store)}
 
 
 # ---------------------------------------------------------------------------------------------- client
@@ -244,8 +137,8 @@ _WORKER_CONFIG = {"distributed.worker.profile.enabled": False,
 # benchmarks/study_start.py). Imports only: the server must not start torch's or BLAS's thread pools
 # before it forks. GPU workers keep "spawn", so nothing of CUDA's can be in a process before its
 # CUDA_VISIBLE_DEVICES is set.
-_FORKSERVER_PRELOAD = ["distributed", "numpy", "pandas", "torch", "lab.study.runner", "lab.runs.engine",
-                       "lab.metrics"]
+_FORKSERVER_PRELOAD = ["distributed", "numpy", "pandas", "torch", "lab.study.runner", "lab.study.cell",
+                       "lab.runs.engine", "lab.metrics"]
 
 
 def _start_method(asked: str | None) -> str:
@@ -364,67 +257,6 @@ def _client(scheduler: str | None, n_workers: int, retries: int, gpus: list[str]
         yield client, cluster
 
 
-class _Book:
-    """What the client knows of the running study's cells, by key (a cell's index moves when the study grows).
-
-    Each submitted cell gets a serial number, the ``cell`` its worker's events carry: its index for the cells
-    of the study as it started, new numbers after those for cells queued later, so that a worker's event is
-    told apart whatever the grid has become and is handed on with the cell's index of the moment.
-    """
-
-    def __init__(self, study, stored: dict):
-        self.study = study
-        self.index = {c.key: c.index for c in study.cells()}
-        self.cells = {c.key: c for c in study.cells()}          # every cell seen, the newest version of each
-        self.serial_key: dict[int, str] = {}
-        self._first = dict(self.index)                           # the serials of the cells it started with
-        self.next_serial = len(self.index)
-        self.futures: dict = {}                                  # future -> key, while not collected
-        self.submitted: dict[str, object] = {}                   # key -> future, while not collected
-        self.started: set[str] = set()
-        self.run_ids: dict[str, str] = {}
-        self.failed: dict[str, str] = {}
-        self.skipped = [c.key for c in study.cells() if _finished(stored, c.key)]
-        self.run_ids.update({key: stored[key].run_id for key in self.skipped})
-        self.dropped: list[dict] = []
-
-    def serial(self, cell) -> int:
-        """The serial number of a cell being submitted (a cell submitted again gets a new one)."""
-        serial = self._first.pop(cell.key, None)
-        if serial is None:
-            serial, self.next_serial = self.next_serial, self.next_serial + 1
-        self.serial_key[serial] = cell.key
-        return serial
-
-    def index_of(self, key: str) -> int:
-        """The cell's index in the study of the moment; a cell removed from it keeps the index it had."""
-        return self.index.get(key, self.cells[key].index)
-
-    def worker_event(self, event: events.StudyEvent) -> events.StudyEvent:
-        """A worker's event with the cell's index of the moment (noting the cells that started)."""
-        if not isinstance(event, events.CellEvent):
-            return event
-        key = self.serial_key.get(event.cell)
-        if key is None:
-            return event
-        if isinstance(event, events.CellStarted):
-            self.started.add(key)
-        index = self.index_of(key)
-        return event if index == event.cell else dataclasses.replace(event, cell=index)
-
-    def result(self, cancelled: bool, seconds: float) -> StudyResult:
-        """The :class:`StudyResult` of the cells of the study as it ends, by their index."""
-        index = self.index
-        return StudyResult(self.study.name, {index[k]: r for k, r in self.run_ids.items() if k in index},
-                           [index[k] for k in self.skipped if k in index],
-                           {index[k]: m for k, m in self.failed.items() if k in index}, cancelled, seconds,
-                           dropped=list(self.dropped))
-
-
-def _finished(stored: dict, key: str) -> bool:
-    return key in stored and stored[key].status == RunStatus.FINISHED
-
-
 def run_study(study, *, scheduler: str | None, store, workers: int | None, threads_per_worker: int | None,
               on_event: Callable[[events.StudyEvent], None] | None = None, cancel: threading.Event | None = None,
               on_dashboard: Callable[[str], None] | None = None, cells_per_gpu: int = 1,
@@ -463,7 +295,7 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     if isinstance(cells_per_gpu, bool) or not isinstance(cells_per_gpu, int) or cells_per_gpu < 1:
         raise ValueError(f"cells_per_gpu must be a positive integer. Got {cells_per_gpu!r} instead.")
     cells = study.cells()
-    book = _Book(study, runs_by_cell(study.name, store=store, axes=study.axes))
+    book = CellBook(study, runs_by_cell(study.name, store=store, axes=study.axes))
     todo = [c for c in study.run_order() if c.key not in book.skipped]
     if not todo:
         emit(events.StudyStarted(total=len(cells), todo=0, skipped=len(book.skipped)))
@@ -565,7 +397,7 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
     return book.result(cancelled, time.monotonic() - t0)
 
 
-def _apply(control: StudyController, book: _Book, store, submit, emit, client, cuda: int | None,
+def _apply(control: StudyController, book: CellBook, store, submit, emit, client, cuda: int | None,
            scheduler: str | None) -> None:
     """Take what waits in ``control``: switch to the updated study (queue its new cells, drop the submitted
     cells it no longer has), then drop the keys asked for; a cell that started is left to finish."""
@@ -575,8 +407,8 @@ def _apply(control: StudyController, book: _Book, store, submit, emit, client, c
         # a cell that ran (or failed on the cluster) in this study run is not run again by an update
         new = [c for c in updated.run_order()
                if c.key not in book.submitted and c.key not in book.run_ids and c.key not in book.failed]
-        skipped = [c for c in new if _finished(stored, c.key)]
-        queued = [c for c in new if not _finished(stored, c.key)]
+        skipped = [c for c in new if is_finished(stored, c.key)]
+        queued = [c for c in new if not is_finished(stored, c.key)]
         # cells asking for a CUDA device this cluster cannot give: failed, as a worker's error would be
         failing: dict[str, str] = {}
         for cell in queued:
