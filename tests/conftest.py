@@ -41,7 +41,7 @@ def pytest_configure(config):
     # CPython's automatic full collections walks them all (about 1 s here): on tests/app/test_live_picker.py the
     # collector took 21.6 s of 150 s, 18.2 s of it in 17 full collections. A full collection at most every 100
     # middle ones, and the imports frozen out of the walks (pytest_collection_finish), took it to 10.1 s in 6
-    # (benchmarks/gc_time.py, benchmarks/results/gc_time.txt). Garbage in cycles still goes, a little later.
+    # (benchmarks/gc_time.py; benchmarks/results/gc_time.txt). Garbage in cycles still goes, a little later.
     if _suite_gc():
         gc.set_threshold(700, 10, 100)
     threads = _threads_per_worker()
