@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import threading
 
-import datashader as ds
 import holoviews as hv
 import numpy as np
 import pandas as pd
 import panel as pn
 from bokeh.models import HoverTool
-from holoviews.operation.datashader import datashade, dynspread, spread
 
 from app.base.plots import PLOT_OPTS
 
@@ -71,6 +69,11 @@ def _shade(frame: pd.DataFrame, *, x_range, y_range, width: int, height: int, co
            selector: bool = False, px: int = 0, threshold: float = 0.5, by: str = "class") -> hv.RGB:
     if not len(frame):      # datashade cannot shade an empty aggregate by category: a clear image instead
         return hv.RGB(np.zeros((2, 2, 4), dtype=np.uint8), bounds=(x_range[0], y_range[0], x_range[1], y_range[1]))
+    # imported here, not with the module: Datashader brings numba and dask.dataframe, a second on every process
+    # that imports the app (a server, a notebook's kernel), and only a layout above the threshold needs it
+    import datashader as ds
+    from holoviews.operation.datashader import datashade, dynspread, spread
+
     points = hv.Points(frame, ["x", "y"], _vdims(by))
     kwargs = dict(aggregator=ds.count_cat(by), color_key=color_key) if color_key else \
         dict(aggregator=ds.count(), cmap=cmap)
