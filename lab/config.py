@@ -186,6 +186,11 @@ class RunConfig:
         Cap on unseen evaluation images per class (None = all).
     seen_per_class : int or None
         Cap on seen held-out images per class used for evaluation (None = all).
+    train_per_class : int or None
+        Training images per seen class (None = all of the training partition): the first ``train_per_class`` of
+        each class's permutation drawn with ``split_seed`` (stratified; a smaller cap takes a subset of a larger
+        one's images). The held-out partition is unchanged; the ``train_sample_per_class`` sample is drawn from
+        the capped training set. A class with fewer training images is an error.
     train_sample_per_class : int
         Seen training images per class drawn once (with ``split_seed``) for the neural-collapse measures on
         the training set (split "train"): evaluation transform, no augmentation, the labels the network
@@ -260,6 +265,7 @@ class RunConfig:
     protocol: str = "default"
     unseen_per_class: int | None = 300
     seen_per_class: int | None = 100
+    train_per_class: int | None = None
     train_sample_per_class: int = 20
     lidar_views: int = 0
     lidar_images: int = 500
@@ -328,6 +334,7 @@ class RunConfig:
         "protocol": [Options(PROTOCOLS)],
         "unseen_per_class": [Interval(int, 2, None), None],
         "seen_per_class": [Interval(int, 2, None), None],
+        "train_per_class": [Interval(int, 1, None), None],
         "train_sample_per_class": [Interval(int, 0, None)],
         "lidar_views": [Interval(int, 0, 0, closed="both", desc="0 (LiDAR off)"),
                         Interval(int, 2, None, desc="an integer >= 2 (views per unseen image)")],
@@ -421,6 +428,8 @@ class RunConfig:
             train += f" @{self.block}"
         if self.label_noise:
             train += f" noise {self.label_noise:g}"
+        if self.train_per_class is not None:
+            train += f" on {self.train_per_class}/class"
         return f"{self.dataset} · {self.backbone} · {train} · {split} · seeds {list(self.seeds)}"
 
     # ------------------------------------------------------------------ (de)serialisation

@@ -338,6 +338,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
                       options={METRICS[m].label: m for m in self.param.metrics.objects}, sizing_mode="stretch_width")
         unseen_w = w(pn.widgets.IntInput, "unseen_per_class", label="Unseen imgs/class (empty = all)", width=120)
         seen_w = w(pn.widgets.IntInput, "seen_per_class", label="Seen imgs/class (empty = all)", width=120)
+        train_w = w(pn.widgets.IntInput, "train_per_class", label="Train imgs/class (empty = all)", width=120)
         seeds_w = w(pn.widgets.TextInput, "seeds", label="Seeds", width=90)
         device_w = w(pn.widgets.Select, "device", label="Device", width=90)
         projection_w = w(pn.widgets.Select, "projection", label="Layout", width=90)
@@ -350,7 +351,7 @@ class ConfigPanel(pn.viewable.Viewer, RunConfigFields):
                                             pn.Row(pooling_w, size_w), sizing_mode="stretch_width")),
             ("Fine-tuning", pn.Column(strategy_w, self._block_w, pn.Row(epochs_w, lr_w, batch_w), noise_w,
                                       contribution_w, sizing_mode="stretch_width")),
-            ("Metrics, seeds & device", pn.Column(metrics_w, pn.Row(unseen_w, seen_w),
+            ("Metrics, seeds & device", pn.Column(metrics_w, pn.Row(unseen_w, seen_w, train_w),
                                                   pn.Row(seeds_w, device_w, projection_w), name_w,
                                                   sizing_mode="stretch_width")),
             ("Advanced", pn.Column(*advanced.values(), sizing_mode="stretch_width")),

@@ -39,6 +39,9 @@ Definitions (METRICS.md):
   (:func:`latest_separation_law`), and that per condition of a study (:func:`group_separation_law`);
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
   the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
+- the tunnel (:mod:`lab.analysis.tunnel`, Masarczyk et al. 2023; Harun et al. 2024): the relative depth of the
+  unseen classes' best layer and the share of the layers after it where unseen g and the numerical rank fall
+  while the seen probe accuracy stays saturated (:func:`tunnel`);
 - rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
   (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
   NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
@@ -68,6 +71,7 @@ from lab.analysis.separation_law import (
     latest_separation_law, separation_law, separation_law_across_seeds, separation_law_points,
     LawCode, LawReason, law_across_seeds,
 )
+from lab.analysis.tunnel import TUNNEL_PROBE, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel, tunnel
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
 from lab.analysis.summary import (
@@ -90,4 +94,5 @@ __all__ = [
     "separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
     "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS", "latest_separation_law", "group_separation_law",
     "LATEST_LAW_KEYS", "LawCode", "LawReason", "law_across_seeds",
+    "tunnel", "Tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK",
 ]

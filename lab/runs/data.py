@@ -6,7 +6,7 @@ from typing import Any
 
 from lab.config import RunConfig
 
-__all__ = ["RunData", "prepare_data", "absolute_dataset", "images_needed", "train_sample"]
+__all__ = ["RunData", "prepare_data", "absolute_dataset", "cap_train", "images_needed", "train_sample"]
 
 _PATH_KINDS = ("folder", "cifar10", "cifar100")
 
@@ -20,7 +20,7 @@ class RunData:
     ----------
     dataset : lab dataset (all classes)
     split : lab.data.Split
-    train : seen classes, training partition (labels index ``split.seen``)
+    train : seen classes, training partition (labels index ``split.seen``), capped at ``train_per_class``
     heldout : seen classes, held-out partition, capped at ``seen_per_class``
     unseen : unseen classes, capped at ``unseen_per_class`` (labels index ``split.unseen``);
         ``ProjectionReady.indices`` index this dataset
@@ -77,6 +77,8 @@ def prepare_data(config: RunConfig) -> RunData:
                   "add images to it or list it in unseen")
     train = seen_ds.partition("train", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
     heldout = seen_ds.partition("test", test_fraction=cfg.heldout_fraction, seed=cfg.split_seed)
+    if cfg.train_per_class is not None:
+        train = cap_train(train, cfg.train_per_class, seed=cfg.split_seed)
     if cfg.seen_per_class is not None:
         heldout = heldout.sample_per_class(cfg.seen_per_class, seed=cfg.split_seed)
     unseen = ds.subset(list(split.unseen))
@@ -92,6 +94,26 @@ def prepare_data(config: RunConfig) -> RunData:
             raise ValueError(f"the {name} set of {cfg.dataset!r} is empty; check the split and heldout_fraction.")
     sample, indices = train_sample(train, cfg.train_sample_per_class, seed=cfg.split_seed)
     return RunData(ds, split, train, heldout, unseen, sample, indices)
+
+
+def cap_train(train, per_class: int, *, seed: int):
+    """Exactly ``per_class`` images of every class of ``train``: the first of each class's permutation drawn
+    with ``seed`` (:meth:`lab.data.ImageDataset.sample_per_class`), so a smaller cap takes a subset of a larger
+    one's images. A class with fewer raises ValueError naming it, its count and the fix."""
+    import numpy as np
+
+    if per_class < 1:
+        raise ValueError(f"train_per_class must be an integer >= 1 or None (all). Got {per_class} instead.")
+    counts = np.bincount(np.asarray(train.targets, dtype=np.int64), minlength=len(train.classes))
+    short = [k for k, n in enumerate(counts) if n < per_class]
+    if short:
+        k = min(short, key=lambda i: counts[i])
+        raise ValueError(
+            f"train_per_class={per_class}, but seen class {train.classes[k]!r} has {int(counts[k])} training "
+            f"image{'s' if counts[k] != 1 else ''} (after the held-out partition; {len(short)} of "
+            f"{len(counts)} classes have fewer than {per_class}); lower train_per_class to at most "
+            f"{int(counts.min())}, lower heldout_fraction, or set train_per_class=None to train on all.")
+    return train.sample_per_class(per_class, seed=seed)
 
 
 def train_sample(train, per_class: int, *, seed: int):

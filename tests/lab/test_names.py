@@ -243,8 +243,12 @@ def _shipped_configs():
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
         base, axes = spec.get("base", {}), spec.get("axes", {})
         for backbone in axes.get("backbone", [base.get("backbone", "resnet18")]):
-            for dataset in axes.get("dataset", [base.get("dataset", "glyphs")]):
-                out.append(pytest.param(dataset, backbone, id=f"{path.stem}-{backbone}-{dataset}"))
+            # a mapping sets several fields at once (studies/tunnel.yaml: backbone with img_size and epochs)
+            variant = backbone if isinstance(backbone, dict) else {"backbone": backbone}
+            backbone = variant.get("backbone", base.get("backbone", "resnet18"))
+            label = ",".join(f"{k}={v}" for k, v in variant.items())
+            for dataset in axes.get("dataset", [variant.get("dataset", base.get("dataset", "glyphs"))]):
+                out.append(pytest.param(dataset, backbone, id=f"{path.stem}-{label}-{dataset}"))
     presets = importlib.import_module("app.choose.presets")
     for title, preset in presets.PRESETS.items():
         cfg = preset["config"]
