@@ -40,6 +40,9 @@ class StudyComposer(pn.viewable.Viewer):
         it, the sidebar's tiny demo preset.
     on_launch : callable taking a Study, optional
         Called by **Launch** with :meth:`to_study` (the Studies tab runs it as it runs a spec).
+    on_grow : callable taking a Study and returning a message, optional
+        Called by **Add to running study** (Launch while :meth:`follow` shows a running study) with
+        :meth:`to_study`; what it returns is shown (the Studies tab's ``grow``).
     """
 
     source = param.Selector(default=BLANK, objects=[BLANK], doc="What the study starts from: a blank study or a "
@@ -50,13 +53,16 @@ class StudyComposer(pn.viewable.Viewer):
                                              "0, 1, 2), or lists of seeds ([0, 1], [2, 3]); empty for the base's.")
     order = param.Selector(default="grid", objects=list(ORDERS), doc="The order the cells run in (lab.study.order).")
     message = param.String(default="", doc="What the last Save or Launch did, or why it did not.")
+    growing = param.Boolean(default=False, doc="A study runs and is shown (follow): Launch adds the study shown "
+                                               "to it instead of starting another.")
 
     def __init__(self, store=None, *, base_config: Callable[[], RunConfig] | None = None,
-                 on_launch: Callable[[Study], None] | None = None, **params):
+                 on_launch: Callable[[Study], None] | None = None,
+                 on_grow: Callable[[Study], str] | None = None, **params):
         super().__init__(**params)
         self.store = store
         self.base_config = base_config
-        self.on_launch = on_launch
+        self.on_launch, self.on_grow = on_launch, on_grow
         self._specs = shipped_specs()
         self.param.source.objects = [BLANK, *self._specs]
         self._base: dict = {}
@@ -86,6 +92,8 @@ class StudyComposer(pn.viewable.Viewer):
         self._quiet = False                    # while start_from sets several parameters: one refresh after
         self.param.watch(lambda *_e: self._quiet or self._refresh(), ["study_name", "axes", "seeds", "order"])
         self.param.watch(lambda e: setattr(self.note, "object", e.new), "message")
+        self.param.watch(lambda e: setattr(self.launch_button, "name", "Add to running study" if e.new else "Launch"),
+                         "growing")
         self.start_from(self.source)
 
     # -- composing ---------------------------------------------------------------------------------
@@ -102,7 +110,19 @@ class StudyComposer(pn.viewable.Viewer):
             self._base = blank_base(config)
             self._update(axes={}, seeds="0, 1", order="grid")
             return
-        study = Study.from_file(self._specs[source])
+        self._load(Study.from_file(self._specs[source]))
+
+    def follow(self, study: Study) -> None:
+        """Show the running ``study`` as the starting point; Launch becomes **Add to running study**."""
+        self._load(study)
+        self.growing = True
+
+    def unfollow(self) -> None:
+        """The study shown by :meth:`follow` has ended: Launch starts a study again."""
+        self.growing = False
+
+    def _load(self, study: Study) -> None:
+        self._extra, self._loaded_seeds = {}, None
         self._base = dict(study.base)
         self._extra = {"description": study.description, "retries": study.retries, "order_seed": study.order_seed}
         axes = {k: list(v) for k, v in study.axes.items() if k != "seeds"}
@@ -238,11 +258,15 @@ class StudyComposer(pn.viewable.Viewer):
         return path
 
     def launch(self) -> None:
-        """Call ``on_launch`` with :meth:`to_study` (the message says why not, for an invalid study)."""
+        """Call ``on_launch`` with :meth:`to_study` (``on_grow`` while :attr:`growing`); the message says what it
+        did, or why not (an invalid study, or one the running study cannot grow into)."""
         try:
             study = self.to_study()
         except ValueError as exc:
-            self.message = f"**Not launched:** {_esc(str(exc))}"
+            self.message = f"**Not {'added' if self.growing else 'launched'}:** {_esc(str(exc))}"
+            return
+        if self.growing and self.on_grow is not None:
+            self.message = self.on_grow(study)
             return
         if self.on_launch is None:
             self.message = "Nothing runs studies here: save the spec and run it with `python -m lab study run`."

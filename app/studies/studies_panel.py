@@ -1,11 +1,13 @@
 """The Studies tab: pick a study spec, run it on a local Dask cluster, watch its cells and figures fill in.
 
 The study runs in a worker thread (:meth:`lab.study.Study.run`); its events reach the page through a
-:class:`~app.base.DocDispatcher`, so no widget is touched off the session's thread. Figures are
+:class:`~app.base.DocDispatcher`, so no widget is touched off the session's thread. While it runs, the composer
+shows it and can grow it (:meth:`StudiesPanel.grow`, through a :class:`lab.study.StudyController`). Figures are
 re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land.
 """
 from __future__ import annotations
 
+import html
 import logging
 import threading
 
@@ -19,6 +21,8 @@ from app.base import resources
 from app.base import DocDispatcher
 
 from ._devices import study_device_keys
+from ._growing import growth_problem
+from ._run_events import RunEvents
 from ._specs import shipped_specs
 from .study_plots import (
     AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
@@ -31,7 +35,7 @@ _log = logging.getLogger(__name__)
 _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
 
 
-class StudiesPanel(pn.viewable.Viewer):
+class StudiesPanel(RunEvents, pn.viewable.Viewer):
     """One per session: a spec picker, Run / Stop, the cells' status and the study's figures."""
 
     spec = param.Selector(default=None, objects=[], doc="The study spec to run or show.")
@@ -55,6 +59,9 @@ class StudiesPanel(pn.viewable.Viewer):
         if self._specs and self.spec is None:
             self.spec = next(iter(self._specs))
         self._cancel: threading.Event | None = None
+        self._control = None                 # the StudyController of the study running, None when none runs
+        self._study = None                   # the study running (after StudyUpdated: the grown one)
+        self._grown = None                   # the study last given to the controller, until StudyUpdated
         self._figs: dict = {}
         self._lines: dict[int, str] = {}
         self._dispatcher = DocDispatcher(self._apply, doc=None)
@@ -132,7 +139,7 @@ class StudiesPanel(pn.viewable.Viewer):
             formatters={c: {"type": "money", "precision": 3}
                         for c in ("g", "g_std", "g_low", "g_high", "best_share", "heldout_accuracy")})
 
-    def _show(self, status, figs) -> None:
+    def _set_table(self, status) -> None:
         if self.table.value is not None and list(status.columns) == list(self.table.value.columns):
             self.table.value = status
         else:
@@ -140,6 +147,9 @@ class StudiesPanel(pn.viewable.Viewer):
             # can reach the browser as the new columns over the old rows (seen in CI under load).
             self.table = self._new_table(status)
             self._table_slot.objects = [self.table]
+
+    def _show(self, status, figs) -> None:
+        self._set_table(status)
         self._figs = figs
         self.plots["layers"].object = layer_depth_curves(figs)
         self.plots["accuracy"].object = accuracy_vs_g(figs)
@@ -176,8 +186,11 @@ class StudiesPanel(pn.viewable.Viewer):
         if self.composer is None:
             from .composer import StudyComposer
 
-            self.composer = StudyComposer(self.store, base_config=self._base_config, on_launch=self.start)
+            self.composer = StudyComposer(self.store, base_config=self._base_config, on_launch=self.start,
+                                          on_grow=self.grow)
             self._composer_box.objects = [self.composer]
+            if self.running and self._study is not None:
+                self.composer.follow(self._study)
         self._composer_box.visible = not self._composer_box.visible
 
     # -- running ----------------------------------------------------------------------------------
@@ -192,27 +205,55 @@ class StudiesPanel(pn.viewable.Viewer):
             return
         # hold=False: figures replace whole HoloViews panes (see DocDispatcher)
         self._dispatcher = DocDispatcher(self._apply, doc=pn.state.curdoc, min_interval=0.5, hold=False)
+        from lab.study import StudyController
+
         self._cancel = threading.Event()
+        self._control, self._study, self._grown = StudyController(), study, None
+        if self.composer is not None:
+            self.composer.follow(study)
         self._lines = {}
         self._labels = {c.index: c.label() for c in study.cells()}
         self.running = True
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.progress.visible, self.progress.value, self.progress.max = True, 0, len(study.cells())
-        threading.Thread(target=self._work, args=(study, self._cancel, self._dispatcher), daemon=True,
-                         name="lab-study").start()
+        threading.Thread(target=self._work, args=(study, self._cancel, self._dispatcher, self._control),
+                         daemon=True, name="lab-study").start()
+
+    def grow(self, study) -> str:
+        """Run ``study`` (the running study with values or seeds added or removed) from now on: its new cells
+        are queued, cells of removed values that have not started are dropped. Returns what happened, also
+        shown in the tab's message; a study of another name or other settings is refused there."""
+        if not self.running or self._control is None:
+            text = "**Not added:** no study is running; launch it instead."
+        elif (problem := growth_problem(self._study, study)) is not None:
+            text = f"**Not added:** {html.escape(problem, quote=False)}"
+        else:
+            try:
+                self._control.update(study)
+            except ValueError as exc:            # the run has ended, or a new cell's name does not resolve
+                text = f"**Not added:** {html.escape(str(exc), quote=False)}"
+            else:
+                self._grown = study
+                text = f"Sent **{html.escape(study.name, quote=False)}** ({len(study.cells())} cells) to the running study."
+        self.message.object = text
+        return text
 
     def stop(self) -> None:
         if self._cancel is not None:
             self._cancel.set()
             self.message.object = "Stopping: the local cluster shuts down; finished runs stay in the store."
 
-    def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher) -> None:
+    def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher, control) -> None:
         from lab.study import figures
 
+        current = [study]                   # the grown study once the runner took it (StudyUpdated)
+
         def on_event(event: ev.StudyEvent) -> None:
+            if isinstance(event, ev.StudyUpdated) and self._grown is not None:
+                current[0] = self._grown
             if isinstance(event, (ev.CellDone, ev.CellFailed)):
-                dispatcher.push({"kind": "figures", "status": study.status(store=self.store),
-                                 "figs": figures(study, store=self.store)})
+                dispatcher.push({"kind": "figures", "status": current[0].status(store=self.store),
+                                 "figs": figures(current[0], store=self.store)})
             dispatcher.push(event, urgent=not isinstance(event, ev.CellProgress))
 
         def on_wait(holder: str) -> None:
@@ -226,53 +267,15 @@ class StudiesPanel(pn.viewable.Viewer):
                 if not acquired:
                     dispatcher.push({"kind": "done", "text": "Stopped while waiting for the device."}, urgent=True)
                     return
-                result = study.run(store=self.store, workers=self.workers, cancel=cancel, on_event=on_event)
+                result = study.run(store=self.store, workers=self.workers, cancel=cancel, on_event=on_event,
+                                   control=control)
             text = ("Stopped." if result.cancelled else
-                    f"Finished: {len(result.run_ids) - len(result.failed)} of {len(study.cells())} runs "
+                    f"Finished: {len(result.run_ids) - len(result.failed)} of {len(current[0].cells())} runs "
                     f"({len(result.skipped)} from before), {len(result.failed)} failed, {result.seconds:.0f} s.")
         except Exception as exc:          # noqa: BLE001 - shown on the page, never raised into Tornado
             _log.exception("study failed")
             text = f"**The study stopped:** {type(exc).__name__}: {exc}"
         dispatcher.push({"kind": "done", "text": text}, urgent=True)
-
-    def _apply(self, items: list) -> None:
-        """Show a batch of the study's events (:class:`lab.events.StudyEvent`) and of this panel's own messages
-        (dicts: "queued", "figures", "done")."""
-        own = [m if isinstance(m, dict) else {} for m in items]
-        newest = max((i for i, m in enumerate(own) if m.get("kind") == "figures"), default=None)
-        for i, msg in enumerate(items):
-            if isinstance(msg, ev.StudyEvent):
-                self._apply_event(msg)
-                continue
-            kind = msg.get("kind")
-            if kind == "figures" and i != newest:
-                continue                  # only the newest figures of a batch are worth drawing
-            if kind == "queued":
-                self.message.object = msg["text"]
-            elif kind == "figures":
-                self._show(msg["status"], msg["figs"])
-            elif kind == "done":
-                self.running = False
-                self.run_button.disabled, self.stop_button.disabled = False, True
-                self.progress.visible = False
-                self._lines = {}
-                self.message.object = msg["text"]
-        labels = getattr(self, "_labels", {})
-        self.running_lines.object = "\n".join(f"- cell {c + 1} ({labels.get(c, '')}): {text}"
-                                              for c, text in sorted(self._lines.items()))
-
-    def _apply_event(self, event: ev.StudyEvent) -> None:
-        if isinstance(event, ev.StudyStarted):
-            self.progress.value = event.skipped
-            workers = "?" if event.workers is None else event.workers
-            self.message.object = (f"Running {event.todo} run(s) on {workers} local "
-                                   f"worker(s); {event.skipped} finished before.")
-        elif isinstance(event, ev.CellProgress):
-            epoch = f"epoch {event.epoch} " if event.epoch is not None else ""
-            self._lines[event.cell] = f"{epoch}{event.stage} {event.done}/{event.total}"
-        elif isinstance(event, (ev.CellDone, ev.CellFailed)):
-            self._lines.pop(event.cell, None)
-            self.progress.value = min(self.progress.max, self.progress.value + 1)
 
     def __panel__(self):
         controls = pn.Row(pn.widgets.Select.from_param(self.param.spec, name="Study spec", width=260,

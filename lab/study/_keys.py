@@ -19,6 +19,7 @@ def axis_fields(axis: str, value: Any) -> dict:
 
 
 def short_value(value: Any) -> str:
+    """An axis value as the study's table shows it: a mapping as ``k=v`` pairs, JSON text cut at 40 characters."""
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={short_value(v)}" for k, v in value.items())
     text = json.dumps(value) if not isinstance(value, str) else value
