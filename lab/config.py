@@ -23,15 +23,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from lab import catalogue
+from lab._config_rules import (DEVICE_RE, KEEP_EXPECTED, KEEP_WORDS, NAMES, lidar_disagreement, read_epochs,
+                               shared_classes, strategies_that, strategy_of, unknown_projection_layers)
 from lab._numpydoc import parameter_docs
-from lab._params import (Boolean, Convert, Hidden, Interval, ListOf, Options, Pattern, Rule, Text, either, is_int,
-                         listed, normalised, validate)
+from lab._params import (Boolean, Convert, Hidden, Interval, ListOf, Options, Pattern, Rule, Text, listed, normalised,
+                         validate)
 
 __all__ = [
     "RunConfig", "STRATEGIES", "OPTIMIZERS", "LR_SCHEDULES", "PROTOCOLS", "PROJECTIONS", "POOLINGS", "PRECISIONS",
@@ -62,53 +63,6 @@ the catalogue's live tables (iterate them for the names): a strategy or metric r
 
 _DEFAULT_EPOCHS = 3
 _DEFAULT_WEIGHT_DECAY = {"adamw": 0.01, "sgd": 5e-4}
-_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-_KEEP_WORDS = ("last", "all")
-_KEEP_EXPECTED = "keep_embeddings must be {expected}. Got {value} instead."
-_NAMES = Text(desc="non-empty strings", strip=False)
-
-
-def _read_epochs(value):
-    """``keep_embeddings`` as the command line and the app's form send it: a word, or epochs as text
-    (``"0, 5"``); a list of epochs is kept sorted."""
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _KEEP_WORDS:
-            return word
-        parts = [p for p in re.split(r"[\s,;]+", word.strip("[]() ")) if p]
-        if parts and all(re.fullmatch(r"\d+", p) for p in parts):
-            value = [int(p) for p in parts]
-    if isinstance(value, (list, tuple)) and all(is_int(e) and e >= 0 for e in value):
-        return tuple(sorted(value))
-    return value
-
-
-def _strategy(config):
-    return catalogue.STRATEGIES[config.strategy]
-
-
-def _strategies_that(attribute: str) -> str:
-    return either(n for n, s in catalogue.STRATEGIES.items() if getattr(s, attribute))
-
-
-def _shared_classes(config) -> list[str]:
-    if config.seen is None or config.unseen is None:
-        return []
-    return sorted(set(config.seen) & set(config.unseen))
-
-
-def _unknown_projection_layers(config) -> list[str]:
-    if config.projection_layers is None or config.layers is None:
-        return []
-    return [p for p in config.projection_layers if p not in config.layers]
-
-
-def _lidar_disagreement(config) -> str:
-    return (f"lidar_views={config.lidar_views} and metrics {'' if 'lidar' in config.metrics else 'without '}'lidar' "
-            "disagree: LiDAR is measured on lidar_views >= 2 augmented views of each unseen image; add 'lidar' to "
-            "metrics and set lidar_views (e.g. 4), or neither.")
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one run. Validated at construction (ValueError).
@@ -285,10 +239,10 @@ class RunConfig:
     _constraints = MappingProxyType({
         "name": [Text(), None],
         "dataset": [Text(desc="a dataset spec such as 'glyphs' or 'digits'")],
-        "seen": [ListOf(_NAMES), None],
-        "unseen": [ListOf(_NAMES), None,
-                   Rule(lambda c: not _shared_classes(c), lambda c: (
-                       f"seen and unseen must not share classes; both list {listed(_shared_classes(c))}.")),
+        "seen": [ListOf(NAMES), None],
+        "unseen": [ListOf(NAMES), None,
+                   Rule(lambda c: not shared_classes(c), lambda c: (
+                       f"seen and unseen must not share classes; both list {listed(shared_classes(c))}.")),
                    Rule(lambda c: c.unseen is None or len(c.unseen) >= 2, lambda c: (
                        f"unseen needs at least 2 classes to measure separability. Got {list(c.unseen)!r}."))],
         "n_unseen": [Interval(int, 2, None)],
@@ -301,21 +255,21 @@ class RunConfig:
                             "pretrained=True and checkpoint are exclusive: the checkpoint's weights would replace "
                             "the pretrained ones. Give one of them.")],
         "img_size": [Interval(int, 8, None), None],
-        "layers": [ListOf(_NAMES), None],
+        "layers": [ListOf(NAMES), None],
         "pooling": [Options(POOLINGS)],
         "strategy": [Options(lambda: catalogue.STRATEGIES)],
-        "block": [Rule(lambda c: c.block is not None or not _strategy(c).needs_block, lambda c: (
+        "block": [Rule(lambda c: c.block is not None or not strategy_of(c).needs_block, lambda c: (
                       f"block is required for strategy={c.strategy!r}: give a tap name (e.g. 'layer3') "
                       "or an index into the backbone's blocks (e.g. 2 or -1).")),
-                  Rule(lambda c: c.block is None or _strategy(c).needs_block, lambda c: (
-                      f"block is only used by strategy {_strategies_that('needs_block')}, but "
+                  Rule(lambda c: c.block is None or strategy_of(c).needs_block, lambda c: (
+                      f"block is only used by strategy {strategies_that('needs_block')}, but "
                       f"strategy={c.strategy!r}; remove block or choose one of those strategies.")),
                   Text(desc="a tap name", strip=False), Interval(int, None, None, desc="an integer index"),
                   Hidden(None)],
         "epochs": [Interval(int, 0, None), None,
-                   Rule(lambda c: _strategy(c).trains or not c.epochs, lambda c: (
+                   Rule(lambda c: strategy_of(c).trains or not c.epochs, lambda c: (
                        f"epochs={c.epochs} has no effect with strategy={c.strategy!r} (nothing is trained); "
-                       f"set epochs=0 or choose strategy {_strategies_that('trains')}."))],
+                       f"set epochs=0 or choose strategy {strategies_that('trains')}."))],
         "lr": [Interval(float, 0, None, closed="neither", desc="a positive number"), None],
         "batch_size": [Interval(int, 1, None)],
         "weight_decay": [Interval(float, 0, None), None],
@@ -323,10 +277,10 @@ class RunConfig:
         "lr_schedule": [Options(LR_SCHEDULES)],
         "augment": [Boolean()],
         "label_noise": [Interval(float, 0, 1, closed="both", desc="a fraction between 0.0 and 1.0"),
-                        Rule(lambda c: _strategy(c).trains or not c.label_noise, lambda c: (
+                        Rule(lambda c: strategy_of(c).trains or not c.label_noise, lambda c: (
                             f"label_noise only affects training, but strategy={c.strategy!r} trains nothing; "
-                            f"choose strategy {_strategies_that('trains')}, or set label_noise=0."))],
-        "contribution": [Boolean(), Rule(lambda c: _strategy(c).trains or not c.contribution, lambda c: (
+                            f"choose strategy {strategies_that('trains')}, or set label_noise=0."))],
+        "contribution": [Boolean(), Rule(lambda c: strategy_of(c).trains or not c.contribution, lambda c: (
             f"contribution re-initialises layers to their epoch-0 weights, which strategy={c.strategy!r} "
             "never changes; choose a training strategy or set contribution=False."))],
         "metrics": [ListOf(Options(lambda: catalogue.METRICS), empty="metrics must name at least one metric.",
@@ -339,20 +293,20 @@ class RunConfig:
         "lidar_views": [Interval(int, 0, 0, closed="both", desc="0 (LiDAR off)"),
                         Interval(int, 2, None, desc="an integer >= 2 (views per unseen image)")],
         "lidar_images": [Interval(int, 2, None), Rule(lambda c: ("lidar" in c.metrics) == (c.lidar_views != 0),
-                                                      _lidar_disagreement)],
+                                                      lidar_disagreement)],
         "seeds": [ListOf(Interval(int, 0, None), one=True, empty="seeds must list at least one seed, e.g. [0] or "
                          "[0, 1, 2].", bad="seeds must be integers >= 0. Got {bad} instead.",
                          repeat="seeds must not repeat. Got {value}.")],
-        "device": [Pattern(_DEVICE_RE, desc="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")],
+        "device": [Pattern(DEVICE_RE, desc="'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")],
         "precision": [Options(PRECISIONS)],
         "projection": [Options(PROJECTIONS)],
-        "projection_layers": [ListOf(_NAMES), None, Rule(lambda c: not _unknown_projection_layers(c), lambda c: (
-            f"projection_layers must be a subset of layers; {_unknown_projection_layers(c)[0]!r} is not in "
+        "projection_layers": [ListOf(NAMES), None, Rule(lambda c: not unknown_projection_layers(c), lambda c: (
+            f"projection_layers must be a subset of layers; {unknown_projection_layers(c)[0]!r} is not in "
             f"layers {list(c.layers)!r}."))],
         "projection_fit_points": [Interval(int, 50, None)],
-        "keep_embeddings": [Convert(_read_epochs), Options(_KEEP_WORDS, desc=listed(_KEEP_WORDS)),
+        "keep_embeddings": [Convert(read_epochs), Options(KEEP_WORDS, desc=listed(KEEP_WORDS)),
                             ListOf(Interval(int, 0, None), desc="a list of epochs >= 0 such as [0, 5]",
-                                   empty=_KEEP_EXPECTED, bad=_KEEP_EXPECTED,
+                                   empty=KEEP_EXPECTED, bad=KEEP_EXPECTED,
                                    repeat="keep_embeddings lists an epoch more than once. Got {value} instead.")],
         "save_weights": [Boolean()],
         "eval_batch_size": [Interval(int, 1, None)],

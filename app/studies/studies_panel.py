@@ -243,7 +243,7 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             self._cancel.set()
             self.message.object = "Stopping: the local cluster shuts down; finished runs stay in the store."
 
-    def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher, control) -> None:
+    def _work(self, study, cancel: threading.Event, dispatcher: DocDispatcher, control=None) -> None:
         from lab.study import figures
 
         current = [study]                   # the grown study once the runner took it (StudyUpdated)
