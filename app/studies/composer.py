@@ -80,8 +80,10 @@ class StudyComposer(pn.viewable.Viewer):
         self.axis_select.param.watch(lambda _e: self._check_typed(), "value")
         self.rows = pn.Column(sizing_mode="stretch_width", css_classes=["ls-compose-rows"])
         self.estimate = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-compose-estimate"])
-        self.preview = pn.widgets.CodeEditor(value="", language="yaml", readonly=True, height=260,
-                                             sizing_mode="stretch_width", css_classes=["ls-compose-yaml"])
+        # a plain text area: Panel's CodeEditor needs its Ace script on the page from the start, and a served page
+        # that opens the composer later has none ("ace is not defined", the composer never shows)
+        self.preview = pn.widgets.TextAreaInput(value="", disabled=True, height=260, sizing_mode="stretch_width",
+                                                css_classes=["ls-compose-yaml"])
         self.save_button = pn.widgets.Button(label="Save", width=90, css_classes=["ls-compose-save"])
         self.launch_button = pn.widgets.Button(label="Launch", color="primary", width=90,
                                                css_classes=["ls-compose-launch"])

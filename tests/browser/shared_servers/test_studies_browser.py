@@ -8,6 +8,7 @@ fails. The screenshot goes to ``test-artifacts/studies.png`` (gitignored).
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -179,3 +180,23 @@ def test_studies_tab_runs_a_study_and_draws_its_figures(page, server):
     assert len(set(Path(server["runs"]).glob("*-digits-mlp-*")) - server["before"]) == N_CELLS
     assert not page.errors, page.errors
     print(f"4-cell study from the browser: {seconds:.0f} s")
+
+
+def test_new_study_opens_the_composer_in_the_page_and_its_estimate_follows_an_added_axis(page):
+    """The composer is made at the first "New study" of a served page: every widget it shows must work in a page
+    that did not load it at the start (a CodeEditor there left "ace is not defined" and no composer)."""
+    from playwright.sync_api import expect
+
+    page.locator(".bk-tab", has_text="Studies").click()
+    seen_errors = len(page.errors)
+    page.locator(".ls-study-new button").click()
+    expect(page.locator(".ls-compose-axis select")).to_be_visible(timeout=60_000)
+    page.locator(".ls-compose-axis select").select_option("epochs")
+    page.locator(".ls-compose-values input").fill("1, 2")
+    page.locator(".ls-compose-add button").click()
+    # the blank study's seeds (the sidebar's) times the two epochs: the line under the grid counts them
+    expect(page.locator(".ls-compose-estimate")).to_contain_text(" cells · ", timeout=60_000)
+    expect(page.locator(".ls-compose-yaml textarea")).to_have_value(re.compile(r"\n  epochs: \[1, 2\]\n"),
+                                                                     timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "studies-composer.png"), full_page=True)
+    assert page.errors[seen_errors:] == [], page.errors[seen_errors:]
