@@ -29,8 +29,8 @@ def collector_line(test_file: str, *, defaults: bool) -> str:
     """The plugin's ``gc: ...`` line for one run of ``test_file`` (CPython's defaults or the suite's settings)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "benchmarks"), str(ROOT)]),
            "LAB_TEST_GC_DEFAULTS": "1" if defaults else "0"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "_gc_plugin", "-p", "no:cacheprovider",
-                           test_file], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "_gc_plugin", "-p",
+                           "no:cacheprovider", test_file], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("gc: ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"pytest {test_file} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}")

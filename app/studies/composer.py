@@ -108,7 +108,8 @@ class StudyComposer(pn.viewable.Viewer):
                 try:
                     config = self.base_config()
                 except ValueError as exc:
-                    self.message = f"The sidebar's settings are not valid ({exc}); the blank study starts from the tiny demo."
+                    self.message = (f"The sidebar's settings are not valid ({exc}); the blank study starts from the "
+                                    "tiny demo.")
             self._base = blank_base(config)
             self._update(axes={}, seeds="0, 1", order="grid")
             return
