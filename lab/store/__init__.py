@@ -62,8 +62,8 @@ from lab.errors import CheckpointError, CheckpointNotFoundError
 # The store's own writes go through _files._write_json, looked up per call, so that tests of full and
 # read-only disks can patch it.
 from lab.store import _files
-from lab.store._files import (_TMP_PREFIX, _fsync_dir, _now, _one_line, _parse_time, _proc_start_time, _read_json,
-                              _versions, _write_json)
+from lab.store._files import (_TMP_PREFIX, _atomic_file, _fsync_dir, _now, _one_line, _parse_time, _proc_start_time,
+                              _read_json, _versions, _write_json)
 from lab.store._images import ImageRecord
 from lab.status import RunStatus
 from lab.store._record import STALE_AFTER, RunRecord, _derived_status, _load_config, _read_run_files
@@ -73,11 +73,14 @@ from lab.store._writer import RunWriter
 __all__ = [
     "RunStore", "RunWriter", "RunRecord", "ImageRecord", "RunNotFoundError", "DamagedRunError", "validate_run_id",
     "default_root", "STALE_AFTER",
-    "read_json", "write_json",
+    "read_json", "write_json", "atomic_file",
 ]
 
 read_json = _read_json
 """A JSON file of the store (:func:`lab.store._files._read_json`)."""
+atomic_file = _atomic_file
+"""A binary file written beside ``path`` and renamed into place on success (``with atomic_file(path) as f``): a
+reader sees the old file or the new one, never half of one; the store writes every file so."""
 write_json = _write_json
 """Write a JSON file atomically, as the store writes its own (:func:`lab.store._files._write_json`)."""
 

@@ -1,10 +1,8 @@
 """A study spec as YAML text, and writing it to a file in one rename."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -63,24 +61,14 @@ def leading_comments(path: Path) -> str:
 
 
 def save_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and one ``os.replace``: a
-    reader sees the old file or the new one, never half of one."""
+    """Write ``text`` to ``path`` in one rename (:func:`lab.store.atomic_file`): a reader sees the old file or the
+    new one, never half of one. A file written over keeps its permissions."""
+    from lab.store import atomic_file
+
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    mode = path.stat().st_mode & 0o777 if path.exists() else None
+    with atomic_file(path) as f:
+        f.write(text.encode("utf-8"))
+    if mode is not None:
+        os.chmod(path, mode)
     return path
