@@ -39,6 +39,8 @@ Definitions (METRICS.md):
   (:func:`latest_separation_law`), and that per condition of a study (:func:`group_separation_law`);
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
   the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
+- seeds as replicates (:mod:`lab.analysis.replicates`): a condition's mean over its seeds with the 95 %
+  Student-t interval of that mean and n (:func:`replicate_interval`, :func:`with_replicate_interval`);
 - the tunnel (:mod:`lab.analysis.tunnel`, Masarczyk et al. 2023; Harun et al. 2024): the relative depth of the
   unseen classes' best layer and the share of the layers after it where unseen g and the numerical rank fall
   while the seen probe accuracy stays saturated (:func:`tunnel`);
@@ -71,6 +73,7 @@ from lab.analysis.separation_law import (
     latest_separation_law, separation_law, separation_law_across_seeds, separation_law_points,
     LawCode, LawReason, law_across_seeds,
 )
+from lab.analysis.replicates import REPLICATE_LEVEL, replicate_interval, with_replicate_interval
 from lab.analysis.tunnel import TUNNEL_PROBE, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel, tunnel
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
@@ -95,4 +98,5 @@ __all__ = [
     "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS", "latest_separation_law", "group_separation_law",
     "LATEST_LAW_KEYS", "LawCode", "LawReason", "law_across_seeds",
     "tunnel", "Tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK",
+    "replicate_interval", "with_replicate_interval", "REPLICATE_LEVEL",
 ]
