@@ -73,6 +73,8 @@ def field_widget(form: param.Parameterized, cls, name: str, **kwargs):
     """A ``cls`` widget for ``form``'s parameter ``name`` with its help text (RunConfig's docstring) as tooltip."""
     if "description" in cls.param:       # (checkboxes and button groups have no tooltip)
         kwargs.setdefault("description", form.param[name].doc or None)
+    # ls-field-<name>: one selector per setting, for the browser tests and for users' own CSS
+    kwargs["css_classes"] = [*kwargs.get("css_classes", []), f"ls-field-{name}"]
     return cls.from_param(form.param[name], **kwargs)
 
 

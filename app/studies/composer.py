@@ -69,6 +69,7 @@ class StudyComposer(pn.viewable.Viewer):
         self._extra: dict = {}                 # description, retries and order_seed of the spec started from
         self._loaded_seeds: tuple[str, list, int] | None = None   # text, values, position
         self._checked: dict[str, str | None] = {}      # backbone -> the name check's message (None: loads)
+        self._saved: Path | None = None        # the file this composer last wrote: Save may write it again
         self.axis_select = pn.widgets.Select(label="Axis", options=list(AXIS_FIELDS), width=170,
                                              css_classes=["ls-compose-axis"])
         self.values_input = pn.widgets.TextInput(label="Values (comma-separated)", placeholder="e.g. 0.0, 0.2, 0.5",
@@ -101,7 +102,7 @@ class StudyComposer(pn.viewable.Viewer):
     # -- composing ---------------------------------------------------------------------------------
     def start_from(self, source: str) -> None:
         """Start again from a blank study or the shipped spec named ``source`` (a key of shipped_specs)."""
-        self._extra, self._loaded_seeds = {}, None
+        self._extra, self._loaded_seeds, self._saved = {}, None, None
         if source == BLANK:
             config = None
             if self.base_config is not None:
@@ -239,7 +240,9 @@ class StudyComposer(pn.viewable.Viewer):
     # -- saving and launching ----------------------------------------------------------------------
     def save(self) -> Path | None:
         """Write the study to ``<name>.yaml`` in ``$LAB_STUDIES_DIR`` (else ``studies/``); a shipped spec, or
-        another spec of that name than the one started from, is not overwritten (the message says so)."""
+        another spec of that name than the one started from or last saved here, is not overwritten (the message
+        says so). Saving a study grown while it runs keeps its spec in step: ``python -m lab study run`` on it
+        then resumes every cell, the added ones included."""
         try:
             study = self.to_study()
             path = spec_file(study.name)
@@ -248,16 +251,22 @@ class StudyComposer(pn.viewable.Viewer):
             return None
         started = self._specs.get(self.source)
         shipped = path.resolve().parent == shipped_folder().resolve()
-        if path.exists() and (shipped or started is None or started.resolve() != path.resolve()):
+        own = {p.resolve() for p in (started, self._saved) if p is not None}
+        if path.exists() and (shipped or path.resolve() not in own):
             kind = "a shipped spec" if shipped else "another spec"
             self.message = (f"**Not saved:** {_esc(str(path))} is {kind}; it is not overwritten. "
                             f"Give the study another name to save it.")
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
+        replaced = path.exists()
         study.save(path)
+        self._saved = path
         self._specs = shipped_specs()
         self.param.source.objects = [BLANK, *self._specs]
-        self.message = f"Saved {_esc(str(path))}."
+        replacing = ", replacing the version saved before" if replaced else ""
+        self.message = (f"Saved {_esc(str(path))} ({len(study.cells())} cells{replacing}). "
+                        f"Run it from a shell with `python -m lab study run {_esc(str(path))}`: stored cells are "
+                        "not run again.")
         return path
 
     def launch(self) -> None:
@@ -279,7 +288,8 @@ class StudyComposer(pn.viewable.Viewer):
 
     def __panel__(self):
         start = pn.Row(pn.widgets.Select.from_param(self.param.source, name="Start from", width=240),
-                       pn.widgets.TextInput.from_param(self.param.study_name, name="Name", width=220),
+                       pn.widgets.TextInput.from_param(self.param.study_name, name="Name", width=220,
+                                                       css_classes=["ls-compose-name"]),
                        pn.widgets.Select.from_param(self.param.order, name="Order", width=120),
                        sizing_mode="stretch_width")
         add = pn.Row(self.axis_select, self.values_input, self.add_button, sizing_mode="stretch_width")

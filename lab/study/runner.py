@@ -375,6 +375,8 @@ def run_study(study, *, scheduler: str | None, store, workers: int | None, threa
                     except TimeoutError:
                         continue
                     for fut in done:
+                        if cancel is not None and cancel.is_set():
+                            raise KeyboardInterrupt        # between two imports: a user's Stop waits for none
                         key = book.futures.pop(fut, None)
                         if key is None:
                             continue

@@ -54,6 +54,20 @@ def test_a_saved_spec_reads_back_as_the_study_shown(composer, tmp_path):
     assert composer.save() is None and "not overwritten" in composer.message
 
 
+def test_a_study_saved_here_is_saved_again_as_it_grows_but_not_by_another_composer(composer, store):
+    composer.study_name = "growing"
+    composer.add_axis("label_noise", "0.0, 0.2")
+    path = composer.save()
+    composer.follow(composer.to_study())               # launched: the composer shows the running study
+    composer.seeds = "0, 1, 2"
+    assert composer.save() == path and "replacing the version saved before" in composer.message
+    assert Study.from_file(path).axes["seeds"] == [[0], [1], [2]]
+    other = StudyComposer(store)
+    other.study_name = "growing"
+    assert other.save() is None and "not overwritten" in other.message
+    assert Study.from_file(path).axes["seeds"] == [[0], [1], [2]]
+
+
 def test_a_shipped_spec_is_reproduced_and_never_overwritten(composer, monkeypatch):
     spec = shipped_specs()["which_layer.yaml"]
     composer.source = "which_layer.yaml"
