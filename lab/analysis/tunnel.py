@@ -146,7 +146,8 @@ def tunnel(run, *, epoch: int | None = None, layers: Iterable | None = None,
     epoch = int(epoch)
     curves = {key: _curve(part[part["epoch"] == epoch], distinct) for key, part in rows.items()}  # (L,) each
 
-    best = generalization(metrics, layers=layers, aliases=aliases)
+    # g at this epoch only: its other epochs are not read (and cost most of the time over a study)
+    best = generalization(metrics[metrics["epoch"].astype(int) == epoch], layers=layers, aliases=aliases)
     best = best[best["epoch"] == epoch]
     if best.empty:
         raise ValueError(f"tunnel: unseen g is undefined (NaN) at every layer at epoch {epoch}.")
@@ -222,6 +223,9 @@ def _seed_tunnels(frame: pd.DataFrame, layers, aliases, **options) -> list[Tunne
     """The tunnel of each seed of one run's metrics table; a seed without the three measures is skipped."""
     if frame is None or not len(frame):
         return []
+    g = catalogue.g_metric()
+    read = {g, f"{g}_low", f"{g}_high", f"{g}_best_share", options["probe"], TUNNEL_RANK}
+    frame = frame[frame["metric"].isin(read)]        # the rest of a run's table is not read (and costs time)
     seeds = frame["seed"].unique() if "seed" in frame else [None]
     out = []
     for seed in seeds:
