@@ -7,7 +7,9 @@ condition the mean, std and 95 % Student-t interval over the seeds, and n); the 
 :func:`lab.analysis.tunnel` of each run. It also prints the study's estimate on an empty store (what
 ``lab.study.estimate_line`` said before the study ran) against the span of its stored runs.
 
-Run: ``.venv/bin/python benchmarks/tunnel_finding.py [--runs DIR] [--save]``.
+Run: ``.venv/bin/python benchmarks/tunnel_finding.py [--runs DIR] [--save] [--png PATH]``; ``--png`` also draws
+the Studies tab's tunnel figure (:func:`app.studies.tunnel_plot.tunnel_plot`) of the same table and screenshots
+it with Debian's chromium (``benchmarks/results/tunnel_finding.png``).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def _condition(values: dict) -> dict:
 
 
 def table(runs: str | None):
-    """(per condition: figures()["tunnel"] with its settings, per run: lab.analysis.tunnel, the study)."""
+    """(per condition: figures()["tunnel"] with its settings, per run: lab.analysis.tunnel, the study, its store,
+    all its figures)."""
     import pandas as pd
 
     from lab.analysis import tunnel
@@ -53,7 +56,7 @@ def table(runs: str | None):
         rows.append({**{k: getattr(rec.config, k) for k in KEYS}, "seed": rec.config.seeds[0],
                      "best": found.best_layer, "relative_depth": found.relative_depth, "share": found.share,
                      "tunnel_layers": len(found.tunnel_layers), "probe_best": found.probe_best})
-    return summary, pd.DataFrame(rows), study, store
+    return summary, pd.DataFrame(rows), study, store, figs
 
 
 def _pm(row, q: str, digits: int = 2) -> str:
@@ -80,16 +83,40 @@ def timing(study, store) -> str:
             f"the runs' own times summed {busy:.0f} s")
 
 
+def screenshot(figs: dict, path: str) -> None:
+    """The tunnel figure of ``figs`` as the app draws it, saved as one HTML page and screenshot to ``path``."""
+    import shutil
+
+    import holoviews as hv
+    from playwright.sync_api import sync_playwright
+
+    from app.studies.tunnel_plot import tunnel_plot
+
+    hv.extension("bokeh")
+    with tempfile.TemporaryDirectory() as folder:
+        page_file = Path(folder) / "tunnel.html"
+        hv.save(tunnel_plot(figs).opts(responsive=False, width=1300, height=520), page_file, resources="inline")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1340, "height": 560})
+            page.goto(page_file.as_uri())
+            page.wait_for_selector(".bk-Canvas, canvas", state="attached")
+            page.wait_for_timeout(1500)                 # bokeh lays out after the canvas exists
+            page.screenshot(path=path)
+            browser.close()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default=None, help="the run store (default: $LAB_RUNS_DIR or ./runs)")
+    parser.add_argument("--png", default=None, help="also screenshot the tunnel figure to this PNG file")
     add_save_option(parser)
     args = parser.parse_args(argv)
     import pandas as pd
 
-    with recording(__file__, parser, args, argv=argv, ignore=("runs",)), pd.option_context(
+    with recording(__file__, parser, args, argv=argv, ignore=("runs", "png")), pd.option_context(
             "display.width", 200, "display.max_columns", 30, "display.float_format", "{:.3f}".format):
-        summary, runs, study, store = table(args.runs)
+        summary, runs, study, store, figs = table(args.runs)
         print(f"{len(runs)} finished runs of studies/tunnel.yaml")
         print(timing(study, store))
         print()
@@ -106,6 +133,9 @@ def main(argv=None) -> int:
         print()
         print("best layer per run (lab.analysis.tunnel):")
         print(runs.to_string(index=False))
+        if args.png:
+            screenshot(figs, args.png)
+            print(f"\nthe tunnel figure: {args.png}")
     return 0
 
 

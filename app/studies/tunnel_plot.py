@@ -17,6 +17,8 @@ from app.studies.study_plots import _COLORS, _empty, _group_colors
 
 __all__ = ["tunnel_plot", "tunnel_text", "TUNNEL_TITLE"]
 
+_MARKERS = ("circle", "square", "triangle", "diamond")   # past the palette's colours, a condition differs by marker
+
 TUNNEL_TITLE = "Tunnel per condition: the unseen best layer's relative depth against the tunnel share after it"
 
 
@@ -36,8 +38,10 @@ def tunnel_plot(figs: dict):
         return _empty(TUNNEL_TITLE, "no finished run with unseen NMI, the seen NCC accuracy and the numerical "
                                     "rank at every layer yet")
     colors = _group_colors(figs)
+    order = list(colors) + [g for g in frame["group"] if g not in colors]   # the study's order of conditions
     layers = []
-    for i, (group, rows) in enumerate(frame.groupby("group", sort=False)):
+    for group, rows in frame.groupby("group", sort=False):
+        i = order.index(group)
         color = colors.get(group, _COLORS[i % len(_COLORS)])
         n = int(rows["n"].iloc[0])
         label = f"{plot_text(group)} (n={n})"
@@ -52,12 +56,14 @@ def tunnel_plot(figs: dict):
                                        horizontal=True).opts(color=color))
         hover = ["share", "label", "n", "relative_depth_low", "relative_depth_high", "share_low", "share_high",
                  "n_tunnel", "n_layers", "best", "best_layer_n"]
+        marker = _MARKERS[(i // len(_COLORS)) % len(_MARKERS)]
         layers.append(hv.Scatter(data, "relative_depth", hover, label=label).opts(
-            color=color, size=10, tools=["hover"]))
+            color=color, marker=marker, size=10, tools=["hover"]))
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=TUNNEL_TITLE, xlabel="unseen best layer's relative depth (first = 0, last = 1)",
                         ylabel="tunnel share of the layers after it", legend_position="right", responsive=True,
-                        min_height=320, padding=0.05, **PLOT_OPTS))
+                        # HoloViews drops the legend past 25 glyphs; a study's conditions each draw up to three
+                        legend_limit=10_000, min_height=320, padding=0.05, **PLOT_OPTS))
 
 
 def _mean_and_interval(row, q: str, digits: int = 2) -> str:

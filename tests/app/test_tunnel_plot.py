@@ -69,3 +69,16 @@ def test_no_tunnel_rows_says_what_is_missing():
         assert tunnel_text(figs) == ""
     assert list(empty.columns[:5]) == ["group", "n", "n_layers", "best_layer", "best_layer_n"]
     assert np.all([c in empty for c in ("share_low", "relative_depth_high")])
+
+
+def test_every_condition_is_in_the_legend_however_many():
+    from bokeh.models import Legend
+
+    groups = {f"lr={i}": [_seed(0, [0.1, 0.2, 0.5, 0.4]), _seed(1, [0.6, 0.5, 0.4, 0.3])] for i in range(12)}
+    figs = {"tunnel": group_tunnel(groups, {g: LAYERS for g in groups}, aliases={g: {} for g in groups})}
+    figure = hv.render(tunnel_plot(figs), backend="bokeh")               # 12 conditions x 3 glyphs each
+    labels = [item.label.value for legend in figure.select(type=Legend) for item in legend.items]
+    assert labels == [f"lr={i} (n=2)" for i in range(12)]
+    scatters = _elements(tunnel_plot(figs), hv.Scatter)
+    styles = {(el.opts.get().kwargs["color"], el.opts.get().kwargs["marker"]) for el in scatters}
+    assert len(styles) == 12                                          # no two conditions drawn alike
