@@ -120,6 +120,7 @@ def _set_input_size(model, name: str, side: int) -> None:
     step = int(patch[0]) if patch else 1
     if side % step:
         lower, upper = side // step * step, -(-side // step) * step
+        use = f"{lower} or {upper}" if lower else f"{upper}"
         raise ValueError(f"zoo model {name!r} cuts images into {step} px patches, so its img_size must be a "
-                         f"multiple of {step}. Got {side} instead; use {lower or upper} or {upper}.")
+                         f"multiple of {step}. Got {side} instead; use {use}.")
     model.set_input_size(img_size=(side, side))
