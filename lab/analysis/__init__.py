@@ -43,7 +43,8 @@ Definitions (METRICS.md):
   Student-t interval of that mean and n (:func:`replicate_interval`, :func:`with_replicate_interval`);
 - the tunnel (:mod:`lab.analysis.tunnel`, Masarczyk et al. 2023; Harun et al. 2024): the relative depth of the
   unseen classes' best layer and the share of the layers after it where unseen g and the numerical rank fall
-  while the seen probe accuracy stays saturated (:func:`tunnel`);
+  while the seen probe accuracy stays saturated (:func:`tunnel`), and per study condition over its seeds
+  (:func:`group_tunnel`);
 - rank correlations (:mod:`lab.analysis.ranks`): seen accuracy against g across runs
   (:func:`accuracy_vs_g`), and transferability scores measured before fine-tuning against the unseen
   NMI each layer reaches after it (:func:`transfer_vs_g`), with percentile bootstrap intervals.
@@ -74,7 +75,8 @@ from lab.analysis.separation_law import (
     LawCode, LawReason, law_across_seeds,
 )
 from lab.analysis.replicates import REPLICATE_LEVEL, replicate_interval, with_replicate_interval
-from lab.analysis.tunnel import TUNNEL_PROBE, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel, tunnel
+from lab.analysis.tunnel import (TUNNEL_PROBE, TUNNEL_QUANTITIES, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel,
+                                 group_tunnel, tunnel)
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
 from lab.analysis.summary import (
@@ -97,6 +99,6 @@ __all__ = [
     "separation_law", "separation_law_across_seeds", "separation_law_points", "SEPARATION_LAW_COLUMNS",
     "SEPARATION_LAW_POINT_COLUMNS", "MIN_LAW_LAYERS", "latest_separation_law", "group_separation_law",
     "LATEST_LAW_KEYS", "LawCode", "LawReason", "law_across_seeds",
-    "tunnel", "Tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK",
+    "tunnel", "Tunnel", "group_tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK", "TUNNEL_QUANTITIES",
     "replicate_interval", "with_replicate_interval", "REPLICATE_LEVEL",
 ]

@@ -9,17 +9,19 @@ The definition measured here is in METRICS.md ("Tunnel").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lab import catalogue
 from lab.analysis._tables import aggregate_seeds, layer_order
+from lab.analysis.replicates import replicate_interval
 from lab.analysis.separation_law import _distinct, _unpack
 from lab.analysis.summary import complete_evaluations, generalization
 
-__all__ = ["Tunnel", "tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK"]
+__all__ = ["Tunnel", "tunnel", "group_tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK",
+           "TUNNEL_QUANTITIES"]
 
 TUNNEL_TOLERANCE = 0.02
 """How far (absolute, accuracy in [0, 1]) below its best over the layers the seen probe accuracy may be in a
@@ -29,6 +31,9 @@ TUNNEL_PROBE = "ncc_accuracy"
 measured on the seen held-out images only at epoch 0, as the transferability baseline)."""
 TUNNEL_RANK = "numerical_rank"
 """The compression measure: the mean numerical rank of the class feature matrices."""
+TUNNEL_QUANTITIES = ("relative_depth", "share", "n_tunnel", "probe_best")
+"""The per-seed quantities :func:`group_tunnel` averages over a condition's seeds: the best layer's relative
+depth, the tunnel share, the tunnel's length in layers and the seen probe's best accuracy over the layers."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Tunnel:
         while the seen probe accuracy is within ``tolerance`` of its best over all layers.
     probe, rank_split : str
         The seen probe metric and the split whose numerical rank was read.
+    probe_best : float
+        The seen probe accuracy's best over the distinct layers (the saturation level the tolerance is read
+        from; NaN where undefined at every layer).
     """
 
     epoch: int
@@ -69,6 +77,7 @@ class Tunnel:
     tunnel_layers: tuple[str, ...]
     probe: str = TUNNEL_PROBE
     rank_split: str = "seen"
+    probe_best: float = float("nan")
 
 
 def tunnel(run, *, epoch: int | None = None, layers: Iterable | None = None,
@@ -137,7 +146,8 @@ def tunnel(run, *, epoch: int | None = None, layers: Iterable | None = None,
     epoch = int(epoch)
     curves = {key: _curve(part[part["epoch"] == epoch], distinct) for key, part in rows.items()}  # (L,) each
 
-    best = generalization(metrics, layers=layers, aliases=aliases)
+    # g at this epoch only: its other epochs are not read (and cost most of the time over a study)
+    best = generalization(metrics[metrics["epoch"].astype(int) == epoch], layers=layers, aliases=aliases)
     best = best[best["epoch"] == epoch]
     if best.empty:
         raise ValueError(f"tunnel: unseen g is undefined (NaN) at every layer at epoch {epoch}.")
@@ -151,7 +161,80 @@ def tunnel(run, *, epoch: int | None = None, layers: Iterable | None = None,
     n_after = n - 1 - b
     return Tunnel(epoch=epoch, best_layer=best_layer, best_index=b, n_layers=n, relative_depth=b / (n - 1),
                   share=len(inside) / n_after if n_after else 0.0, n_after=n_after,
-                  tunnel_layers=tuple(distinct[j] for j in inside), probe=probe, rank_split=rank_split)
+                  tunnel_layers=tuple(distinct[j] for j in inside), probe=probe, rank_split=rank_split,
+                  probe_best=float(np.nanmax(acc)) if np.isfinite(acc).any() else float("nan"))
+
+
+def group_tunnel(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
+                 aliases: Mapping[str, Mapping] | None = None, epoch: int | None = None, probe: str = TUNNEL_PROBE,
+                 tolerance: float = TUNNEL_TOLERANCE, rank_split: str = "seen") -> pd.DataFrame:
+    """Per group (a study's condition), the tunnel of each seed and their mean with its 95 % interval over
+    the seeds (seeds as replicates; METRICS.md, "Tunnel" and "Seeds as replicates").
+
+    Each seed of each of a group's runs is read on its own by :func:`tunnel` (at ``epoch``, default its last
+    complete evaluation); a seed lacking one of the three measures is left out, and n says how many were read.
+
+    Parameters
+    ----------
+    groups : ``{group: [metrics table of each run]}``; a group's runs are pooled as seeds of one condition
+    layers, aliases : ``{group: the runs' layers}`` and ``{group: their aliases}`` (``{}`` for a group without
+        identical taps); every group needs its aliases, as for :func:`lab.analysis.group_separation_law`
+    epoch, probe, tolerance, rank_split : as for :func:`tunnel`
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group with at least one seed read: group, n (seeds read), n_layers (distinct layers; the
+        largest when seeds differ), best_layer (the most frequent best layer; ties to the deeper) and
+        best_layer_n (in how many seeds it was best), then for each of :data:`TUNNEL_QUANTITIES` ``q``: ``q``
+        (mean over the seeds), ``q_std`` (ddof=1), ``q_low`` and ``q_high`` (the Student-t interval of
+        :func:`lab.analysis.replicate_interval`; NaN with one seed).
+    """
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be an accuracy difference in [0, 1). Got {tolerance!r} instead.")
+    columns = ["group", "n", "n_layers", "best_layer", "best_layer_n",
+               *(f"{q}{part}" for q in TUNNEL_QUANTITIES for part in ("", "_std", "_low", "_high"))]
+    rows = []
+    for group, frames in groups.items():
+        if aliases is None or group not in aliases:
+            raise TypeError(f"group_tunnel: no aliases for group {group!r}. Pass aliases={{group: the runs' "
+                            "meta['layer_aliases']}, {} for a group without identical taps; nothing is guessed.")
+        found = [t for frame in frames for t in _seed_tunnels(frame, layers.get(group), aliases[group], epoch=epoch,
+                                                                probe=probe, tolerance=tolerance,
+                                                                rank_split=rank_split)]
+        if not found:
+            continue
+        row = {"group": group, "n": len(found), "n_layers": max(t.n_layers for t in found)}
+        # the most frequent best layer; among equally frequent ones the deeper, as g's ties go
+        counts = {}
+        for t in found:
+            counts[t.best_layer] = (counts.get(t.best_layer, (0, t.best_index))[0] + 1, t.best_index)
+        row["best_layer"], (row["best_layer_n"], _) = max(counts.items(), key=lambda kv: kv[1])
+        for q in TUNNEL_QUANTITIES:
+            values = [len(t.tunnel_layers) if q == "n_tunnel" else getattr(t, q) for t in found]
+            stats = replicate_interval(values)
+            row.update({q: stats["mean"], f"{q}_std": stats["std"], f"{q}_low": stats["low"],
+                        f"{q}_high": stats["high"]})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _seed_tunnels(frame: pd.DataFrame, layers, aliases, **options) -> list[Tunnel]:
+    """The tunnel of each seed of one run's metrics table; a seed without the three measures is skipped."""
+    if frame is None or not len(frame):
+        return []
+    g = catalogue.g_metric()
+    read = {g, f"{g}_low", f"{g}_high", f"{g}_best_share", options["probe"], TUNNEL_RANK}
+    frame = frame[frame["metric"].isin(read)]        # the rest of a run's table is not read (and costs time)
+    seeds = frame["seed"].unique() if "seed" in frame else [None]
+    out = []
+    for seed in seeds:
+        part = frame if seed is None else frame[frame["seed"] == seed]
+        try:
+            out.append(tunnel(part, layers=layers, aliases=aliases, **options))
+        except ValueError:          # this seed lacks a measure or an evaluation: it is not counted in n
+            continue
+    return out
 
 
 def _curve(rows: pd.DataFrame, distinct: list[str]) -> np.ndarray:

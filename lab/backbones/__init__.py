@@ -108,7 +108,9 @@ def load(name: str, *, pretrained: bool = False, checkpoint=None, num_classes: i
     img_size : int, optional
         Input side, for models that take one (ViT, Swin, the MLP, which defaults to 32,
         ``hf:`` families); also the size of the dummy input that builds the catalogue
-        (default: the model's own). Zoo models use their card's size (images are resized).
+        (default: the model's own). Zoo models use their card's size (images are resized), except a
+        zoo ViT, which is set to ``img_size`` (its position embedding resampled by timm's
+        ``set_input_size``; a multiple of its patch size).
     device : str or torch.device
         ``"auto"`` (cuda, then mps, then cpu), ``"cpu"``, ``"cuda"``, ...
     **kwargs

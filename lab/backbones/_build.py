@@ -56,10 +56,10 @@ def build_hf(spec: str, *, name: str, pretrained: bool, num_classes: int, in_cha
 
 
 def build_zoo(spec: str, *, name: str, pretrained: bool, num_classes: int, in_chans: int, img_size, kwargs) -> Built:
-    """A zoo model at its card's input size and statistics (images are resized and converted to it)."""
+    """A zoo model with its card's statistics, at its card's input size (images are resized and converted to
+    it), or at ``img_size`` for a model with a fixed input size (a ViT: position embedding resampled)."""
     _no_options(kwargs, f"zoo model {spec!r}")
-    model, card = _zoo.build(spec, num_classes=num_classes)
-    size = tuple(int(v) for v in card["input_size"])
+    model, card, size = _zoo.build(spec, num_classes=num_classes, img_size=img_size)
     return Built(model, size, from_stats(card["mean"], card["std"], size[0], f"zoo card ({spec})", size=size[1:]))
 
 

@@ -78,9 +78,16 @@ def read_card(name: str) -> tuple[dict, Path]:
     return card, weights
 
 
-def build(name: str, *, num_classes: int):
+def build(name: str, *, num_classes: int, img_size: int | None = None):
     """The timm model of zoo card ``name`` with its pretrained weights (float32) and a fresh
-    classifier of ``num_classes`` outputs (0: none). Returns (model, card)."""
+    classifier of ``num_classes`` outputs (0: none). Returns (model, card, input_size).
+
+    A model with a fixed input size (timm's ``pretrained_cfg["fixed_input_size"]``: a ViT, whose position
+    embedding has one entry per patch) is set to ``img_size`` when one is given: its weights load at the card's
+    size, then timm's ``set_input_size`` resamples the position embedding to the new patch grid (bicubic, as
+    timm does for pretrained weights created at another ``img_size``). Any other model keeps the card's size
+    and its images are resized to it (``input_size`` is the card's).
+    """
     import timm
 
     from lab.backbones._checkpoint import load_checkpoint
@@ -95,4 +102,25 @@ def build(name: str, *, num_classes: int):
                          f"{kwargs}, which timm cannot build ({exc}).") from exc
     load_checkpoint(model, str(weights))   # strict fit check; copies into the float32 parameters
     model.reset_classifier(int(num_classes))
-    return model, card
+    size = tuple(int(v) for v in card["input_size"])
+    if img_size is not None and int(img_size) != size[1] and _fixed_input_size(model):
+        _set_input_size(model, name, int(img_size))
+        size = (size[0], int(img_size), int(img_size))
+    return model, card, size
+
+
+def _fixed_input_size(model) -> bool:
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    return bool(cfg.get("fixed_input_size")) and callable(getattr(model, "set_input_size", None))
+
+
+def _set_input_size(model, name: str, side: int) -> None:
+    """The model set to ``side`` px inputs by timm's own ``set_input_size`` (position embedding resampled)."""
+    patch = getattr(getattr(model, "patch_embed", None), "patch_size", None)
+    step = int(patch[0]) if patch else 1
+    if side % step:
+        lower, upper = side // step * step, -(-side // step) * step
+        use = f"{lower} or {upper}" if lower else f"{upper}"
+        raise ValueError(f"zoo model {name!r} cuts images into {step} px patches, so its img_size must be a "
+                         f"multiple of {step}. Got {side} instead; use {use}.")
+    model.set_input_size(img_size=(side, side))

@@ -69,4 +69,5 @@ def figures(study, *, store=None) -> dict:
         "law": analysis.group_separation_law(groups, layers, aliases=aliases),
         "transfer": analysis.transfer_vs_g(groups, layers, aliases=aliases),
         "agreement": analysis.study_agreement(records),
+        "tunnel": analysis.group_tunnel(groups, layers, aliases=aliases),  # per condition over seeds (METRICS.md)
     }

@@ -92,3 +92,69 @@ def test_a_missing_measure_and_a_table_without_aliases_are_explained():
     with pytest.raises(ValueError, match=r"tolerance must be .* Got 2 instead"):
         tunnel(table, aliases={}, tolerance=2)
     assert np.isfinite(tunnel(table, aliases={}).share)
+
+
+def _seed_rows(seed, g, probe, rank, *, layers=LAYERS, epoch=3) -> pd.DataFrame:
+    """One seed's table: exactly the given curves."""
+    rows = []
+    for metric, split, curve in (("nmi", "unseen", g), ("ncc_accuracy", "seen", probe),
+                                 ("numerical_rank", "seen", rank)):
+        rows += [{"seed": seed, "epoch": epoch, "layer": name, "split": split, "metric": metric, "value": v}
+                 for name, v in zip(layers, curve)]
+    return pd.DataFrame(rows)
+
+
+# three seeds of one condition, each a different known tunnel (written out by _by_hand)
+SEEDS = [
+    (G, PROBE, RANK),                                                   # best l2, share 2/3
+    ([0.2, 0.7, 0.6, 0.5, 0.4, 0.3], PROBE, [10.0, 9.0, 8.0, 6.0, 5.0, 4.0]),   # best l1, probe saturated from l2
+    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], PROBE, RANK),                      # best l5: no layer after it
+]
+
+
+def test_group_tunnel_against_numpy_over_seeds_as_replicates():
+    from scipy import stats
+
+    from lab.analysis import TUNNEL_QUANTITIES, group_tunnel
+
+    runs = [_seed_rows(0, *SEEDS[0]), pd.concat([_seed_rows(1, *SEEDS[1]), _seed_rows(2, *SEEDS[2])])]
+    one = [_seed_rows(5, *SEEDS[1])]
+    table = group_tunnel({"three": runs, "one": one}, {"three": LAYERS, "one": LAYERS},
+                         aliases={"three": {}, "one": {}})
+    assert list(table["group"]) == ["three", "one"]
+    row = table.set_index("group").loc["three"]
+    hand = [_by_hand(*seed) for seed in SEEDS]                          # (depth, share, inside) per seed
+    probe_best = [max(p) for _, p, _ in SEEDS]
+    per_seed = {"relative_depth": [h[0] for h in hand], "share": [h[1] for h in hand],
+                "n_tunnel": [len(h[2]) for h in hand], "probe_best": probe_best}
+    assert set(per_seed) == set(TUNNEL_QUANTITIES)
+    assert (row["n"], row["n_layers"]) == (3, 6)
+    for q, values in per_seed.items():
+        x = np.asarray(values, dtype=float)
+        mean, std = x.mean(), x.std(ddof=1)
+        assert row[q] == pytest.approx(mean) and row[f"{q}_std"] == pytest.approx(std)
+        if std > 0:
+            low, high = stats.t.interval(0.95, len(x) - 1, loc=mean, scale=stats.sem(x))
+            assert (row[f"{q}_low"], row[f"{q}_high"]) == pytest.approx((low, high))
+        else:
+            assert row[f"{q}_low"] == pytest.approx(mean) and row[f"{q}_high"] == pytest.approx(mean)
+    # each seed's best layer once: the deepest of the equally frequent ones
+    assert (row["best_layer"], row["best_layer_n"]) == ("l5", 1)
+    single = table.set_index("group").loc["one"]
+    assert single["n"] == 1 and single["relative_depth"] == pytest.approx(hand[1][0])
+    assert np.isnan(single["relative_depth_std"]) and np.isnan(single["share_low"])   # one seed: no spread
+
+
+def test_group_tunnel_counts_only_the_seeds_it_could_read():
+    from lab.analysis import group_tunnel
+
+    no_rank = _seed_rows(1, *SEEDS[0])
+    no_rank = no_rank[no_rank["metric"] != "numerical_rank"]
+    table = group_tunnel({"a": [_seed_rows(0, *SEEDS[0]), no_rank], "none": [no_rank]},
+                         {"a": LAYERS, "none": LAYERS}, aliases={"a": {}, "none": {}})
+    assert list(table["group"]) == ["a"]                                # a group with no seed read: no row
+    assert table.iloc[0]["n"] == 1 and (table.iloc[0]["best_layer"], table.iloc[0]["best_layer_n"]) == ("l2", 1)
+    with pytest.raises(TypeError, match=r"group_tunnel: no aliases for group 'a'\. Pass aliases="):
+        group_tunnel({"a": [_seed_rows(0, *SEEDS[0])]}, {"a": LAYERS})
+    with pytest.raises(ValueError, match=r"tolerance must be an accuracy difference in \[0, 1\)\. Got 2 instead"):
+        group_tunnel({"a": [_seed_rows(0, *SEEDS[0])]}, {"a": LAYERS}, aliases={"a": {}}, tolerance=2)

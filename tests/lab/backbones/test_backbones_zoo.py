@@ -112,3 +112,37 @@ def test_timm_normalization_is_recorded():
     torch.testing.assert_close(mlp.normalize(x), (x - 0.5) / 0.5)
     torch.testing.assert_close(mlp.normalize((x * 255).round().to(torch.uint8)),
                                ((x * 255).round() / 255 - 0.5) / 0.5)
+
+
+VIT, VIT_KWARGS = "vit_tiny_patch16_224", {"in_chans": 1, "img_size": 32, "patch_size": 8, "depth": 1}
+
+
+def test_zoo_vit_runs_at_another_size_with_timms_resampled_position_embedding(zoo):
+    from timm.layers import resample_abs_pos_embed
+
+    weights = _write_zoo(zoo, "glyph_vit", architecture=VIT, kwargs=VIT_KWARGS)   # card: 32 px, 4 x 4 patches
+    stored = load_file(str(weights))["pos_embed"].float()                              # (1, 1 + 16, D)
+    same = load("zoo:glyph_vit", img_size=32, device="cpu")
+    torch.testing.assert_close(same.model.pos_embed.detach(), stored, rtol=0, atol=0)   # the stored size: identity
+    torch.testing.assert_close(same.model.pos_embed.detach(),
+                               resample_abs_pos_embed(stored, new_size=[4, 4], old_size=[4, 4]), rtol=0, atol=0)
+    big = load("zoo:glyph_vit", img_size=48, device="cpu")
+    assert big.input_size == (1, 48, 48) and big.normalization.size == (48, 48)
+    grid = big.model.patch_embed.grid_size
+    assert tuple(grid) == (6, 6) and big.model.pos_embed.shape[1] == 1 + 36
+    torch.testing.assert_close(big.model.pos_embed.detach(),
+                               resample_abs_pos_embed(stored, new_size=list(grid), old_size=[4, 4],
+                                                      num_prefix_tokens=1), rtol=1e-6, atol=1e-6)
+    own = same.model.state_dict()
+    for key, value in big.model.state_dict().items():                                  # nothing else changed
+        if key != "pos_embed":
+            assert torch.equal(value, own[key]), key
+    for bb, side in ((same, 32), (big, 48)):
+        pixels = torch.rand(2, 1, side, side, generator=torch.Generator().manual_seed(side))
+        feats = extract(bb, pixels)
+        assert feats[PRE_LOGITS].shape == (2, bb.model.embed_dim) and torch.isfinite(feats[PRE_LOGITS]).all()
+    cnn_weights = _write_zoo(zoo)                                                       # a CNN keeps its card's size
+    assert cnn_weights.is_file() and load("zoo:glyph_tiny", img_size=48, device="cpu").input_size == (1, 32, 32)
+    with pytest.raises(ValueError, match=r"cuts images into 8 px patches, so its img_size must be a multiple of "
+                                         r"8\. Got 30 instead; use 24 or 32"):
+        load("zoo:glyph_vit", img_size=30, device="cpu")
