@@ -102,3 +102,27 @@ def test_a_running_study_draws_its_figures_at_the_summary_picked(panel, store):
     figs = next(m["figs"] for m in dispatcher.items if isinstance(m, dict) and m.get("kind") == "figures")
     assert figs["summary"]["summary"] == "best" and (figs["summary"]["epochs"]["epoch"] == 1).all()
     assert dispatcher.items[-1]["kind"] == "done"
+
+
+def test_the_band_and_the_bars_are_the_intervals_over_seeds(make_run, store):
+    study = summary_study(make_run, store)
+    figs = figures(study, store=store, summary="best")
+    bands = pd.concat(s.dframe().assign(group=s.label) for s in
+                      study_plots.layer_depth_curves(figs).traverse(lambda x: x, [hv.Spread]))
+    layers = figs["layers"].assign(group=lambda d: d["group"] + " (n=2)")
+    merged = layers.merge(bands, on=["group", "depth"], suffixes=("", "_drawn"))
+    assert len(merged) == len(layers) == 2 * len(LAYERS)
+    np.testing.assert_allclose(merged["mean_drawn"] - merged["below"], merged["seed_low"])
+    np.testing.assert_allclose(merged["mean_drawn"] + merged["above"], merged["seed_high"])
+    gen = figs["generalization"]
+    bars = [e.dframe() for e in study_plots.accuracy_vs_g(figs).traverse(lambda x: x, [hv.ErrorBars])]
+    vertical = pd.concat(b for b in bars if "g_neg" in b)
+    horizontal = pd.concat(b for b in bars if "acc_neg" in b)
+    np.testing.assert_allclose(sorted(vertical["g"] - vertical["g_neg"]), sorted(gen["g_seed_low"]))
+    np.testing.assert_allclose(sorted(vertical["g"] + vertical["g_pos"]), sorted(gen["g_seed_high"]))
+    np.testing.assert_allclose(sorted(horizontal["heldout_accuracy"] - horizontal["acc_neg"]),
+                               sorted(gen["heldout_seed_low"]))
+    assert "bars: 95 % interval over seeds" in study_plots.accuracy_vs_g(figs).opts.get().kwargs["title"]
+    for obj in (study_plots.layer_depth_curves(figs), study_plots.accuracy_vs_g(figs),
+                study_plots.collapse_curves(figs)):
+        hv.render(obj, backend="bokeh")
