@@ -175,9 +175,9 @@ def generalization_text(figs: dict) -> str:
         seeds = _interval_words(getattr(row, "g_seed_low", np.nan), getattr(row, "g_seed_high", np.nan), row.n_seeds)
         acc = ""
         if np.isfinite(float(row.heldout_accuracy)):
-            acc = (f"; seen held-out accuracy {row.heldout_accuracy:.3f} ("
-                   + _interval_words(getattr(row, "heldout_seed_low", np.nan), getattr(row, "heldout_seed_high", np.nan),
-                                     getattr(row, "heldout_n", 0), "runs") + ")")
+            words = _interval_words(getattr(row, "heldout_seed_low", np.nan), getattr(row, "heldout_seed_high", np.nan),
+                                    getattr(row, "heldout_n", 0), "runs")
+            acc = f"; seen held-out accuracy {row.heldout_accuracy:.3f} ({words})"
         lines.append(f"- {plot_text(row.group)}: g = {row.g:.3f} ({seeds}) at {plot_text(row.layer)}"
                      + (f"; {sure} (95 % bootstrap over the unseen images)" if sure else "") + acc)
     return "\n".join(lines)
@@ -197,7 +197,8 @@ def accuracy_vs_g(figs: dict):
     (where recorded). Each condition has the colour of its curve in :func:`layer_depth_curves`, its legend entry
     carries n."""
     gen = figs.get("generalization")
-    bars = "; thick: g's 95 % bootstrap interval over the unseen images" if _has_interval(gen, "g_low", "g_high") else ""
+    bars = ("; thick: g's 95 % bootstrap interval over the unseen images" if _has_interval(gen, "g_low", "g_high")
+            else "")
     title = f"Seen accuracy against g, per condition{_summary_words(figs)} (bars: 95 % interval over seeds{bars})"
     if gen is None or gen.empty or not np.isfinite(gen["g"].astype(float)).any():
         return _empty(title)

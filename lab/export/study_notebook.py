@@ -259,7 +259,8 @@ def build_study_notebook(study_or_spec, *, store=None, summary="last"):
         v4.new_code_cell(fill(template.GENERALIZATION), metadata={"tags": ["study-generalization"]}),
         v4.new_markdown_cell(
             "## Condition heatmaps (Wang & Yang, figures 1-3)\n\nOver the first two condition axes, the mean over "
-            "repeats (the table adds n and the 95 % interval over repeats) of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of each layer; **contribution**, the change of seen "
+            "repeats (the table adds n and the 95 % interval over repeats) of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of "
+            "each layer; **contribution**, the change of seen "
             "held-out accuracy when that layer alone is reset to its initial weights; the **generalization gap** "
             "(training minus held-out accuracy); **resilience**, the accuracy on the training images whose labels "
             "were corrupted, against their true labels. A study with fewer than two condition axes, or without "

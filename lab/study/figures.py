@@ -81,8 +81,9 @@ def figures(study, *, store=None, summary="last") -> dict:
             continue
         epochs.append({"run_id": rec.run_id, "group": label, "epoch": epoch})
         # "last" reads the tables as they are (today's figures); another summary reads them up to the run's epoch
-        training, utilization = ((rec.training, rec.utilization) if summary == "last" else
-                                 (analysis.up_to_epoch(rec.training, epoch), analysis.up_to_epoch(rec.utilization, epoch)))
+        training, utilization = rec.training, rec.utilization
+        if summary != "last":
+            training, utilization = analysis.up_to_epoch(training, epoch), analysis.up_to_epoch(utilization, epoch)
         groups.setdefault(label, []).append(rec.metrics)
         trainings.setdefault(label, []).append(training)
         layers.setdefault(label, rec.meta.get("layers"))

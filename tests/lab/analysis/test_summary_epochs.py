@@ -15,8 +15,8 @@ NMI = {0: [0.1, 0.5, 0.2], 1: [0.3, 0.9, 0.4], 2: [0.9, 0.2, 0.1], 3: [0.2, 0.3,
 def _run(nmi=NMI, seed=0, shift=0.0, nc1=None):
     rows = [{"seed": seed, "epoch": e, "layer": layer, "split": "unseen", "metric": "nmi", "value": v + shift}
             for e, values in nmi.items() for layer, v in zip(LAYERS, values)]
-    rows += [{"seed": seed, "epoch": e, "layer": layer, "split": "seen", "metric": "nc1", "value": (nc1 or 1.0) * (e + 1)}
-             for e in nmi for layer in LAYERS]
+    rows += [{"seed": seed, "epoch": e, "layer": layer, "split": "seen", "metric": "nc1",
+              "value": (nc1 or 1.0) * (e + 1)} for e in nmi for layer in LAYERS]
     return pd.DataFrame(rows)
 
 
