@@ -76,14 +76,14 @@ from lab.analysis.separation_law import (
     LawCode, LawReason, law_across_seeds,
 )
 from lab.analysis.replicates import REPLICATE_LEVEL, replicate_interval, with_replicate_interval
-from lab.analysis.summary_epochs import SUMMARIES, at_summary, check_summary, summary_epoch, summary_label, up_to_epoch
+from lab.analysis.summary_epochs import SUMMARIES, at_summary, check_summary, summary_label, up_to_epoch
 from lab.analysis.tunnel import TUNNEL_PROBE, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel, tunnel
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
 from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correlations
 from lab.analysis.summary import (
     accuracy_vs_g, aggregate_seeds, complete_evaluations, generalization, grid_summary, group_curves,
     group_generalization, heldout_accuracy, latest_generalization, layer_curve, layer_order, pool_runs,
-    run_scalars, run_summary, summarize_run, RUN_FACTS, transfer_vs_g,
+    run_scalars, run_summary, summarize_run, RUN_FACTS, summary_epoch, transfer_vs_g,
 )
 
 __all__ = [

@@ -16,7 +16,7 @@ from lab.analysis.neural_collapse import terminal_phase
 from lab.analysis.ranks import rank_correlation, transfer_correlations
 from lab.analysis.replicates import with_replicate_interval
 from lab.analysis.separation_law import latest_separation_law
-from lab.analysis.summary_epochs import at_summary, check_summary, summary_epoch, up_to_epoch
+from lab.analysis.summary_epochs import at_summary, check_summary, up_to_epoch
 
 _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final",
                 "g_low", "g_high", "best_share"]
@@ -117,6 +117,53 @@ def latest_generalization(metrics: pd.DataFrame, **kwargs: Any) -> dict | None:
     row["epoch"], row["n_seeds"], row["layer_index"] = int(row["epoch"]), int(row["n_seeds"]), int(row["layer_index"])
     row["is_final"] = bool(row["is_final"])
     return row
+
+
+def summary_epoch(metrics: pd.DataFrame, summary="last", *, layers: Iterable | None = None,
+                  run: str | None = None) -> int | None:
+    """The epoch at which one run is summarised.
+
+    Parameters
+    ----------
+    metrics : the run's long metrics table (any number of seeds)
+    summary : ``"last"``: the last epoch with a complete evaluation of the g metric (:func:`lab.catalogue.g_metric`)
+        on the unseen images; ``"best"``: the epoch whose g (max over layers of the seed-mean) is highest, exact ties
+        to the earlier epoch; an int: that epoch, which must have a complete evaluation
+    layers : the run's layers, input -> output (completeness is judged against them)
+    run : the run's name or id, for the error message
+
+    Returns
+    -------
+    int, or None when the run has no complete evaluation yet (it has nothing to summarise)
+
+    Raises
+    ------
+    ValueError
+        ``summary`` is not one of the above, or the run has no complete evaluation at the epoch asked for.
+    """
+    summary = check_summary(summary)
+    table = generalization(metrics, layers=layers)
+    if table.empty:
+        return None
+    epochs = table["epoch"].astype(int)
+    if summary == "last":
+        return int(epochs.max())
+    if summary == "best":
+        # generalization's rows are in epoch order and idxmax keeps the first maximum: ties go to the earlier epoch
+        return int(table.loc[table["g"].astype(float).idxmax(), "epoch"])
+    if summary not in set(epochs):
+        name = f"run {run!r}" if run is not None else "the run"
+        raise ValueError(f"{name} has no complete evaluation at epoch {summary}; it has epochs "
+                         f"{', '.join(map(str, sorted(set(epochs))))}. Pick one of them, or summary='last'.")
+    return summary
+
+
+def _at_summary(frames: Sequence[pd.DataFrame], summary, layers) -> tuple[list, list | None]:
+    """A condition's runs at their summary epochs and those epochs; "last" leaves the tables as they are (None)."""
+    if summary == "last":
+        return list(frames), None
+    epochs = [summary_epoch(f, summary, layers=layers) for f in frames]
+    return at_summary(frames, epochs), epochs
 
 
 def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric: str | None = None,
@@ -262,7 +309,7 @@ def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[s
     summary = check_summary(summary)
     out = []
     for group, frames in groups.items():
-        pooled = pool_runs(at_summary(frames, summary, layers=layers.get(group)))
+        pooled = pool_runs(_at_summary(frames, summary, layers.get(group))[0])
         if pooled.empty:
             continue
         curve = layer_curve(pooled, layers=layers.get(group), metric=metric, split=split)
@@ -299,10 +346,9 @@ def group_generalization(groups: Mapping[str, Sequence[pd.DataFrame]],
     rows = []
     for group, frames in groups.items():
         runs = trainings.get(group, [])
-        if summary != "last":
-            epochs = [summary_epoch(f, summary, layers=layers.get(group)) for f in frames]
-            runs = [up_to_epoch(t, e) for t, e in zip(runs, epochs)]
-            frames = at_summary(frames, summary, layers=layers.get(group), epochs=epochs)
+        frames, epochs = _at_summary(frames, summary, layers.get(group))
+        if epochs is not None:
+            runs = [up_to_epoch(t, e) for t, e in zip(runs, epochs) if e is not None]
         gen = latest_generalization(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
         accs = [heldout_accuracy(t)[0] for t in runs]
         accs = np.array([a for a in accs if a is not None], dtype=float)
@@ -348,7 +394,7 @@ def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[
     summary = check_summary(summary)
     parts = []
     for group, frames in groups.items():
-        pooled = pool_runs(at_summary(frames, summary, layers=layers.get(group)))
+        pooled = pool_runs(_at_summary(frames, summary, layers.get(group))[0])
         if pooled.empty:
             continue
         nmi = layer_curve(pooled, layers=layers.get(group))

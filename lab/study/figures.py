@@ -98,8 +98,7 @@ def figures(study, *, store=None, summary="last") -> dict:
         by_group: dict = {}
         for row in epochs:
             by_group.setdefault(row["group"], []).append(row["epoch"])
-        groups = {g: analysis.at_summary(frames, summary, layers=layers[g], epochs=by_group[g])
-                  for g, frames in groups.items()}
+        groups = {g: analysis.at_summary(frames, by_group[g]) for g, frames in groups.items()}
     gen = analysis.group_generalization(groups, trainings, layers, aliases=aliases)
     grid = pd.concat(scalars, ignore_index=True) if scalars else pd.DataFrame(columns=["quantity", "layer", "value"])
     return {

@@ -83,10 +83,12 @@ def test_heldout_accuracy_is_read_at_the_runs_summary_epoch_with_its_interval():
 
 
 def test_at_summary_keeps_epoch_zero_and_labels_the_summary_rows_with_the_latest():
-    runs = analysis.at_summary([_run(), _run()], "best", layers=LAYERS, epochs=[1, 3])
+    runs = analysis.at_summary([_run(), _run()], [1, 3])
     assert [sorted(r["epoch"].unique()) for r in runs] == [[0, 3], [0, 3]]
     first = runs[0][(runs[0]["epoch"] == 3) & (runs[0]["metric"] == "nmi")]["value"].tolist()
     assert first == NMI[1]
-    both_zero = analysis.at_summary([_run()], 0, layers=LAYERS)
+    both_zero = analysis.at_summary([_run()], [0])
     assert sorted(both_zero[0]["epoch"].unique()) == [0] and len(both_zero[0]) == 6
-    assert analysis.at_summary([_run()], "best", layers=LAYERS, epochs=[None]) == []
+    assert analysis.at_summary([_run()], [None]) == []
+    with pytest.raises(ValueError, match="one epoch per run: got 2 runs and 1 epochs"):
+        analysis.at_summary([_run(), _run()], [1])
