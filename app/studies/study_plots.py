@@ -104,7 +104,7 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
                         **PLOT_OPTS))
 
 
-_SEED_BAND = "band: 95 % interval of the mean over seeds"
+_SEED_BAND = "band: 95 % interval over seeds"
 
 
 def layer_depth_curves(figs: dict):
@@ -113,9 +113,10 @@ def layer_depth_curves(figs: dict):
     bars: the 95 % bootstrap interval over the unseen images (where the runs recorded it); the star marks each
     condition's best layer (Dyballa et al.). Legend entries carry n, the seeds pooled."""
     frame = figs.get("layers")
-    bars = "; bars: 95 % bootstrap interval over the unseen images" if _has_interval(frame) else ""
+    bars = "; bars: 95 % bootstrap interval over unseen images" if _has_interval(frame) else ""
+    # short: the axis says "relative depth", the guide says the rest; a longer title is cut at the plot's width
     return _curves(frame, ylabel="unseen NMI (mean over seeds)", colors=_group_colors(figs),
-                   title=f"Unseen NMI per layer against relative depth{_summary_words(figs)} ({_SEED_BAND}{bars})")
+                   title=f"Unseen NMI per layer{_summary_words(figs)} ({_SEED_BAND}{bars})")
 
 
 def collapse_curves(figs: dict):
@@ -197,9 +198,8 @@ def accuracy_vs_g(figs: dict):
     (where recorded). Each condition has the colour of its curve in :func:`layer_depth_curves`, its legend entry
     carries n."""
     gen = figs.get("generalization")
-    bars = ("; thick: g's 95 % bootstrap interval over the unseen images" if _has_interval(gen, "g_low", "g_high")
-            else "")
-    title = f"Seen accuracy against g, per condition{_summary_words(figs)} (bars: 95 % interval over seeds{bars})"
+    bars = "; thick: g's 95 % bootstrap interval over unseen images" if _has_interval(gen, "g_low", "g_high") else ""
+    title = f"Seen accuracy against g{_summary_words(figs)} (bars: 95 % interval over seeds{bars})"
     if gen is None or gen.empty or not np.isfinite(gen["g"].astype(float)).any():
         return _empty(title)
     g_neg, g_pos = _error(gen, "g", "g_seed_low", "g_seed_high")

@@ -53,7 +53,7 @@ def test_the_summary_picker_redraws_the_figures_at_the_epoch_it_names(panel, sto
     assert labels == {f"lr={lr} (n=2)" for lr in LRS}
     title = panel.plots["layers"].object.opts.get().kwargs["title"]
     assert title.startswith("Unseen NMI per layer") and "at the last epoch" in title
-    assert "band: 95 % interval of the mean over seeds" in title
+    assert "band: 95 % interval over seeds" in title
 
     panel.summary_select.value = "best"
     assert panel.current_summary() == "best" and panel._figs["summary"]["summary"] == "best"
