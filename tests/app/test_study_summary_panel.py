@@ -19,11 +19,24 @@ from tests.fixtures.summary_study import LAYERS, LRS, nmi, summary_study
 hv.extension("bokeh")
 
 
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    from lab.store import RunStore
+
+    store = RunStore(tmp_path_factory.mktemp("summary_panel") / "runs")
+    return summary_study(store), store
+
+
 @pytest.fixture
-def panel(make_run, store, tmp_path, monkeypatch):
+def store(stored):
+    return stored[1]
+
+
+@pytest.fixture
+def panel(stored, tmp_path, monkeypatch):
     from app.studies.studies_panel import StudiesPanel
 
-    study = summary_study(make_run, store)
+    study, store = stored
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "summary.yaml").write_text(yaml.safe_dump(study.to_dict()))
     monkeypatch.setenv("LAB_STUDIES_DIR", str(tmp_path / "specs"))
@@ -105,8 +118,8 @@ def test_a_running_study_draws_its_figures_at_the_summary_picked(panel, store):
     assert dispatcher.items[-1]["kind"] == "done"
 
 
-def test_the_band_and_the_bars_are_the_intervals_over_seeds(make_run, store):
-    study = summary_study(make_run, store)
+def test_the_band_and_the_bars_are_the_intervals_over_seeds(stored):
+    study, store = stored
     figs = figures(study, store=store, summary="best")
     bands = pd.concat(s.dframe().assign(group=s.label) for s in
                       study_plots.layer_depth_curves(figs).traverse(lambda x: x, [hv.Spread]))

@@ -9,9 +9,22 @@ from lab.study import figures
 from tests.fixtures.summary_study import LAYERS, LRS, heldout, nmi, summary_study
 
 
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    from lab.store import RunStore
+
+    store = RunStore(tmp_path_factory.mktemp("summary_study") / "runs")
+    return summary_study(store), store
+
+
 @pytest.fixture
-def study(make_run, store):
-    return summary_study(make_run, store)
+def study(stored):
+    return stored[0]
+
+
+@pytest.fixture
+def store(stored):
+    return stored[1]
 
 
 def _t_interval(values):
