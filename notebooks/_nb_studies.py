@@ -104,8 +104,8 @@ For every layer, the features of the images of the **unseen** classes (never tra
 are clustered by k-means and compared with the true classes by NMI (0: no agreement,
 1: perfect). The x axis is the layer's *relative depth*: 0 for the first measured layer
 (nearest the input), 1 for the last, so networks of different depth share one axis. Each curve is one
-condition (mean over its repeats), the band is ± one standard deviation over repeats, and
-the star marks the condition's **best layer**: its NMI there is the condition's
+condition (mean over its repeats, n in the legend), the band is the 95 % interval of that
+mean over the repeats (Student t: wide with 2 repeats, on purpose), and the star marks the condition's **best layer**: its NMI there is the condition's
 **generalization index g**. Dyballa et al. compare where along the depth that star sits
 across architectures (`studies/which_layer.yaml` is their protocol at CPU scale); here
 the conditions are widths and noise ratios.
@@ -114,11 +114,23 @@ the conditions are widths and noise ratios.
 study_plots.layer_depth_curves(figs)
 '''),
         md('''
+Every run above is read at its **last** epoch. `figures(study, summary="best")` reads each run at
+its epoch of highest unseen g instead (ties to the earlier epoch), and `summary=3` at epoch 3
+(runs without it are left out, and `summary_text` says so); the Studies tab's **Summary** picker
+does the same. "Best" chooses the epoch on the unseen classes themselves: it says how high a
+run got, not where it ended.
+'''),
+        code('''
+best = figures(study, summary="best")
+print(study_plots.summary_text(best))
+study_plots.layer_depth_curves(best)
+'''),
+        md('''
 ### Seen accuracy against g (Gerritz et al.)
 
 One point per condition: the x axis is the accuracy on held-out images of the **seen**
 classes (what training optimised), the y axis is g (how well the best layer separates the
-unseen classes); error bars are ± one standard deviation over repeats.
+unseen classes); error bars are the 95 % intervals of each mean over repeats.
 
 The **rank correlation** asks whether ordering the conditions by seen accuracy gives the
 same order as ordering them by g. Spearman's ρ is the correlation of the two rank lists;

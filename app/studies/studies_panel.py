@@ -3,7 +3,8 @@
 The study runs in a worker thread (:meth:`lab.study.Study.run`); its events reach the page through a
 :class:`~app.base.DocDispatcher`, so no widget is touched off the session's thread. While it runs, the composer
 shows it and can grow it (:meth:`StudiesPanel.grow`, through a :class:`lab.study.StudyController`). Figures are
-re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land.
+re-read from the run store (``lab.study.figures``: every number from lab.analysis) as runs land, at the epoch the
+**Summary** picker names (each run's last, its best by the unseen g, or a given epoch), also while the study runs.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import panel as pn
 import param
 
 from lab import events as ev
+from lab.export.markdown import escape_markdown
 
 from app.base import resources
 from app.base import DocDispatcher
@@ -26,13 +28,15 @@ from ._run_events import RunEvents
 from ._specs import shipped_specs
 from .study_plots import (
     AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
-    grid_heatmap, layer_depth_curves, rank_text, transfer_text, transfer_vs_g,
+    grid_heatmap, layer_depth_curves, rank_text, summary_text, transfer_text, transfer_vs_g,
 )
 
 __all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
 
 _log = logging.getLogger(__name__)
 _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
+_SUMMARIES = {"last epoch": "last", "best epoch by unseen g": "best", "epoch…": "epoch"}
+"""The Summary picker's options: the words shown and the summary they pick (``"epoch"``: the epoch input's)."""
 
 
 class StudiesPanel(RunEvents, pn.viewable.Viewer):
@@ -45,6 +49,9 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
     quantity = param.Selector(default="utilization", objects=list(_QUANTITIES),
                               doc="Quantity of the condition heatmap (Wang & Yang).")
     layer = param.Selector(default=None, objects=[None], allow_None=True, doc="Layer of the condition heatmap.")
+    summary = param.Selector(default="last", objects=list(_SUMMARIES.values()),
+                             doc="The epoch each run is read at: its last, its best by the unseen g, or `epoch`.")
+    epoch = param.Integer(default=0, bounds=(0, None), doc="The epoch read when `summary` is 'epoch'.")
 
     def __init__(self, store, *, base_config=None, **params):
         super().__init__(**params)
@@ -63,6 +70,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self._study = None                   # the study running (after StudyUpdated: the grown one)
         self._grown = None                   # the study last given to the controller, until StudyUpdated
         self._figs: dict = {}
+        self._shown = None                   # the study whose figures are shown (the spec's, or the one launched)
+        self._showing_run = False            # True from a launch: the figures follow the running (grown) study
         self._lines: dict[int, str] = {}
         self._dispatcher = DocDispatcher(self._apply, doc=None)
         self.run_button = pn.widgets.Button(label="Run study", color="primary", width=140,
@@ -104,6 +113,16 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self._grid_note = pn.pane.Markdown("", visible=False, sizing_mode="stretch_width",
                                            css_classes=["ls-study-grid-note"])
         self.param.watch(lambda _e: self._draw_grid(), ["quantity", "layer"])
+        self.summary_select = pn.widgets.Select(label="Summary", options=dict(_SUMMARIES), value=self.summary,
+                                                width=200, css_classes=["ls-study-summary"])
+        self.epoch_input = pn.widgets.IntInput(label="Epoch", value=self.epoch, start=0, width=90, visible=False,
+                                               css_classes=["ls-study-epoch"])
+        self.summary_select.param.watch(lambda e: setattr(self, "summary", e.new), "value")
+        # an emptied epoch box keeps the last epoch read
+        self.epoch_input.param.watch(lambda e: e.new is not None and setattr(self, "epoch", max(0, int(e.new))),
+                                     "value")
+        self.summary_note = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-summary-note"])
+        self.param.watch(self._summary_changed, ["summary", "epoch"])
         self.refresh()
 
     # -- the spec and the store ------------------------------------------------------------------
@@ -114,6 +133,24 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             raise ValueError("no study spec found in studies/; add a YAML spec there")
         return Study.from_file(self._specs[self.spec])
 
+    def current_summary(self):
+        """The summary the figures are read at: ``"last"``, ``"best"`` or the epoch (:func:`lab.study.figures`)."""
+        return int(self.epoch) if self.summary == "epoch" else self.summary
+
+    def _summary_changed(self, _event=None) -> None:
+        self.summary_select.value = self.summary
+        self.epoch_input.param.update(visible=self.summary == "epoch", value=self.epoch)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Re-read the figures of the study shown (the running one while it runs) at the current summary."""
+        study = self._study if self._showing_run and self._study is not None else self._shown
+        if study is None:
+            return
+        from lab.study import figures
+
+        self._show(study.status(store=self.store), figures(study, store=self.store, summary=self.current_summary()))
+
     def refresh(self) -> None:
         """Re-read the cells' status and the figures from the store."""
         try:
@@ -123,7 +160,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             return
         from lab.study import figures
 
-        self._show(study.status(store=self.store), figures(study, store=self.store))
+        self._shown, self._showing_run = study, False
+        self._show(study.status(store=self.store), figures(study, store=self.store, summary=self.current_summary()))
         self.message.object = (f"**{study.name}** — {len(study.cells())} runs "
                                f"({' × '.join(f'{k} [{len(v)}]' for k, v in study.axes.items())}). "
                                f"{study.description}")
@@ -151,6 +189,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
     def _show(self, status, figs) -> None:
         self._set_table(status)
         self._figs = figs
+        # escaped: the note names conditions, whose values a user typed
+        self.summary_note.object = escape_markdown(summary_text(figs))
         self.plots["layers"].object = layer_depth_curves(figs)
         self.plots["accuracy"].object = accuracy_vs_g(figs)
         self.plots["nc1"].object = collapse_curves(figs)
@@ -209,6 +249,7 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
 
         self._cancel = threading.Event()
         self._control, self._study, self._grown = StudyController(), study, None
+        self._shown, self._showing_run = study, True
         if self.composer is not None:
             self.composer.follow(study)
         self._lines = {}
@@ -252,8 +293,9 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             if isinstance(event, ev.StudyUpdated) and self._grown is not None:
                 current[0] = self._grown
             if isinstance(event, (ev.CellDone, ev.CellFailed)):
+                # the summary picked now (a param read from this thread: a plain attribute, no widget touched)
                 dispatcher.push({"kind": "figures", "status": current[0].status(store=self.store),
-                                 "figs": figures(current[0], store=self.store)})
+                                 "figs": figures(current[0], store=self.store, summary=self.current_summary())})
             dispatcher.push(event, urgent=not isinstance(event, ev.CellProgress))
 
         def on_wait(holder: str) -> None:
@@ -283,9 +325,11 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
                           pn.widgets.IntInput.from_param(self.param.workers, name="Workers", width=100,
                                                         css_classes=["ls-study-workers"]),
                           self.run_button, self.stop_button, self.new_button, sizing_mode="stretch_width")
+        summary = pn.Row(self.summary_select, self.epoch_input, sizing_mode="stretch_width")
         # one figure per row: the legends (one entry per condition, long labels) sit right of the plots
         return pn.Column(
             controls, self._composer_box, self.message, self.progress, self.running_lines, self._table_slot,
+            summary, self.summary_note,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             self._grid_box, self._grid_note,
             self.plots["nc1"], self._transfer_box, self.transfer_text, self.agreement_text, self.agreement,

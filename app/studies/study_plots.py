@@ -15,7 +15,7 @@ from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
 
 __all__ = ["layer_depth_curves", "accuracy_vs_g", "grid_heatmap", "collapse_curves", "rank_text",
-           "generalization_text", "transfer_vs_g", "transfer_text", "agreement_frame", "agreement_text",
+           "generalization_text", "summary_text", "transfer_vs_g", "transfer_text", "agreement_frame", "agreement_text",
            "AGREEMENT_TITLES"]
 
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -50,6 +50,33 @@ def _interval_segments(rows: pd.DataFrame, x: str, low: str, high: str, *, color
     return hv.Segments(data, ["x0", "y0", "x1", "y1"]).opts(color=color, **opts)
 
 
+def _n_label(group, rows: pd.DataFrame, n: str = "n") -> str:
+    """A condition's legend entry: its label and n, the most seeds behind one of its points."""
+    count = pd.to_numeric(rows[n], errors="coerce").max() if n in rows and len(rows) else np.nan
+    return plot_text(group) + (f" (n={int(count)})" if np.isfinite(count) else "")
+
+
+def _summary_phrase(figs: dict) -> str:
+    """ "the last epoch", "the best epoch by unseen g", "epoch 3", or "" for figures without a summary."""
+    summary = figs.get("summary") or {}
+    if not summary.get("label"):
+        return ""
+    return summary["label"] if isinstance(summary.get("summary"), int) else f"the {summary['label']}"
+
+
+def _summary_words(figs: dict) -> str:
+    phrase = _summary_phrase(figs)
+    return f" at {phrase}" if phrase else ""
+
+
+def _seed_band(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with the 95 % interval over seeds, of zero width where it is undefined (fewer than 2 seeds)."""
+    mean = rows["mean"].astype(float)
+    low = rows["seed_low"].astype(float) if "seed_low" in rows else mean
+    high = rows["seed_high"].astype(float) if "seed_high" in rows else mean
+    return rows.assign(seed_low=low.fillna(mean), seed_high=high.fillna(mean))
+
+
 def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False, mark_best: bool = True,
             colors: dict | None = None):
     if frame is None or frame.empty:
@@ -57,17 +84,19 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
     layers = []
     for i, (group, rows) in enumerate(frame.groupby("group", sort=False)):
         color = (colors or {}).get(group, _COLORS[i % len(_COLORS)])
-        label = plot_text(group)
-        rows = rows.sort_values("depth").assign(std=lambda d: d["std"].fillna(0.0),
-                                                layer_name=lambda d: d["layer"].map(plot_text))
-        layers.append(hv.Spread(rows, "depth", ["mean", "std"], label=label).opts(color=color, alpha=0.2))
+        label = _n_label(group, rows)
+        rows = _seed_band(rows.sort_values("depth")).assign(std=lambda d: d["std"].fillna(0.0),
+                                                            layer_name=lambda d: d["layer"].map(plot_text))
+        # the band: the 95 % interval of the mean over the condition's seeds (METRICS.md, "Seeds as replicates")
+        band = rows.assign(below=rows["mean"] - rows["seed_low"], above=rows["seed_high"] - rows["mean"])
+        layers.append(hv.Spread(band, "depth", ["mean", "below", "above"], label=label).opts(color=color, alpha=0.2))
         if _has_interval(rows):
             layers.append(_interval_segments(rows, "depth", "low", "high", color=color, line_width=2, alpha=0.8))
-        layers.append(hv.Curve(rows, "depth", ["mean", "std", "n", "layer_name"], label=label).opts(
-            color=color, tools=["hover"], line_width=2))
+        layers.append(hv.Curve(rows, "depth", ["mean", "seed_low", "seed_high", "n", "std", "layer_name"],
+                               label=label).opts(color=color, tools=["hover"], line_width=2))
         if mark_best and rows["best"].any():
-            layers.append(hv.Scatter(rows[rows["best"]], "depth", ["mean", "layer_name"], label=label).opts(
-                color=color, marker="star", size=14, tools=["hover"]))
+            layers.append(hv.Scatter(rows[rows["best"]], "depth", ["mean", "seed_low", "seed_high", "n", "layer_name"],
+                                     label=label).opts(color=color, marker="star", size=14, tools=["hover"]))
     # padding: the first and last layers' marks and bars sit at depth 0 and 1; without it they were cut in half
     return hv.Overlay(layers).opts(
         hv.opts.Overlay(title=title, xlabel="relative depth (input = 0, output = 1)", ylabel=ylabel, logy=logy,
@@ -75,21 +104,27 @@ def _curves(frame: pd.DataFrame, *, ylabel: str, title: str, logy: bool = False,
                         **PLOT_OPTS))
 
 
+_SEED_BAND = "band: 95 % interval over seeds"
+
+
 def layer_depth_curves(figs: dict):
-    """g's metric (unseen NMI, mean ± std over seeds) at every layer against relative depth, per condition;
-    vertical bars: the 95 % bootstrap interval over the unseen images (where the runs recorded it); the
-    star marks each condition's best layer (Dyballa et al.)."""
+    """g's metric (unseen NMI, mean over seeds) at every layer against relative depth, per condition, at the
+    study's summary epoch; band: the 95 % interval of the mean over seeds (Student t; none for one seed); vertical
+    bars: the 95 % bootstrap interval over the unseen images (where the runs recorded it); the star marks each
+    condition's best layer (Dyballa et al.). Legend entries carry n, the seeds pooled."""
     frame = figs.get("layers")
-    bars = "; bars: 95 % bootstrap interval over the unseen images" if _has_interval(frame) else ""
+    bars = "; bars: 95 % bootstrap interval over unseen images" if _has_interval(frame) else ""
+    # short: the axis says "relative depth", the guide says the rest; a longer title is cut at the plot's width
     return _curves(frame, ylabel="unseen NMI (mean over seeds)", colors=_group_colors(figs),
-                   title=f"Unseen NMI per layer against relative depth (band: ±1 std over seeds{bars})")
+                   title=f"Unseen NMI per layer{_summary_words(figs)} ({_SEED_BAND}{bars})")
 
 
 def collapse_curves(figs: dict):
-    """NC1 on the seen held-out images per layer, per condition (Li, Liu et al. figure 10)."""
+    """NC1 on the seen held-out images per layer, per condition (Li, Liu et al. figure 10); band: the 95 % interval
+    of the mean over seeds."""
     return _curves(figs.get("nc1"), ylabel="NC1 (seen held-out, mean over seeds)", logy=True, mark_best=False,
                    colors=_group_colors(figs),
-                   title="NC1 per layer per condition")
+                   title=f"NC1 per layer per condition{_summary_words(figs)} ({_SEED_BAND})")
 
 
 def rank_text(ranks: dict) -> str:
@@ -103,8 +138,32 @@ def rank_text(ranks: dict) -> str:
             f"Kendall τ = {ranks['kendall']:.2f} ({klo:.2f} to {khi:.2f}).")
 
 
+def _interval_words(low, high, n, what: str = "seeds") -> str:
+    """"n = 3; 95 % interval over seeds 0.70 to 0.92", or "n = 1: no interval" below 2."""
+    n = int(n) if n is not None and np.isfinite(float(n)) else 0
+    if n >= 2 and np.isfinite(float(low)) and np.isfinite(float(high)):
+        return f"n = {n}; 95 % interval over {what} {float(low):.3f} to {float(high):.3f}"
+    return f"n = {n}: no interval over {what}"
+
+
+def summary_text(figs: dict) -> str:
+    """Which epoch each run was read at (the study's summary), and the runs left out for want of it."""
+    summary = figs.get("summary") or {}
+    epochs, left = summary.get("epochs"), summary.get("left_out")
+    if not summary:
+        return ""
+    counts = epochs["epoch"].dropna().astype(int).value_counts().sort_index() if epochs is not None else {}
+    read = ", ".join(f"epoch {e} ({c} run{'s' if c != 1 else ''})" for e, c in counts.items())
+    text = f"Summary: each run at {_summary_phrase(figs)}" + (f"; read at {read}." if read else "; no run read.")
+    if left is not None and len(left):
+        text += (f" Left out: {len(left)} run{'s' if len(left) != 1 else ''} without a complete evaluation there "
+                 f"({', '.join(sorted(set(plot_text(g) for g in left['group'])))}).")
+    return text
+
+
 def generalization_text(figs: dict) -> str:
-    """Per condition, g with its bootstrap interval and best-layer share where the runs recorded them."""
+    """Per condition, g (mean over seeds) with its 95 % interval over seeds and n, the seen held-out accuracy the
+    same way, and g's bootstrap interval and best-layer share where the runs recorded them."""
     gen = figs.get("generalization")
     if gen is None or gen.empty:
         return ""
@@ -114,35 +173,53 @@ def generalization_text(figs: dict) -> str:
             continue
         sure = confidence_text(getattr(row, "g_low", None), getattr(row, "g_high", None),
                                getattr(row, "best_share", None))
-        std = f" ± {row.g_std:.3f} (std over {row.n_seeds} seeds)" if pd.notna(row.g_std) else ""
-        lines.append(f"- {plot_text(row.group)}: g = {row.g:.3f}{std} at {plot_text(row.layer)}"
-                     + (f"; {sure} (95 % bootstrap over the unseen images)" if sure else ""))
+        seeds = _interval_words(getattr(row, "g_seed_low", np.nan), getattr(row, "g_seed_high", np.nan), row.n_seeds)
+        acc = ""
+        if np.isfinite(float(row.heldout_accuracy)):
+            words = _interval_words(getattr(row, "heldout_seed_low", np.nan), getattr(row, "heldout_seed_high", np.nan),
+                                    getattr(row, "heldout_n", 0), "runs")
+            acc = f"; seen held-out accuracy {row.heldout_accuracy:.3f} ({words})"
+        lines.append(f"- {plot_text(row.group)}: g = {row.g:.3f} ({seeds}) at {plot_text(row.layer)}"
+                     + (f"; {sure} (95 % bootstrap over the unseen images)" if sure else "") + acc)
     return "\n".join(lines)
 
 
+def _error(frame: pd.DataFrame, mean: str, low: str, high: str) -> tuple[pd.Series, pd.Series]:
+    """Distances from ``mean`` down to ``low`` and up to ``high`` (0 where the interval is undefined)."""
+    m = frame[mean].astype(float)
+    lo = frame[low].astype(float) if low in frame else m
+    hi = frame[high].astype(float) if high in frame else m
+    return (m - lo).fillna(0.0), (hi - m).fillna(0.0)
+
+
 def accuracy_vs_g(figs: dict):
-    """One point per condition: seen held-out accuracy against g, error bars ±1 std (Gerritz et al.);
-    a thick translucent bar: g's 95 % bootstrap interval over the unseen images (where recorded).
-    Each condition has the colour of its curve in :func:`layer_depth_curves`."""
+    """One point per condition: seen held-out accuracy against g, with the 95 % interval of each mean over seeds
+    as error bars (Gerritz et al.); a thick translucent bar: g's 95 % bootstrap interval over the unseen images
+    (where recorded). Each condition has the colour of its curve in :func:`layer_depth_curves`, its legend entry
+    carries n."""
     gen = figs.get("generalization")
-    bars = "; thick: g's 95 % bootstrap interval" if _has_interval(gen, "g_low", "g_high") else ""
-    title = f"Seen accuracy against g, per condition (bars: ±1 std{bars})"
+    bars = "; thick: g's 95 % bootstrap interval over unseen images" if _has_interval(gen, "g_low", "g_high") else ""
+    title = f"Seen accuracy against g{_summary_words(figs)} (bars: 95 % interval over seeds{bars})"
     if gen is None or gen.empty or not np.isfinite(gen["g"].astype(float)).any():
         return _empty(title)
+    g_neg, g_pos = _error(gen, "g", "g_seed_low", "g_seed_high")
+    a_neg, a_pos = _error(gen, "heldout_accuracy", "heldout_seed_low", "heldout_seed_high")
     data = gen.assign(label=gen["group"].map(plot_text), layer=gen["layer"].map(plot_text),
-                      g_std=gen["g_std"].astype(float).fillna(0.0),
-                      heldout_std=gen["heldout_std"].astype(float).fillna(0.0))
+                      g_neg=g_neg, g_pos=g_pos, acc_neg=a_neg, acc_pos=a_pos)
     colors = _group_colors(figs)
     layers = []
     for i, (group, row) in enumerate(data.groupby("group", sort=False)):
         color = colors.get(group, _COLORS[i % len(_COLORS)])
-        label = plot_text(group)
-        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "heldout_std"], horizontal=True).opts(color=color))
-        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "g_std"]).opts(color=color))
+        label = _n_label(group, row, "n_seeds")
+        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "acc_neg", "acc_pos"], horizontal=True).opts(
+            color=color))
+        layers.append(hv.ErrorBars(row, "heldout_accuracy", ["g", "g_neg", "g_pos"]).opts(color=color))
         if bars:
             layers.append(_interval_segments(row, "heldout_accuracy", "g_low", "g_high", color=color,
                                              line_width=8, alpha=0.35))
-        hover = ["g", "label", "layer", "n_runs", *(["g_low", "g_high", "best_share"] if bars else [])]
+        hover = ["g", *[c for c in ("g_seed_low", "g_seed_high") if c in row], "n_seeds", "label", "layer", "n_runs",
+                 *[c for c in ("heldout_seed_low", "heldout_seed_high") if c in row],
+                 *(["g_low", "g_high", "best_share"] if bars else [])]
         layers.append(hv.Scatter(row, "heldout_accuracy", hover, label=label).opts(size=10, color=color,
                                                                                     tools=["hover"]))
     return hv.Overlay(layers).opts(
@@ -151,7 +228,8 @@ def accuracy_vs_g(figs: dict):
 
 
 def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
-    """Mean over repeats of one quantity across the first two condition axes (Wang & Yang figures 1-3)."""
+    """Mean over repeats of one quantity across the first two condition axes (Wang & Yang figures 1-3); the hover
+    shows n and the 95 % interval of the mean over the repeats."""
     grid, axes = figs.get("grid"), list(figs.get("axes") or [])
     title = plot_text(f"{quantity}" + (f" at {layer}" if layer else "") + ", mean over repeats")
     if grid is None or grid.empty or len(axes) < 2 or "quantity" not in grid:
@@ -166,9 +244,9 @@ def grid_heatmap(figs: dict, quantity: str, layer: str | None = None):
         return _empty(title, f"no {quantity} measured")
     x, y = axes[0], axes[1]
     data = rows.assign(**{x: rows[x].map(plot_text), y: rows[y].map(plot_text)})
-    return hv.HeatMap(data, [x, y], ["mean", "std", "n"]).opts(
-        title=title, colorbar=True, cmap="viridis", tools=["hover"], responsive=True, min_height=320,
-        xrotation=30, **PLOT_OPTS)
+    return hv.HeatMap(data, [x, y], ["mean", "std", "n", *[c for c in ("seed_low", "seed_high") if c in data]]).opts(
+        title=title + " (hover: n and 95 % interval over repeats)", colorbar=True, cmap="viridis", tools=["hover"],
+        responsive=True, min_height=320, xrotation=30, **PLOT_OPTS)
 
 
 # ------------------------------------------------------------------------------ transferability vs g

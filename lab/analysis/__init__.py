@@ -40,7 +40,9 @@ Definitions (METRICS.md):
 - whether the measures agree on the best layer (:mod:`lab.analysis.agreement`, :func:`measure_agreement`),
   the label-free ones included, and how often they do over a study's runs (:func:`study_agreement`);
 - seeds as replicates (:mod:`lab.analysis.replicates`): a condition's mean over its seeds with the 95 %
-  Student-t interval of that mean and n (:func:`replicate_interval`, :func:`with_replicate_interval`);
+  Student-t interval of that mean and n (:func:`replicate_interval`, :func:`with_replicate_interval`), read
+  at each run's summary epoch: the last, the best by the unseen g, or a given one (:mod:`lab.analysis.summary_epochs`,
+  :func:`summary_epoch`, :func:`at_summary`);
 - the tunnel (:mod:`lab.analysis.tunnel`, Masarczyk et al. 2023; Harun et al. 2024): the relative depth of the
   unseen classes' best layer and the share of the layers after it where unseen g and the numerical rank fall
   while the seen probe accuracy stays saturated (:func:`tunnel`), and per study condition over its seeds
@@ -75,6 +77,7 @@ from lab.analysis.separation_law import (
     LawCode, LawReason, law_across_seeds,
 )
 from lab.analysis.replicates import REPLICATE_LEVEL, replicate_interval, with_replicate_interval
+from lab.analysis.summary_epochs import SUMMARIES, at_summary, check_summary, summary_label, up_to_epoch
 from lab.analysis.tunnel import (TUNNEL_PROBE, TUNNEL_QUANTITIES, TUNNEL_RANK, TUNNEL_TOLERANCE, Tunnel,
                                  group_tunnel, tunnel)
 from lab.analysis.study_agreement import STUDY_AGREEMENT_COLUMNS, study_agreement
@@ -82,7 +85,7 @@ from lab.analysis.ranks import ALL_CONDITIONS, rank_correlation, transfer_correl
 from lab.analysis.summary import (
     accuracy_vs_g, aggregate_seeds, complete_evaluations, generalization, grid_summary, group_curves,
     group_generalization, heldout_accuracy, latest_generalization, layer_curve, layer_order, pool_runs,
-    run_scalars, run_summary, summarize_run, RUN_FACTS, transfer_vs_g,
+    run_scalars, run_summary, summarize_run, RUN_FACTS, summary_epoch, transfer_vs_g,
 )
 
 __all__ = [
@@ -101,4 +104,5 @@ __all__ = [
     "LATEST_LAW_KEYS", "LawCode", "LawReason", "law_across_seeds",
     "tunnel", "Tunnel", "group_tunnel", "TUNNEL_TOLERANCE", "TUNNEL_PROBE", "TUNNEL_RANK", "TUNNEL_QUANTITIES",
     "replicate_interval", "with_replicate_interval", "REPLICATE_LEVEL",
+    "SUMMARIES", "check_summary", "summary_label", "summary_epoch", "at_summary", "up_to_epoch",
 ]

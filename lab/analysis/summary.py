@@ -14,7 +14,9 @@ from lab.analysis._tables import _finite, _names, _resolve_alias, aggregate_seed
 from lab.analysis.intervals import CONFIDENCE_SUFFIXES, bootstrap
 from lab.analysis.neural_collapse import terminal_phase
 from lab.analysis.ranks import rank_correlation, transfer_correlations
+from lab.analysis.replicates import with_replicate_interval
 from lab.analysis.separation_law import latest_separation_law
+from lab.analysis.summary_epochs import at_summary, check_summary, up_to_epoch
 
 _GEN_COLUMNS = ["epoch", "g", "g_std", "n_seeds", "layer", "layer_index", "final_layer", "is_final",
                 "g_low", "g_high", "best_share"]
@@ -115,6 +117,53 @@ def latest_generalization(metrics: pd.DataFrame, **kwargs: Any) -> dict | None:
     row["epoch"], row["n_seeds"], row["layer_index"] = int(row["epoch"]), int(row["n_seeds"]), int(row["layer_index"])
     row["is_final"] = bool(row["is_final"])
     return row
+
+
+def summary_epoch(metrics: pd.DataFrame, summary="last", *, layers: Iterable | None = None,
+                  run: str | None = None) -> int | None:
+    """The epoch at which one run is summarised.
+
+    Parameters
+    ----------
+    metrics : the run's long metrics table (any number of seeds)
+    summary : ``"last"``: the last epoch with a complete evaluation of the g metric (:func:`lab.catalogue.g_metric`)
+        on the unseen images; ``"best"``: the epoch whose g (max over layers of the seed-mean) is highest, exact ties
+        to the earlier epoch; an int: that epoch, which must have a complete evaluation
+    layers : the run's layers, input -> output (completeness is judged against them)
+    run : the run's name or id, for the error message
+
+    Returns
+    -------
+    int, or None when the run has no complete evaluation yet (it has nothing to summarise)
+
+    Raises
+    ------
+    ValueError
+        ``summary`` is not one of the above, or the run has no complete evaluation at the epoch asked for.
+    """
+    summary = check_summary(summary)
+    table = generalization(metrics, layers=layers)
+    if table.empty:
+        return None
+    epochs = table["epoch"].astype(int)
+    if summary == "last":
+        return int(epochs.max())
+    if summary == "best":
+        # generalization's rows are in epoch order and idxmax keeps the first maximum: ties go to the earlier epoch
+        return int(table.loc[table["g"].astype(float).idxmax(), "epoch"])
+    if summary not in set(epochs):
+        name = f"run {run!r}" if run is not None else "the run"
+        raise ValueError(f"{name} has no complete evaluation at epoch {summary}; it has epochs "
+                         f"{', '.join(map(str, sorted(set(epochs))))}. Pick one of them, or summary='last'.")
+    return summary
+
+
+def _at_summary(frames: Sequence[pd.DataFrame], summary, layers) -> tuple[list, list | None]:
+    """A condition's runs at their summary epochs and those epochs; "last" leaves the tables as they are (None)."""
+    if summary == "last":
+        return list(frames), None
+    epochs = [summary_epoch(f, summary, layers=layers) for f in frames]
+    return at_summary(frames, epochs), epochs
 
 
 def layer_curve(metrics: pd.DataFrame, *, layers: Iterable | None = None, metric: str | None = None,
@@ -244,20 +293,23 @@ def _higher_is_better(metric: str) -> bool:
 
 
 def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
-                 metric: str | None = None, split: str = "unseen", aliases: Mapping[str, Mapping] | None = None
-                 ) -> pd.DataFrame:
+                 metric: str | None = None, split: str = "unseen", aliases: Mapping[str, Mapping] | None = None,
+                 summary="last") -> pd.DataFrame:
     """Per group (e.g. backbone), the metric (None: the g metric) at every layer over its pooled runs' seeds, at the
-    last complete epoch, with relative depth and the group's best layer marked (Dyballa et al. fig. 2).
+    summary epoch (default the last complete one; :func:`lab.analysis.summary_epoch`), with relative depth and the
+    group's best layer marked (Dyballa et al. fig. 2).
 
     Returns
     -------
     DataFrame: group, layer, layer_index, depth, mean, std, n, low, high, best_share (the bootstrap
-    interval and best-layer share of :func:`layer_curve`; NaN for runs recorded without it), best
+    interval and best-layer share of :func:`layer_curve`; NaN for runs recorded without it), best, seed_low,
+    seed_high (the 95 % interval of the mean over seeds, :func:`lab.analysis.with_replicate_interval`)
     """
     metric = catalogue.g_metric() if metric is None else metric
+    summary = check_summary(summary)
     out = []
     for group, frames in groups.items():
-        pooled = pool_runs(frames)
+        pooled = pool_runs(_at_summary(frames, summary, layers.get(group))[0])
         if pooled.empty:
             continue
         curve = layer_curve(pooled, layers=layers.get(group), metric=metric, split=split)
@@ -270,39 +322,53 @@ def group_curves(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[s
         curve["best"] = (curve["layer"] == (gen["layer"] if gen else None)) & _higher_is_better(metric)
         out.append(curve)
     cols = ["group", "layer", "layer_index", "depth", "mean", "std", "n", "low", "high", "best_share", "best"]
-    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+    table = pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+    return with_replicate_interval(table)
 
 
 def group_generalization(groups: Mapping[str, Sequence[pd.DataFrame]],
                          trainings: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
-                         aliases: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+                         aliases: Mapping[str, Mapping] | None = None, summary="last") -> pd.DataFrame:
     """Per group: g over its pooled runs (with its layer, seed spread and bootstrap interval) and the
-    seen held-out accuracy over its runs (mean, std ddof=1) — the points of Gerritz et al.'s accuracy-vs-g plot.
+    seen held-out accuracy over its runs (mean, std ddof=1) — the points of Gerritz et al.'s accuracy-vs-g plot —
+    at each run's summary epoch (default the last complete one; :func:`lab.analysis.summary_epoch`).
 
     Returns
     -------
     DataFrame: group, g, g_std, g_low, g_high, best_share (those of :func:`generalization`, NaN for runs
-    recorded without the bootstrap), layer, is_final, n_seeds, heldout_accuracy, heldout_std, n_runs
+    recorded without the bootstrap), layer, is_final, n_seeds, heldout_accuracy, heldout_std, n_runs, then the
+    95 % intervals over seeds (:func:`lab.analysis.with_replicate_interval`): g_seed_low, g_seed_high (over the
+    n_seeds pooled seeds) and heldout_seed_low, heldout_seed_high over the heldout_n runs with a held-out accuracy
     """
     columns = ["group", "g", "g_std", "g_low", "g_high", "best_share", "layer", "is_final", "n_seeds",
                "heldout_accuracy", "heldout_std", "n_runs"]
+    summary = check_summary(summary)
     rows = []
     for group, frames in groups.items():
+        runs = trainings.get(group, [])
+        frames, epochs = _at_summary(frames, summary, layers.get(group))
+        if epochs is not None:
+            runs = [up_to_epoch(t, e) for t, e in zip(runs, epochs) if e is not None]
         gen = latest_generalization(pool_runs(frames), layers=layers.get(group), aliases=(aliases or {}).get(group))
-        accs = [heldout_accuracy(t)[0] for t in trainings.get(group, [])]
+        accs = [heldout_accuracy(t)[0] for t in runs]
         accs = np.array([a for a in accs if a is not None], dtype=float)
         rows.append({"group": group, "g": gen["g"] if gen else np.nan, "g_std": gen["g_std"] if gen else None,
                      **{k: np.nan if gen is None or gen[k] is None else gen[k] for k in ("g_low", "g_high", "best_share")},
                      "layer": gen["layer"] if gen else None, "is_final": gen["is_final"] if gen else None,
                      "n_seeds": gen["n_seeds"] if gen else 0,
                      "heldout_accuracy": float(accs.mean()) if len(accs) else np.nan,
-                     "heldout_std": float(accs.std(ddof=1)) if len(accs) > 1 else np.nan, "n_runs": len(frames)})
-    return pd.DataFrame(rows, columns=columns)
+                     "heldout_std": float(accs.std(ddof=1)) if len(accs) > 1 else np.nan, "n_runs": len(frames),
+                     "heldout_n": len(accs)})
+    table = pd.DataFrame(rows, columns=[*columns, "heldout_n"]).astype({"g_std": float, "heldout_std": float})
+    table = with_replicate_interval(table, mean="g", std="g_std", n="n_seeds", prefix="g_seed_")
+    table = with_replicate_interval(table, mean="heldout_accuracy", std="heldout_std", n="heldout_n",
+                                    prefix="heldout_seed_")
+    return table[[*columns, "g_seed_low", "g_seed_high", "heldout_n", "heldout_seed_low", "heldout_seed_high"]]
 
 
 def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[str, Iterable], *,
                   aliases: Mapping[str, Mapping] | None = None, scores: Sequence[str] | None = None,
-                  n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+                  n_boot: int = 2000, seed: int = 0, level: float = 0.95, summary="last") -> dict:
     """Do scores measured before fine-tuning rank layers the way the unseen NMI they reach after it does?
 
     Per group (runs pooled as seeds) and layer: each transferability score on the seen held-out images
@@ -314,32 +380,37 @@ def transfer_vs_g(groups: Mapping[str, Sequence[pd.DataFrame]], layers: Mapping[
     Parameters
     ----------
     scores : metrics to compare; default the catalogue's transferability family and ``TRANSFER_BASELINE``
+    summary : the epoch of the NMI: ``"last"`` (default), ``"best"`` or an epoch (:func:`lab.analysis.summary_epoch`)
 
     Returns
     -------
     dict: ``scores`` (those some run measured, in the order asked), ``points`` (DataFrame: group, layer,
-    layer_index, depth, epoch (of the NMI), nmi, nmi_low, nmi_high, then one column per measured score)
+    layer_index, depth, epoch (of the NMI), nmi, nmi_low, nmi_high (bootstrap over the unseen images), n,
+    nmi_seed_low, nmi_seed_high (the 95 % interval of the mean over n seeds), then one column per measured score)
     and ``correlations`` (score, scope, n, spearman, spearman_p, spearman_low, spearman_high).
     """
     wanted = (list(scores) if scores is not None
               else [*catalogue.metric_names(family="transferability"), catalogue.TRANSFER_BASELINE])
+    summary = check_summary(summary)
     parts = []
     for group, frames in groups.items():
-        pooled = pool_runs(frames)
+        pooled = pool_runs(_at_summary(frames, summary, layers.get(group))[0])
         if pooled.empty:
             continue
         nmi = layer_curve(pooled, layers=layers.get(group))
         if nmi.empty:
             continue
         ended = complete_evaluations(pooled, _names(layers.get(group)))["epoch"]
-        part = nmi.rename(columns={"mean": "nmi", "low": "nmi_low", "high": "nmi_high"})
+        part = with_replicate_interval(nmi, prefix="nmi_seed_").rename(
+            columns={"mean": "nmi", "low": "nmi_low", "high": "nmi_high"})
         part = part.assign(group=group, epoch=int(ended.max()) if len(ended) else np.nan)
         for score in wanted:
             before = layer_curve(pooled, layers=layers.get(group), metric=score, split="seen", epoch=0)
             part[score] = part["layer"].map(dict(zip(before["layer"], before["mean"]))).astype(float)
         alias = (aliases or {}).get(group) or {}
         parts.append(part[~part["layer"].map(lambda name: alias.get(name) in set(part["layer"]))])
-    cols = ["group", "layer", "layer_index", "depth", "epoch", "nmi", "nmi_low", "nmi_high"]
+    cols = ["group", "layer", "layer_index", "depth", "epoch", "nmi", "nmi_low", "nmi_high", "n", "nmi_seed_low",
+            "nmi_seed_high"]
     points = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*cols, *wanted])
     measured = [s for s in wanted if s in points and points[s].notna().any()]
     points = points[[*cols, *measured]]
@@ -379,6 +450,7 @@ def run_scalars(training: pd.DataFrame | None, utilization: pd.DataFrame | None 
 
 def grid_summary(values: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
     """Mean, std (ddof=1) and n over repeats (runs) of ``value`` per study cell of ``axes``, layer
-    and quantity — the cells of Wang & Yang's width x label-noise heatmaps."""
+    and quantity — the cells of Wang & Yang's width x label-noise heatmaps — with seed_low, seed_high: the 95 %
+    interval of the mean over the repeats (:func:`lab.analysis.with_replicate_interval`)."""
     keys = [*axes, *[c for c in ("quantity", "layer") if c in values]]
-    return aggregate_seeds(values, by=keys)
+    return with_replicate_interval(aggregate_seeds(values, by=keys))

@@ -27,6 +27,7 @@ LOAD = r'''
 STORE_ROOT = {{STORE_ROOT}}
 SPEC = {{SPEC}}
 EXPORTED_RUN_IDS = {{RUN_IDS}}   # per cell, the run this notebook was exported with (None: no run yet)
+SUMMARY = {{SUMMARY}}   # each run read at: "last" (epoch), "best" (its epoch of highest unseen g), or an epoch
 
 store = lab.RunStore(STORE_ROOT)
 study = Study.from_dict(SPEC)
@@ -34,18 +35,20 @@ status = study.status(store=store)
 changed = [cell for cell, old, new in zip(status["cell"], EXPORTED_RUN_IDS, status["run_id"]) if old != new]
 if changed:
     print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
-figs = figures(study, store=store)   # reads the study's finished runs back from the store
+figs = figures(study, store=store, summary=SUMMARY)   # reads the study's finished runs back from the store
 print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
+print(study_plots.summary_text(figs))
 display(status, metadata=lab.export.table_metadata("status", status))
 '''
 
 LAYERS = r'''
-display(figs["layers"])   # per condition and layer: mean, std and n over its seeds; best = g's layer
+layers = figs["layers"]   # per condition and layer: mean, std, n and the 95 % interval over seeds; best = g's layer
+display(layers, metadata=lab.export.table_metadata("layers", layers))
 study_plots.layer_depth_curves(figs)
 '''
 
 GENERALIZATION = r'''
-generalization = figs["generalization"]   # per condition: g, its interval, its layer, seen accuracy over its runs
+generalization = figs["generalization"]   # per condition: g and seen accuracy, each with n and its interval over seeds
 display(generalization, metadata=lab.export.table_metadata("generalization", generalization))
 print(study_plots.generalization_text(figs))
 print(study_plots.rank_text(figs["ranks"]))
@@ -53,9 +56,9 @@ study_plots.accuracy_vs_g(figs)
 '''
 
 GRID = r'''
-grid = figs["grid"]   # per condition, quantity and layer: mean, std and n over repeats
+grid = figs["grid"]   # per condition, quantity and layer: mean, std, n and the 95 % interval over repeats
 LAYERS = [layer for layer in dict.fromkeys(figs["layers"]["layer"]) if layer in set(grid["layer"])]
-display(grid)
+display(grid, metadata=lab.export.table_metadata("grid", grid))
 hv.Layout([study_plots.grid_heatmap(figs, quantity, layer) for quantity in ("utilization", "contribution")
            for layer in LAYERS]
           + [study_plots.grid_heatmap(figs, quantity, "") for quantity in ("generalization_gap", "resilience")]
@@ -63,14 +66,14 @@ hv.Layout([study_plots.grid_heatmap(figs, quantity, layer) for quantity in ("uti
 '''
 
 NC1 = r'''
-nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, mean over seeds
-display(nc1.pivot(index="layer", columns="group", values="mean").reindex(list(dict.fromkeys(nc1["layer"])))
-        if len(nc1) else nc1)
+nc1 = figs["nc1"]   # per condition and layer: NC1 on the seen held-out images, mean over seeds with n and interval
+nc1_table = nc1[["group", "layer", "mean", "seed_low", "seed_high", "n"]]
+display(nc1_table, metadata=lab.export.table_metadata("nc1", nc1_table))
 study_plots.collapse_curves(figs)
 '''
 
 LAW = r'''
-law = figs["law"]   # per condition and split: the law of equi-separation at the last epoch, over its seeds
+law = figs["law"]   # per condition and split: the law of equi-separation at the summary epoch, over its seeds
 display(law, metadata=lab.export.table_metadata("law", law))
 '''
 

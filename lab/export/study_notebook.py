@@ -5,11 +5,13 @@ writes an nbformat v4 notebook whose cells
 
 - rebuild the :class:`lab.study.Study` from its spec, embedded as a Python literal;
 - reload the study's finished runs from the run store (:func:`lab.study.figures`: every number
-  from :mod:`lab.analysis`) and show the status of every cell;
+  from :mod:`lab.analysis`), each read at the study's summary epoch (``summary=``: the last, the best by the
+  unseen g, or a given epoch; ``SUMMARY`` in the notebook), and show the status of every cell;
 - draw the figures of the app's Studies tab with ``app.study_plots``: g per layer against relative
   depth (with the bootstrap interval where recorded), seen accuracy against g with the rank
   correlations, the Wang & Yang heatmaps, NC1 per layer per condition and the transferability scores
-  before fine-tuning against the unseen NMI after it, each next to its table;
+  before fine-tuning against the unseen NMI after it, each next to its table; every condition's number is the
+  mean over its seeds with the 95 % interval of that mean and n (METRICS.md, "Seeds as replicates");
 - say whether the measures agree over the study's runs (:func:`lab.analysis.study_agreement`: how often
   each measure's best layer is NMI's, the label-free ones included, and its median Spearman with NMI).
 
@@ -181,7 +183,7 @@ def _axes_markdown(study) -> str:
     return "\n".join(lines) or "- no axes: one run of the base configuration"
 
 
-def build_study_notebook(study_or_spec, *, store=None):
+def build_study_notebook(study_or_spec, *, store=None, summary="last"):
     """Build (but do not write) the notebook of :func:`study_to_notebook`.
 
     Returns
@@ -194,6 +196,9 @@ def build_study_notebook(study_or_spec, *, store=None):
 
     import lab
 
+    from lab.analysis import check_summary, summary_label
+
+    summary = check_summary(summary)
     store = open_store(store)
     study = _resolve_study(study_or_spec, store)
     status = study.status(store=store)
@@ -218,6 +223,11 @@ def build_study_notebook(study_or_spec, *, store=None):
         "",
         "At export: " + ", ".join(f"{n} {escape_markdown(str(s))}" for s, n in counts.items()) + ". The cells "
         "below reload the finished runs from the run store and draw the papers' figures; nothing is re-measured.",
+        "",
+        f"Each run is read at its **{escape_markdown(summary_label(summary))}** (`SUMMARY` below: `\"last\"`, "
+        "`\"best\"`, the epoch of highest unseen g, or an epoch). A condition's runs differ only in their seeds: "
+        "every table and figure shows their mean, the 95 % interval of that mean over the seeds (Student t; none "
+        "for one seed) and n.",
     ]
     if counts.get("finished", 0) < len(status):
         intro += ["", "> ⚠️ Not every cell had a finished run at export: the figures show the finished ones. "
@@ -229,24 +239,28 @@ def build_study_notebook(study_or_spec, *, store=None):
                              "as plain data; `figures()` reads its finished runs, the newest per cell."),
         v4.new_code_cell(fill(template.SETUP)),
         v4.new_code_cell(fill(template.LOAD, STORE_ROOT=py_literal(str(root)), SPEC=_spec_literal(study),
-                               RUN_IDS=py_literal(run_ids)), metadata={"tags": ["study-status"]}),
+                               RUN_IDS=py_literal(run_ids), SUMMARY=py_literal(summary)),
+                         metadata={"tags": ["study-status"]}),
         v4.new_markdown_cell(
             "## g per layer against relative depth (Dyballa et al.)\n\nAt every layer, the unseen classes' "
             "features are clustered (k-means) and compared with the true classes by NMI. One curve per condition "
-            "(runs that differ only in their seeds are pooled), the band is ± one standard deviation over seeds, "
+            "(runs that differ only in their seeds are pooled; n in the legend), the band is the 95 % interval of the "
+            "mean over seeds, the vertical bars (where recorded) the 95 % bootstrap interval over the unseen images, "
             "the star marks the best layer, whose NMI is the condition's generalization index g. Relative depth "
             "runs from 0 (first measured layer) to 1 (last)."),
         v4.new_code_cell(fill(template.LAYERS), metadata={"tags": ["study-layers"]}),
         v4.new_markdown_cell(
             "## Seen accuracy against g (Gerritz et al.)\n\nOne point per condition: accuracy on held-out images "
-            "of the seen classes against g, error bars ± one standard deviation. Spearman's ρ and Kendall's τ "
+            "of the seen classes against g, error bars the 95 % interval of each mean over seeds. Spearman's ρ and "
+            "Kendall's τ "
             "measure whether ordering the conditions by seen accuracy gives the same order as ordering them by "
             "g (+1 the same, −1 reversed, 0 unrelated), with 95 % bootstrap intervals over conditions; below "
             "three conditions there is no coefficient."),
         v4.new_code_cell(fill(template.GENERALIZATION), metadata={"tags": ["study-generalization"]}),
         v4.new_markdown_cell(
             "## Condition heatmaps (Wang & Yang, figures 1-3)\n\nOver the first two condition axes, the mean over "
-            "repeats of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of each layer; **contribution**, the change of seen "
+            "repeats (the table adds n and the 95 % interval over repeats) of: **utilization** ‖W − W⁰‖ / ‖W⁰‖ of "
+            "each layer; **contribution**, the change of seen "
             "held-out accuracy when that layer alone is reset to its initial weights; the **generalization gap** "
             "(training minus held-out accuracy); **resilience**, the accuracy on the training images whose labels "
             "were corrupted, against their true labels. A study with fewer than two condition axes, or without "
@@ -255,13 +269,15 @@ def build_study_notebook(study_or_spec, *, store=None):
         v4.new_markdown_cell(
             "## NC1 per layer per condition (Li, Liu et al., figure 10)\n\nNeural collapse at each layer on the "
             "held-out images of the seen classes: the within-class spread in units of the between-class spread "
-            "(near 0: each class collapsed to a point). Log scale."),
+            "(near 0: each class collapsed to a point). Log scale; the band is the 95 % interval of the mean over "
+            "seeds."),
         v4.new_code_cell(fill(template.NC1), metadata={"tags": ["study-nc1"]}),
         v4.new_markdown_cell(
             "## The law of equi-separation per condition (He & Su 2023)\n\nlog10 NC1 fitted against depth at the "
             "last epoch, per split (train sample, held-out images of the seen classes, unseen classes): the ratio "
             "by which each layer multiplies NC1 (below 1: each deeper layer separates the classes better) and "
-            "Pearson r of the fit (near −1 or +1 where the law holds), mean and std over the condition's seeds."),
+            "Pearson r of the fit (near −1 or +1 where the law holds), mean and std over the condition's seeds, "
+            "with the 95 % interval of each mean (`ratio_seed_low` … `r_seed_high`) and n (`n_seeds`)."),
         v4.new_code_cell(fill(template.LAW), metadata={"tags": ["study-law"]}),
         v4.new_markdown_cell(
             "## Transferability scores before fine-tuning against g (You et al. 2021; Shao et al. 2022)\n\n"
@@ -288,7 +304,7 @@ def build_study_notebook(study_or_spec, *, store=None):
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["layerscope"] = {
         "study": study.name, "store": str(root), "run_ids": run_ids, "exported": now.isoformat(timespec="seconds"),
-        "lab_version": lab.__version__, "status": {str(k): int(v) for k, v in counts.items()},
+        "lab_version": lab.__version__, "status": {str(k): int(v) for k, v in counts.items()}, "summary": summary,
     }
     nbformat.validate(nb)
     return nb
@@ -296,7 +312,7 @@ def build_study_notebook(study_or_spec, *, store=None):
 
 @doc(**WRITE_DOCS)
 def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, execute: bool = False,
-                      timeout: int = 600) -> Path:
+                      timeout: int = 600, summary="last") -> Path:
     """Write a notebook that reloads a study's finished runs and draws its figures and tables.
 
     Parameters
@@ -306,15 +322,19 @@ def study_to_notebook(study_or_spec, path: str | os.PathLike, *, store=None, exe
         ``store`` (its spec is saved in the store's ``.studies/`` folder by ``python -m lab study run``).
     path, store, execute, timeout
         As for :func:`lab.export.to_notebook`; ``store`` holds the study's runs.
+    summary : "last", "best" or int
+        The epoch each run is read at (:func:`lab.study.figures`): its last complete evaluation (default), its
+        epoch of highest unseen g, or that epoch (runs without it are left out, and the notebook says so).
 
     {returns}
 
     Raises
     ------
     ValueError
-        A path that is not ``.ipynb``, an unknown study name, a bad spec, or a study with no run in the store.
+        A path that is not ``.ipynb``, an unknown study name, a bad spec, a study with no run in the store, or a
+        summary that is not "last", "best" or an epoch.
     {execute_failed}
     """
     target = check_ipynb(path)
-    return write_notebook(build_study_notebook(study_or_spec, store=store), target, execute=execute,
+    return write_notebook(build_study_notebook(study_or_spec, store=store, summary=summary), target, execute=execute,
                           timeout=timeout, what="study notebook")

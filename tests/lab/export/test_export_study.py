@@ -91,6 +91,19 @@ def test_study_notebook_structure(hand_study):
     assert meta["study"] == study.name and meta["run_ids"] == ids and meta["status"] == {"finished": 3}
 
 
+def test_study_notebook_reads_the_summary_it_was_exported_with(hand_study):
+    store, study, _, _ = hand_study
+    assert _assigned(build_study_notebook(study, store=store), "study-status")["SUMMARY"] == "last"
+    nb = build_study_notebook(study, store=store, summary="best")
+    load = next(c for c in nb.cells if "study-status" in c.metadata.get("tags", []))
+    assert _assigned(nb, "study-status")["SUMMARY"] == "best" and nb.metadata["layerscope"]["summary"] == "best"
+    assert "figures(study, store=store, summary=SUMMARY)" in load.source
+    assert "**best epoch by unseen g**" in nb.cells[0].source and "95 % interval" in nb.cells[0].source
+    assert _assigned(build_study_notebook(study, store=store, summary=1), "study-status")["SUMMARY"] == 1
+    with pytest.raises(ValueError, match="summary must be 'last'"):
+        build_study_notebook(study, store=store, summary="final")
+
+
 def test_study_notebook_says_whether_the_measures_agree(hand_study):
     store, study, _, _ = hand_study
     nb = build_study_notebook(study, store=store)
@@ -216,6 +229,12 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
     # the g table the notebook showed is lab.study.figures()'s, value for value
     pd.testing.assert_frame_equal(shown["generalization"], figs["generalization"], check_exact=True)
     assert len(figs["generalization"]) == 4 and figs["generalization"]["g"].between(0, 1).all()
+    # every condition table shows the mean with n and the 95 % interval over seeds
+    pd.testing.assert_frame_equal(shown["layers"], figs["layers"], check_exact=True)
+    assert {"mean", "seed_low", "seed_high", "n"} <= set(shown["layers"]) <= set(figs["layers"])
+    assert {"g_seed_low", "g_seed_high", "n_seeds", "heldout_seed_low", "heldout_n"} <= set(shown["generalization"])
+    assert {"mean", "seed_low", "seed_high", "n"} <= set(shown["grid"]) and list(shown["nc1"]) == [
+        "group", "layer", "mean", "seed_low", "seed_high", "n"]
     pd.testing.assert_frame_equal(shown["status"], study.status(store=store), check_exact=True)
     assert (shown["status"]["status"] == "finished").all()
     # the agreement table it showed is lab.analysis.study_agreement's (kNN accuracy against NMI, 4 runs)
@@ -228,6 +247,9 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
     assert all(group in html for group in figs["generalization"]["group"])
     printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
     assert "Over 4 conditions: Spearman" in printed and "note:" not in printed
+    from app import study_plots
+
+    assert study_plots.summary_text(figs) in printed and "each run at the last epoch" in printed
     assert not marker.exists(), "text from the study spec was executed"
     # the figures were drawn (HoloViews objects in the outputs of the figure cells)
     for tag in ("study-layers", "study-generalization", "study-grid", "study-nc1"):
