@@ -91,14 +91,16 @@ def make_runs(store, n: int = N_RUNS) -> list[str]:
 
 
 @contextlib.contextmanager
-def served_app(runs: Path, port: int, log_dir: Path, artifact: str = "server-page-growth.log"):
-    """``panel serve app`` on ``runs`` at 127.0.0.1:``port``; yields (url, server process)."""
+def served_app(runs: Path, port: int, log_dir: Path, artifact: str = "server-page-growth.log", *,
+               env: dict | None = None):
+    """``panel serve app`` on ``runs`` at 127.0.0.1:``port`` (``env``: more environment); yields (url, server
+    process)."""
     from served import serve, with_repo_on_path
 
     url = f"http://127.0.0.1:{port}/app"
     cmd = [sys.executable, "-m", "panel", "serve", "app", "--address", "127.0.0.1", "--port", str(port),
            "--allow-websocket-origin", f"127.0.0.1:{port}"]
-    env = with_repo_on_path({"LAB_RUNS_DIR": str(runs)})
+    env = with_repo_on_path({"LAB_RUNS_DIR": str(runs), **(env or {})})
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     with serve(cmd, url, log_path=log_dir / "server.log", artifact=artifact, what="panel serve", timeout=300,
                env=env) as proc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 __all__ = ["FigureReader"]
@@ -18,11 +19,19 @@ _log = logging.getLogger(__name__)
 
 class FigureReader:
     """Calls ``push(read())`` on its own thread after each :meth:`mark` (marks made during a read coalesce into one
-    more read); :meth:`close` makes a last read and waits for it, so the figures shown end with the store's."""
+    more read), at most once every ``min_interval`` seconds; :meth:`close` makes a last read at once and waits for
+    it, so the figures shown end with the store's.
 
-    def __init__(self, read: Callable[[], Any], push: Callable[[Any], None], *, name: str = "lab-study-figures"):
+    ``min_interval`` leaves the page's own thread free between two redraws: cells of a few seconds landing one
+    after the other would otherwise keep it drawing figures while a click waits.
+    """
+
+    def __init__(self, read: Callable[[], Any], push: Callable[[Any], None], *, min_interval: float = 0.0,
+                 name: str = "lab-study-figures"):
         self._read, self._push = read, push
+        self.min_interval = float(min_interval)
         self._stale = threading.Event()
+        self._closed = threading.Event()      # wakes a wait between two reads
         self._closing = False
         self._thread = threading.Thread(target=self._loop, daemon=True, name=name)
         self._thread.start()
@@ -34,12 +43,14 @@ class FigureReader:
     def close(self, timeout: float | None = 120.0) -> None:
         """Read the figures a last time and wait until they are pushed (at most ``timeout`` seconds)."""
         self._closing = True
+        self._closed.set()
         self._stale.set()
         self._thread.join(timeout)
 
     def _loop(self) -> None:
         while True:
             self._stale.wait()
+            started = time.monotonic()
             self._stale.clear()             # before reading _closing: a close() after this sets _stale again
             closing = self._closing
             try:
@@ -48,3 +59,4 @@ class FigureReader:
                 _log.exception("could not read the study's figures")
             if closing:
                 return
+            self._closed.wait(max(0.0, self.min_interval - (time.monotonic() - started)))

@@ -6,11 +6,17 @@ calls on the session's thread; it reads and sets the panel's widgets and run sta
 """
 from __future__ import annotations
 
+import time
+
 from lab import events as ev
 
 from ._growing import mark_cell, regrid
 
 __all__ = ["RunEvents"]
+
+_REDRAW_SECONDS = 2.0
+"""While a study runs, its figures are redrawn at most this often, and at most a third of the time (cells of a
+second or two land faster than a page redraws a study's figures; a click waits behind a redraw)."""
 
 
 class RunEvents:
@@ -31,12 +37,17 @@ class RunEvents:
             if kind == "queued":
                 self.message.object = msg["text"]
             elif kind == "figures":
+                started = time.monotonic()
                 self._show(msg["status"], msg["figs"])
+                reader = getattr(self, "_reader", None)
+                if reader is not None:
+                    # the page draws at most a third of the time: a click waits behind one redraw at most
+                    reader.min_interval = max(_REDRAW_SECONDS, 2 * (time.monotonic() - started))
             elif kind == "done":
                 self.running = False
                 self.run_button.disabled, self.stop_button.disabled = False, True
                 self.progress.visible = False
-                self._lines, self._control, self._grown = {}, None, None
+                self._lines, self._control, self._grown, self._reader = {}, None, None, None
                 if self.composer is not None:
                     self.composer.unfollow()
                 self.message.object = msg["text"]

@@ -43,6 +43,8 @@ class StudyComposer(pn.viewable.Viewer):
     on_grow : callable taking a Study and returning a message, optional
         Called by **Add to running study** (Launch while :meth:`follow` shows a running study) with
         :meth:`to_study`; what it returns is shown (the Studies tab's ``grow``).
+    on_save : callable taking the spec's path, optional
+        Called after **Save** wrote a spec (the Studies tab lists it in its spec picker).
     """
 
     source = param.Selector(default=BLANK, objects=[BLANK], doc="What the study starts from: a blank study or a "
@@ -58,11 +60,12 @@ class StudyComposer(pn.viewable.Viewer):
 
     def __init__(self, store=None, *, base_config: Callable[[], RunConfig] | None = None,
                  on_launch: Callable[[Study], None] | None = None,
-                 on_grow: Callable[[Study], str] | None = None, **params):
+                 on_grow: Callable[[Study], str] | None = None,
+                 on_save: Callable[[Path], None] | None = None, **params):
         super().__init__(**params)
         self.store = store
         self.base_config = base_config
-        self.on_launch, self.on_grow = on_launch, on_grow
+        self.on_launch, self.on_grow, self.on_save = on_launch, on_grow, on_save
         self._specs = shipped_specs()
         self.param.source.objects = [BLANK, *self._specs]
         self._base: dict = {}
@@ -86,7 +89,7 @@ class StudyComposer(pn.viewable.Viewer):
         self.preview = pn.widgets.TextAreaInput(value="", disabled=True, height=260, sizing_mode="stretch_width",
                                                 css_classes=["ls-compose-yaml"])
         self.save_button = pn.widgets.Button(label="Save", width=90, css_classes=["ls-compose-save"])
-        self.launch_button = pn.widgets.Button(label="Launch", color="primary", width=90,
+        self.launch_button = pn.widgets.Button(label="Launch", color="primary", width=170,
                                                css_classes=["ls-compose-launch"])
         self.save_button.on_click(lambda _e: self.save())
         self.launch_button.on_click(lambda _e: self.launch())
@@ -267,6 +270,8 @@ class StudyComposer(pn.viewable.Viewer):
         self.message = (f"Saved {_esc(str(path))} ({len(study.cells())} cells{replacing}). "
                         f"Run it from a shell with `python -m lab study run {_esc(str(path))}`: stored cells are "
                         "not run again.")
+        if self.on_save is not None:
+            self.on_save(path)
         return path
 
     def launch(self) -> None:

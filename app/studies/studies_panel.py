@@ -24,14 +24,22 @@ from app.base import DocDispatcher
 
 from ._devices import study_device_keys
 from ._growing import growth_problem
-from ._run_events import RunEvents
+from ._run_events import _REDRAW_SECONDS, RunEvents
+from ._figure_reader import FigureReader
 from ._specs import shipped_specs
 from .study_plots import (
     AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
     grid_heatmap, layer_depth_curves, rank_text, summary_text, transfer_text, transfer_vs_g,
 )
+from .tunnel_plot import tunnel_plot, tunnel_text
 
 __all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
+
+
+def has_tunnel(figs: dict) -> bool:
+    """Whether the study's runs measured what the tunnel figure needs (a row of ``figs["tunnel"]``)."""
+    tunnel = figs.get("tunnel")
+    return tunnel is not None and len(tunnel) > 0
 
 _log = logging.getLogger(__name__)
 _QUANTITIES = ("utilization", "contribution", "generalization_gap", "resilience")
@@ -70,6 +78,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self._study = None                   # the study running (after StudyUpdated: the grown one)
         self._grown = None                   # the study last given to the controller, until StudyUpdated
         self._figs: dict = {}
+        self._reader = None                  # the running study's FigureReader (its pace follows the redraws)
+        self._redraws = 0                    # Summary choices made: a read answers only the newest
         self._shown = None                   # the study whose figures are shown (the spec's, or the one launched)
         self._showing_run = False            # True from a launch: the figures follow the running (grown) study
         self._lines: dict[int, str] = {}
@@ -81,8 +91,9 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self.run_button.on_click(lambda _e: self.start())
         self.stop_button.on_click(lambda _e: self.stop())
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-message"])
-        self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width", visible=False)
-        self.running_lines = pn.pane.Markdown("", sizing_mode="stretch_width")
+        self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width", visible=False,
+                                               css_classes=["ls-study-progress"])
+        self.running_lines = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-running"])
         self.table = self._new_table(pn.widgets.Tabulator().value)
         self._table_slot = pn.Column(self.table, sizing_mode="stretch_width")
         self.ranks = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-ranks"])
@@ -97,17 +108,22 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         # it never received ("reference ... isn't known") and later updates of the page are dropped.
         self.plots = {name: pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=330, linked_axes=False,
                                                css_classes=[f"ls-study-{name}"])
-                      for name in ("layers", "accuracy", "grid", "nc1", "transfer")}
+                      for name in ("layers", "accuracy", "grid", "nc1", "transfer", "tunnel")}
         # shown by its box (see the live view: a HoloViews pane's own visible does not reach its plot): a study
         # whose runs measured no transferability score has the sentence below it, not a box around the same sentence
         self._transfer_box = pn.Column(self.plots["transfer"], sizing_mode="stretch_width", margin=0)
+        # the tunnel (lab.analysis.group_tunnel) needs unseen NMI, the seen NCC accuracy and the numerical rank:
+        # a study that measured them has the figure, another a sentence saying what is missing
+        self._tunnel_box = pn.Column(self.plots["tunnel"], sizing_mode="stretch_width", margin=0)
+        self.tunnel_text = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-study-tunnel-text"])
         self.param.watch(lambda _e: self.refresh(), "spec")
         # the layer picker is not from_param: its options and value must change together (a param's
         # objects and value changed one after the other reach the browser as a blank choice)
         self.layer_select = pn.widgets.Select(label="Layer", options=[], width=200, css_classes=["ls-study-layer"])
         self.layer_select.param.watch(lambda e: setattr(self, "layer", e.new), "value")
         # the condition heatmap and its controls, for a study of two condition axes or more; else one line says so
-        grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200),
+        grid_controls = pn.Row(pn.widgets.Select.from_param(self.param.quantity, name="Heatmap", width=200,
+                                                            css_classes=["ls-study-heatmap"]),
                                self.layer_select)
         self._grid_box = pn.Column(grid_controls, self.plots["grid"], sizing_mode="stretch_width", max_width=900)
         self._grid_note = pn.pane.Markdown("", visible=False, sizing_mode="stretch_width",
@@ -140,7 +156,42 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
     def _summary_changed(self, _event=None) -> None:
         self.summary_select.value = self.summary
         self.epoch_input.param.update(visible=self.summary == "epoch", value=self.epoch)
-        self.redraw()
+        from lab.analysis import summary_label
+
+        # answered at once; the figures (a read of every run of the study and a redraw: seconds) on the next tick
+        label = escape_markdown(summary_label(self.current_summary()))
+        self.summary_note.object = f"Reading every run at its {label}…"
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            # answered at once: the figures are read on a thread (a read of every run: seconds) and drawn after
+            self._redraws += 1
+            threading.Thread(target=self._read_then_show, args=(doc, self._redraws), daemon=True,
+                             name="lab-study-summary").start()
+        else:
+            self.redraw()
+
+    def _read_then_show(self, doc, generation: int) -> None:
+        study = self._study if self._showing_run and self._study is not None else self._shown
+        if study is None:
+            return
+        from lab.study import figures
+
+        try:
+            status, figs = study.status(store=self.store), figures(study, store=self.store,
+                                                                    summary=self.current_summary())
+        except Exception as exc:          # noqa: BLE001 - shown on the page, never raised into Tornado
+            _log.exception("could not read the study's figures")
+            status, figs = None, {"error": f"{type(exc).__name__}: {exc}"}
+
+        def show() -> None:
+            if generation != self._redraws:
+                return                     # another choice came since: its own read follows
+            if status is None:
+                self.summary_note.object = f"**Could not read the figures:** {escape_markdown(figs['error'])}"
+            else:
+                self._show(status, figs)
+
+        doc.add_next_tick_callback(show)
 
     def redraw(self) -> None:
         """Re-read the figures of the study shown (the running one while it runs) at the current summary."""
@@ -191,11 +242,17 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self._figs = figs
         # escaped: the note names conditions, whose values a user typed
         self.summary_note.object = escape_markdown(summary_text(figs))
-        self.plots["layers"].object = layer_depth_curves(figs)
-        self.plots["accuracy"].object = accuracy_vs_g(figs)
-        self.plots["nc1"].object = collapse_curves(figs)
+        self._draw([("layers", layer_depth_curves), ("accuracy", accuracy_vs_g), ("nc1", collapse_curves),
+                    ("transfer", transfer_vs_g), *([("tunnel", tunnel_plot)] if has_tunnel(figs) else [])], figs)
         self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
-        self.plots["transfer"].object = transfer_vs_g(figs)
+        finished = figs.get("generalization")
+        self._tunnel_box.visible = has_tunnel(figs)
+        # escaped: the lines name conditions, whose values a user typed
+        self.tunnel_text.object = (escape_markdown(tunnel_text(figs)) if has_tunnel(figs) else
+                                   "" if finished is None or not len(finished) else
+                                   "No tunnel figure: it needs the unseen NMI, the seen NCC accuracy and the "
+                                   "numerical rank at every layer (add `ncc_accuracy` and `numerical_rank` to the "
+                                   "study's metrics; METRICS.md, \"Tunnel\").")
         self.transfer_text.object = transfer_text(figs)
         transfer, finished = figs.get("transfer") or {}, figs.get("generalization")
         self._transfer_box.visible = bool(transfer.get("scores")) or finished is None or not len(finished)
@@ -216,6 +273,11 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         else:
             self._draw_grid()
 
+    def _draw(self, plots: list, figs: dict) -> None:
+        """Draw each ``(name, figure function)`` of ``plots`` from ``figs`` into its pane."""
+        for name, make in plots:
+            self.plots[name].object = make(figs)
+
     def _draw_grid(self) -> None:
         if self._figs:
             needs_layer = self.quantity in ("utilization", "contribution")
@@ -227,11 +289,16 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             from .composer import StudyComposer
 
             self.composer = StudyComposer(self.store, base_config=self._base_config, on_launch=self.start,
-                                          on_grow=self.grow)
+                                          on_grow=self.grow, on_save=self._saved)
             self._composer_box.objects = [self.composer]
             if self.running and self._study is not None:
                 self.composer.follow(self._study)
         self._composer_box.visible = not self._composer_box.visible
+
+    def _saved(self, path) -> None:
+        """A spec the composer saved is offered by the spec picker too."""
+        self._specs = shipped_specs()
+        self.param.spec.objects = list(self._specs)
 
     # -- running ----------------------------------------------------------------------------------
     def start(self, study=None) -> None:
@@ -257,6 +324,10 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self.running = True
         self.run_button.disabled, self.stop_button.disabled = True, False
         self.progress.visible, self.progress.value, self.progress.max = True, 0, len(study.cells())
+        try:
+            self.redraw()                  # the launched study's cells and figures at once, not the spec's
+        except (ValueError, OSError) as exc:
+            self.message.object = f"**Cannot read the run store:** {exc}"
         threading.Thread(target=self._work, args=(study, self._cancel, self._dispatcher, self._control),
                          daemon=True, name="lab-study").start()
 
@@ -289,14 +360,22 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
 
         current = [study]                   # the grown study once the runner took it (StudyUpdated)
 
+        def read() -> dict:
+            # the summary picked now (a param read from this thread: a plain attribute, no widget touched)
+            grid = current[0]
+            return {"kind": "figures", "status": grid.status(store=self.store),
+                    "figs": figures(grid, store=self.store, summary=self.current_summary())}
+
+        # the figures are read on their own thread: the runner only marks them stale, so a Stop or the next
+        # cell's import never waits for a read of every stored run of the study
+        reader = self._reader = FigureReader(read, dispatcher.push, min_interval=_REDRAW_SECONDS)
+
         def on_event(event: ev.StudyEvent) -> None:
             if isinstance(event, ev.StudyUpdated) and self._grown is not None:
                 current[0] = self._grown
-            if isinstance(event, (ev.CellDone, ev.CellFailed)):
-                # the summary picked now (a param read from this thread: a plain attribute, no widget touched)
-                dispatcher.push({"kind": "figures", "status": current[0].status(store=self.store),
-                                 "figs": figures(current[0], store=self.store, summary=self.current_summary())})
             dispatcher.push(event, urgent=not isinstance(event, ev.CellProgress))
+            if isinstance(event, (ev.CellDone, ev.CellFailed)):
+                reader.mark()
 
         def on_wait(holder: str) -> None:
             dispatcher.push({"kind": "queued", "text": f"Queued: a device is busy with another run ({holder}); "
@@ -317,6 +396,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         except Exception as exc:          # noqa: BLE001 - shown on the page, never raised into Tornado
             _log.exception("study failed")
             text = f"**The study stopped:** {type(exc).__name__}: {exc}"
+        finally:
+            reader.close()                 # the last figures, read once the study's runs are all in, come first
         dispatcher.push({"kind": "done", "text": text}, urgent=True)
 
     def __panel__(self):
@@ -332,6 +413,7 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             summary, self.summary_note,
             self.plots["layers"], self.plots["accuracy"], self.ranks,
             self._grid_box, self._grid_note,
-            self.plots["nc1"], self._transfer_box, self.transfer_text, self.agreement_text, self.agreement,
+            self.plots["nc1"], self._transfer_box, self.transfer_text, self._tunnel_box, self.tunnel_text,
+            self.agreement_text, self.agreement,
             sizing_mode="stretch_width",
         )

@@ -6,6 +6,8 @@ its Spearman correlation with NMI across layers. Every run's numbers are :func:`
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -13,6 +15,7 @@ import pandas as pd
 
 from lab import catalogue
 from lab.analysis.agreement import agreement_table
+from lab.status import RunStatus
 from lab.store.lookup import load_run
 
 __all__ = ["study_agreement", "STUDY_AGREEMENT_COLUMNS"]
@@ -28,6 +31,34 @@ def _records(study_or_records, store) -> list:
         raise ValueError("study_agreement needs a lab.Study or a list of its runs (RunRecords or run ids). Got "
                          f"{type(study_or_records).__name__} instead.")
     return [load_run(run, store) for run in study_or_records]
+
+
+# A finished run's agreement table changes only when the run is written again: the Studies tab re-reads a running
+# study each time a cell lands, and without this every finished run's table was computed again each time (half the
+# time of lab.study.figures). Keyed by the run's folder and its meta.json's change time and size (rewritten by
+# every write of the run's tables and status).
+_TABLES: OrderedDict = OrderedDict()
+_MAX_TABLES = 2048
+
+
+def _table(rec) -> pd.DataFrame:
+    key = None
+    path = getattr(rec, "path", None)
+    if path is not None and getattr(rec, "status", None) == RunStatus.FINISHED:      # a live run still grows
+        try:
+            stat = (Path(path) / "meta.json").stat()
+            key = (str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size, catalogue.g_metric())
+        except OSError:
+            key = None
+    if key is not None and key in _TABLES:
+        _TABLES.move_to_end(key)
+        return _TABLES[key]
+    table = agreement_table(rec.metrics, layers=rec.meta.get("layers"), aliases=rec.meta.get("layer_aliases"))
+    if key is not None:
+        _TABLES[key] = table
+        while len(_TABLES) > _MAX_TABLES:
+            _TABLES.popitem(last=False)
+    return table
 
 
 def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
@@ -51,7 +82,7 @@ def study_agreement(study_or_records, *, store=None) -> pd.DataFrame:
     rows, notes = [], []
     g = catalogue.g_metric()
     for rec in _records(study_or_records, store):
-        table = agreement_table(rec.metrics, layers=rec.meta.get("layers"), aliases=rec.meta.get("layer_aliases"))
+        table = _table(rec)
         if g not in table.index:
             notes.append(f"run {rec.run_id}: no complete {catalogue.metric_label(g)} evaluation, left out")
             continue

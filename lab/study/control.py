@@ -75,8 +75,11 @@ class StudyController:
             if self._name is not None and not self._ended:
                 raise ValueError(f"this StudyController already controls the running study {self._name!r}; "
                                  f"give each run its own")
+            # a change given before the runner attached (a seed added as the cluster starts) is kept for it
+            pending = self._study is not None and self._study.name == study.name and not self._ended
             self._name, self._store, self._ended = study.name, store, False
-            self._study, self._drop = None, set()
+            if not pending:
+                self._study, self._drop = None, set()
 
     def take(self) -> tuple[object | None, set[str]]:
         """The study to run from now on (None: no change) and the keys to drop, each handed out once."""

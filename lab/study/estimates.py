@@ -85,6 +85,33 @@ def _size(config) -> str:
     return f"{config.img_size} px" if config.img_size else "its default size"
 
 
+# (run folder, meta.json's change time and size) -> (dataset, backbone, img_size) and timing, or None: the
+# composer estimates at every change it shows, and loading every run of a store took seconds each time
+_SEEN: dict[tuple, tuple | None] = {}
+
+
+def _run_timing(store, run_id: str) -> tuple | None:
+    """((dataset, backbone, img_size), RunTiming) of a finished run with timings, else None."""
+    path = store.path(run_id)
+    try:
+        stat = (path / "meta.json").stat()
+    except OSError:
+        return None
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _SEEN:
+        try:
+            rec = store.load(run_id)
+        except Exception:                          # noqa: BLE001 - damaged folders are listed elsewhere
+            return None                            # not remembered: a run being written is read again
+        timing = RunTiming.of(rec.meta.get("timings") or {}) if rec.status == RunStatus.FINISHED else None
+        config = rec.config_dict or {}
+        found = ((config.get("dataset"), config.get("backbone"), config.get("img_size")), timing)
+        if rec.status != RunStatus.FINISHED:
+            return None                            # a live run: its meta changes when it ends
+        _SEEN[key] = found if timing is not None else None
+    return _SEEN[key]
+
+
 def _comparable(store) -> dict[tuple, list[RunTiming]]:
     """The timings of the finished runs of ``store``, by (dataset, backbone, img_size) of their config."""
     import warnings
@@ -97,16 +124,9 @@ def _comparable(store) -> dict[tuple, list[RunTiming]]:
         warnings.simplefilter("ignore")
         ids = store.ids() if store.root.is_dir() else []
     for run_id in ids:
-        try:
-            rec = store.load(run_id)
-        except Exception:                          # noqa: BLE001 - damaged folders are listed elsewhere
-            continue
-        if rec.status != RunStatus.FINISHED:
-            continue
-        timing = RunTiming.of(rec.meta.get("timings") or {})
-        config = rec.config_dict or {}
-        if timing is not None:
-            out.setdefault((config.get("dataset"), config.get("backbone"), config.get("img_size")), []).append(timing)
+        found = _run_timing(store, run_id)
+        if found is not None:
+            out.setdefault(found[0], []).append(found[1])
     return out
 
 

@@ -54,6 +54,10 @@ def figures(study, *, store=None, summary="last") -> dict:
         - ``agreement``: per measure, over the study's runs, how often its best layer is NMI's and its median
           Spearman with NMI across layers (:func:`lab.analysis.study_agreement`; the label-free measures
           included)
+        - ``tunnel``: per condition, the tunnel over its seeds (Masarczyk et al. 2023; Harun et al. 2024): the
+          unseen best layer's relative depth and the tunnel share after it, each with its mean, std, 95 % interval
+          over the seeds and n (:func:`lab.analysis.group_tunnel`; no row for a condition whose runs lack the
+          seen NCC accuracy or the numerical rank)
         - ``axes``: the condition axes (non-repeat axes)
         - ``summary``: which summary was read: ``summary`` ("last", "best" or the epoch), ``label`` (its words),
           ``epochs`` (DataFrame run_id, group, epoch: each run's summary epoch) and ``left_out`` (DataFrame

@@ -42,3 +42,18 @@ def test_a_failed_read_leaves_the_reader_running():
     assert failed.wait(10)
     reader.close()
     assert pushed == ["figures"] and len(calls) == 2
+
+
+def test_reads_are_spaced_by_the_minimum_interval_but_close_reads_at_once():
+    import time
+
+    stamps, pushed = [], []
+    reader = FigureReader(lambda: stamps.append(time.monotonic()) or len(stamps), pushed.append, min_interval=30)
+    reader.mark()
+    while not pushed:
+        time.sleep(0.01)
+    reader.mark()                       # within the interval: waits for it, or for close
+    time.sleep(0.2)
+    assert len(stamps) == 1
+    reader.close(timeout=10)            # does not wait the 30 s out
+    assert len(stamps) == 2 and not reader._thread.is_alive()

@@ -1,53 +1,39 @@
 """Browser test of the Studies tab: `panel serve app` driven by Playwright in Debian's Chromium.
 
-A tiny study spec (4 cells of small MLPs on digits, 1 epoch) is put in a temporary specs folder
-($LAB_STUDIES_DIR), started from the page on a local Dask cluster of 2 workers, and its figures
-checked once every cell has finished. Needs the ``chromium`` binary (``apt-get install chromium``);
-never ``playwright install``. Without chromium the test skips, except on CI (``CI=true``) where it
-fails. The screenshot goes to ``test-artifacts/studies.png`` (gitignored).
+A study is composed in the page from a blank composer on the sidebar's settings (the tiny demo, 2 epochs, no
+layout): 2 backbones x 2 label noises x 2 seeds of small MLPs on digits. It is saved, launched on a local Dask
+cluster of one worker, grown by a third seed while it runs, stopped while the new cells wait, and resumed from the
+CLI on the saved spec with no finished cell run again; picked in the tab, its figures show every condition over
+n = 3 seeds. Needs the ``chromium`` binary (``apt-get install
+chromium``); never ``playwright install``. Without chromium the test skips, except on CI (``CI=true``) where it
+fails. Screenshots go to ``test-artifacts/studies*.png`` (gitignored).
 """
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from served import ARTIFACTS
+from served import ARTIFACTS, choose_preset, with_repo_on_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-SPEC_FILE = "tiny_browser_study.yaml"
-# 2 backbones x 2 noise ratios: 4 conditions (enough for a rank correlation) and two condition axes
-# (the heatmap); seconds per run.
-SPEC = """\
-name: tiny-browser-study
-description: four tiny runs for the browser test.
-base:
-  dataset: digits
-  strategy: full
-  epochs: 1
-  lr: 0.003
-  projection: none
-  unseen_per_class: 30
-  seen_per_class: 15
-  metrics: [nmi, nc1]
-  save_weights: false
-axes:
-  backbone: ["mlp:depth=3,width=16", "mlp:depth=3,width=32"]
-  label_noise: [0.0, 0.4]
-"""
-N_CELLS = 4
+STUDY = "grown-in-page"
+BACKBONES = "mlp:depth=3,width=16, mlp:depth=3,width=24"
+NOISES = "0.0, 0.4"
+N_CONDITIONS = 4      # 2 backbones x 2 noises: enough for a rank correlation, and two condition axes (the heatmap)
 N_LAYERS = 4          # fc1, fc2, fc3, pre_logits of mlp:depth=3
 
 
 @pytest.fixture(scope="module")
 def server(app_server):
-    """The session's `panel serve app` (tests/browser/shared_servers/conftest.py) with this test's spec in its specs
-    folder (the Studies tab lists the folder when a page opens); ``before``: the runs stored before this module."""
-    (app_server["studies"] / SPEC_FILE).write_text(SPEC)
+    """The session's `panel serve app` (tests/browser/shared_servers/conftest.py); ``before``: the runs stored
+    before this module."""
     return {**app_server, "before": set(Path(app_server["runs"]).iterdir())}
 
 
@@ -91,8 +77,10 @@ _PLOTS = """
         const d = r.data_source.data;
         const get = (k) => (d instanceof Map ? d.get(k) : d[k]);
         const xs = Array.from(get(r.glyph.x?.field ?? "x") ?? []);
+        const seeds = Array.from(get("n") ?? []).filter((v) => typeof v === "number" && isFinite(v));
         glyphs.push({type: r.glyph.type,
-                     n: xs.filter((v) => (typeof v === "number" && isFinite(v)) || typeof v === "string").length});
+                     n: xs.filter((v) => (typeof v === "number" && isFinite(v)) || typeof v === "string").length,
+                     seeds: seeds.length ? Math.max(...seeds) : null});
       }
       out.push({title: m.title.text, drawn, glyphs});
     }
@@ -136,67 +124,139 @@ def wait_rows(page, check, timeout: float, what: str, fail=lambda rows: False) -
                          f"message: {pane_text(page, '.ls-study-message')!r}; page errors: {page.errors}")
 
 
-@pytest.mark.timeout(1200)
-def test_studies_tab_runs_a_study_and_draws_its_figures(page, server):
-    page.locator(".bk-tab", has_text="Studies").click()
-    page.locator(".ls-study-spec select").select_option(SPEC_FILE)
-    page.get_by_text("tiny-browser-study").first.wait_for(timeout=30_000)
-    rows = wait_rows(page, lambda rows: len(rows) == N_CELLS, 60, "the cells table")
-    assert all("pending" in row for row in rows), rows
-    workers = page.locator(".ls-study-workers input")
-    workers.fill("2")
-    workers.press("Enter")
-    page.wait_for_timeout(500)
-    t0 = time.monotonic()
-    page.locator(".ls-study-run button").click()
-    page.get_by_text("local worker(s)").first.wait_for(timeout=120_000)
-    assert "on 2 local worker(s)" in pane_text(page, ".ls-study-message")
-
-    wait_rows(page, lambda rows: len(rows) == N_CELLS and all("finished" in r for r in rows), 600,
-              "every cell to finish", fail=lambda rows: any("failed" in r for r in rows))
-    page.get_by_text("Finished: 4 of 4 runs").first.wait_for(timeout=60_000)
-    seconds = time.monotonic() - t0
-    page.wait_for_timeout(2000)
-    page.screenshot(path=str(ARTIFACTS / "studies.png"), full_page=True)
-
-    plots = [p for p in bokeh_plots(page) if p["drawn"]]          # replaced plots may linger in the document
-    layers = [p for p in plots if p["title"].startswith("Unseen NMI per layer")]
-    accuracy = [p for p in plots if p["title"].startswith("Seen accuracy against g")]
-    assert len(layers) == 1 and len(accuracy) == 1, [p["title"] for p in plots]
-    # one line of N_LAYERS points per condition, and one point per condition against g
-    lines = [g for g in layers[0]["glyphs"] if g["type"] == "Line"]
-    assert len(lines) == N_CELLS and all(g["n"] == N_LAYERS for g in lines), layers
-    points = [g for g in accuracy[0]["glyphs"] if g["type"] == "Scatter"]
-    assert sum(g["n"] for g in points) == N_CELLS, accuracy
-    assert page.locator(".ls-study-layers canvas").count() >= 1
-    assert page.locator(".ls-study-accuracy canvas").count() >= 1
-    heatmap = [p for p in plots if p["title"].startswith("utilization at fc1")]
-    assert heatmap and sum(g["n"] for g in heatmap[0]["glyphs"]) == N_CELLS, [p["title"] for p in plots]
-    layer = page.locator(".ls-study-layer select")
-    assert layer.input_value() == "fc1", layer.evaluate("e => e.outerHTML")
-    ranks = pane_text(page, ".ls-study-ranks")
-    assert "Over 4 conditions: Spearman" in ranks and "Kendall" in ranks, ranks
-    # the store is the session's: the study's runs are the ones stored since this module began
-    assert len(set(Path(server["runs"]).glob("*-digits-mlp-*")) - server["before"]) == N_CELLS
-    assert not page.errors, page.errors
-    print(f"4-cell study from the browser: {seconds:.0f} s")
+def layer_lines(page) -> list[dict]:
+    """The Line glyphs of the drawn "Unseen NMI per layer" plot (one per condition; ``seeds``: its largest n)."""
+    plots = [p for p in bokeh_plots(page) if p["drawn"] and p["title"].startswith("Unseen NMI per layer")]
+    return [g for p in plots[-1:] for g in p["glyphs"] if g["type"] == "Line"]
 
 
-def test_new_study_opens_the_composer_in_the_page_and_its_estimate_follows_an_added_axis(page):
-    """The composer is made at the first "New study" of a served page: every widget it shows must work in a page
-    that did not load it at the start (a CodeEditor there left "ace is not defined" and no composer)."""
+def wait_message(page, text: str, timeout: float) -> str:
     from playwright.sync_api import expect
 
+    expect(page.locator(".ls-study-message").first).to_contain_text(text, timeout=timeout * 1000)
+    return pane_text(page, ".ls-study-message")
+
+
+def stored_cells(spec: Path, runs: Path) -> dict[int, str]:
+    """Cell index -> run id of the study's finished cells in the store (lab.Study.status)."""
+    from lab.study import Study
+
+    status = Study.from_file(spec).status(store=runs)
+    return {int(i): r for i, (s, r) in enumerate(zip(status["status"], status["run_id"])) if s == "finished"}
+
+
+def compose(page) -> None:
+    """A blank study on the sidebar's settings, 2 backbones x 2 noises, the default seeds (0, 1)."""
+    from playwright.sync_api import expect
+
+    choose_preset(page, "Tiny demo (fast)")
+    for section in ("Fine-tuning", "Metrics, seeds & device"):            # unfold the sidebar's sections
+        header = page.locator(".accordion-header", has_text=section).first
+        if not page.locator(".ls-field-epochs" if section == "Fine-tuning" else ".ls-field-projection").is_visible():
+            header.click()
+    page.locator(".ls-field-projection select").select_option("none")
+    epochs = page.locator(".ls-field-epochs input")
+    epochs.fill("2")
+    epochs.press("Enter")
     page.locator(".bk-tab", has_text="Studies").click()
-    seen_errors = len(page.errors)
     page.locator(".ls-study-new button").click()
     expect(page.locator(".ls-compose-axis select")).to_be_visible(timeout=60_000)
-    page.locator(".ls-compose-axis select").select_option("epochs")
-    page.locator(".ls-compose-values input").fill("1, 2")
-    page.locator(".ls-compose-add button").click()
-    # the blank study's seeds (the sidebar's) times the two epochs: the line under the grid counts them
-    expect(page.locator(".ls-compose-estimate")).to_contain_text(" cells · ", timeout=60_000)
-    expect(page.locator(".ls-compose-yaml textarea")).to_have_value(re.compile(r"\n  epochs: \[1, 2\]\n"),
-                                                                     timeout=60_000)
+    name = page.locator(".ls-compose-name input")
+    name.fill(STUDY)
+    name.press("Enter")
+    for axis, values in (("backbone", BACKBONES), ("label_noise", NOISES)):
+        page.locator(".ls-compose-axis select").select_option(axis)
+        page.locator(".ls-compose-values input").fill(values)
+        page.locator(".ls-compose-add button").click()
+        expect(page.locator(".ls-compose-rows")).to_contain_text(f"{axis} [2]", timeout=30_000)
+    expect(page.locator(".ls-compose-estimate")).to_contain_text("8 cells · 0 already stored · about ",
+                                                                 timeout=60_000)
+    yaml = page.locator(".ls-compose-yaml textarea")
+    expect(yaml).to_have_value(re.compile(r"\n  label_noise: \[0\.0, 0\.4\]\n  seeds: \[\[0\], \[1\]\]"),
+                               timeout=30_000)
+    assert "epochs: 2" in yaml.input_value() and "projection: none" in yaml.input_value()
+
+
+def set_seeds(page, text: str) -> None:
+    seeds = page.locator(".ls-compose-seeds input")
+    seeds.fill(text)
+    seeds.press("Enter")
+
+
+@pytest.mark.timeout(900)
+def test_a_study_composed_in_the_page_grows_by_a_seed_while_it_runs_and_resumes_from_the_cli(page, server):
+    from playwright.sync_api import expect
+
+    compose(page)
+    page.locator(".ls-compose-save button").click()
+    expect(page.locator(".ls-compose-message")).to_contain_text("Saved", timeout=30_000)
+    spec = Path(server["studies"]) / f"{STUDY}.yaml"
+    assert spec.exists()
     page.screenshot(path=str(ARTIFACTS / "studies-composer.png"), full_page=True)
-    assert page.errors[seen_errors:] == [], page.errors[seen_errors:]
+    workers = page.locator(".ls-study-workers input")
+    workers.fill("1")
+    workers.press("Enter")
+    page.wait_for_timeout(300)
+    t0 = time.monotonic()
+    page.locator(".ls-compose-launch button").click()
+    rows = wait_rows(page, lambda rows: len(rows) == 8, 30, "the launched study's 8 cells")
+    assert all("pending" in row for row in rows), rows
+    expect(page.locator(".ls-compose-launch button")).to_have_text("Add to running study", timeout=10_000)
+
+    # a third seed as soon as the study runs (its cells take a second each: a later click could find it over):
+    # 4 new cells queue on the same cluster; stopped at once, while they wait
+    set_seeds(page, "0, 1, 2")
+    page.locator(".ls-compose-launch button").click()
+    grown = wait_message(page, "now has 12 cells: 4 queued, 0 dropped", 60)
+    page.locator(".ls-study-stop button").click()
+    rows = wait_rows(page, lambda rows: len(rows) == 12, 30, "the 12 cells")
+    page.screenshot(path=str(ARTIFACTS / "studies-growing.png"), full_page=True)
+    wait_message(page, "Stopped.", 120)
+    seconds = time.monotonic() - t0
+    # the grown study saved over the spec saved before: the CLI resumes it, new seed included
+    page.locator(".ls-compose-save button").click()
+    expect(page.locator(".ls-compose-message")).to_contain_text("replacing the version saved before", timeout=30_000)
+
+    # every finished cell ran once: one run in the store per cell
+    from lab.store import RunStore
+
+    runs = Path(server["runs"])
+    finished = stored_cells(spec, runs)
+    listed = RunStore(runs).list()
+    mine = listed[listed["run_id"].isin([d.name for d in set(runs.iterdir()) - server["before"]])]
+    assert len(finished) < 12, (finished, grown)
+    assert sorted(mine.loc[mine["status"] == "finished", "run_id"]) == sorted(finished.values()), mine
+
+    # resumed from the CLI on the saved (grown) spec: only the cells not finished run
+    out = subprocess.run([sys.executable, "-m", "lab", "study", "run", str(spec), "--runs-dir", str(runs),
+                          "--workers", "1", "--no-progress"], capture_output=True, text=True, timeout=600,
+                         env={k: v for k, v in with_repo_on_path().items() if k != "DASK_SCHEDULER_ADDRESS"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"12 of 12 finished ({len(finished)} from before)" in out.stdout, out.stdout
+    after = stored_cells(spec, runs)
+    assert len(after) == 12 and all(after[i] == r for i, r in finished.items()), (finished, after)
+
+    # the saved spec, picked in the tab: its 12 cells finished, every condition drawn over its 3 seeds
+    page.locator(".ls-study-spec select").select_option(f"{STUDY}.yaml")
+    wait_rows(page, lambda rows: len(rows) == 12 and all("finished" in r for r in rows), 60, "12 finished cells")
+    deadline = time.monotonic() + 60
+    while not (len(layer_lines(page)) == N_CONDITIONS and all(g["seeds"] == 3 for g in layer_lines(page))):
+        assert time.monotonic() < deadline, f"the conditions do not show n = 3: {layer_lines(page)}"
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(ARTIFACTS / "studies.png"), full_page=True)
+    lines = layer_lines(page)
+    assert all(g["n"] == N_LAYERS for g in lines), lines
+    plots = [p for p in bokeh_plots(page) if p["drawn"]]          # replaced plots may linger in the document
+    accuracy = [p for p in plots if p["title"].startswith("Seen accuracy against g")]
+    assert len(accuracy) == 1 and sum(g["n"] for g in accuracy[0]["glyphs"] if g["type"] == "Scatter") == N_CONDITIONS
+    deadline = time.monotonic() + 30                               # the heatmap follows the layer picker
+    while not (heatmap := [p for p in bokeh_plots(page) if p["drawn"] and p["title"].startswith("utilization at fc1")]):
+        assert time.monotonic() < deadline, [p["title"] for p in bokeh_plots(page) if p["drawn"]]
+        page.wait_for_timeout(250)
+    assert sum(g["n"] for g in heatmap[0]["glyphs"]) == N_CONDITIONS, heatmap
+    ranks = pane_text(page, ".ls-study-ranks")
+    assert f"Over {N_CONDITIONS} conditions: Spearman" in ranks and "Kendall" in ranks, ranks
+    assert not page.errors, page.errors
+    print(f"composed study grown from 8 to 12 cells in the browser and stopped after {seconds:.0f} s; "
+          f"{len(finished)} finished before the CLI resumed it")

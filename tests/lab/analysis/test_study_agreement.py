@@ -83,3 +83,24 @@ def test_a_study_reads_its_finished_runs(store, monkeypatch):
 def test_anything_else_is_refused_with_what_to_pass():
     with pytest.raises(ValueError, match="a lab.Study or a list of its runs"):
         analysis.study_agreement("run-id")
+
+
+def test_a_finished_runs_table_is_computed_once_until_the_run_is_written_again(monkeypatch, make_run, store):
+    """The Studies tab re-reads a running study as each cell lands: a finished run's table is reused."""
+    import importlib
+    import os
+
+    module = importlib.import_module("lab.analysis.study_agreement")     # the package's name is the function
+
+    rec = store.load(make_run())
+    calls = []
+    real = module.agreement_table
+    monkeypatch.setattr(module, "agreement_table", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = module.study_agreement([rec])
+    again = module.study_agreement([rec])
+    assert len(calls) == 1 and again.equals(first)
+    meta = rec.path / "meta.json"
+    stat = meta.stat()
+    os.utime(meta, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))      # the run written again
+    module.study_agreement([rec])
+    assert len(calls) == 2

@@ -30,6 +30,22 @@ def test_controller_refuses_another_study_and_an_ended_run(tmp_path):
         control.update(study)
 
 
+def test_a_change_given_before_the_runner_attaches_is_kept_for_it(tmp_path):
+    """A seed added as soon as a study is launched, while its cluster still starts, reaches the runner."""
+    store = RunStore(tmp_path / "runs")
+    study = Study("one", BASE, {"seeds": [[0]]})
+    control = StudyController()
+    grown = study.extend(seeds=[[1]])
+    control.update(grown)
+    control.drop(["k"])
+    control.attach(study, store)
+    assert control.take() == (grown, {"k"})
+    other = StudyController()
+    other.update(Study("two", BASE, {"seeds": [[0]]}))      # meant for another study: not this one's change
+    other.attach(study, store)
+    assert other.take() == (None, set())
+
+
 @pytest.mark.slow
 def test_a_running_study_queues_new_cells_drops_unstarted_ones_and_runs_nothing_twice(tmp_path):
     store = RunStore(tmp_path / "runs")
