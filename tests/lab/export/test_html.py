@@ -199,3 +199,21 @@ def test_errors_say_what_to_do(store, make_run, tmp_path):
     run = read_model(text)["runs"][0]
     assert run["layouts"] is None and run["simplex"] is None and run["law"] is None and run["verdict"]["g"] > 0
     assert run["training"] is None
+
+
+def test_cli_chooses_html_by_the_suffix(store, make_run, tmp_path, capsys):
+    from lab.__main__ import main
+
+    run_id = make_run()
+    out = tmp_path / "run.html"
+    assert main(["export", run_id, "-o", str(out), "--runs-dir", str(store.root)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert read_model(out.read_text(encoding="utf-8"))["runs"][0]["run_id"] == run_id
+    for args, message in (
+            ([run_id, "-o", str(tmp_path / "run.txt")], "-o must name a .ipynb file (a notebook) or a .html file"),
+            ([run_id, "-o", str(out), "--execute"], "leave --execute out"),
+            (["--study", "x", "-o", str(out)], "a study's HTML file is not made yet"),
+            (["20990101-000000-nothing-0000", "-o", str(tmp_path / "none.html")], "20990101-000000-nothing-0000")):
+        assert main(["export", *args, "--runs-dir", str(store.root)]) == 2, args
+        assert message in capsys.readouterr().err, args
+    assert not (tmp_path / "none.html").exists()
