@@ -23,6 +23,8 @@ def add_export_parser(sub, common) -> None:
     exp.add_argument("-o", "--output", required=True, metavar="FILE",
                      help="the file to write, chosen by its suffix: .ipynb (a notebook) or .html (one page)")
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
+    exp.add_argument("--no-thumbnails", dest="thumbnails", action="store_false",
+                     help="an .html file without the pictures its layouts show on hover (a smaller file)")
     exp.set_defaults(func=_cmd_export)
 
 
@@ -75,7 +77,7 @@ def _export_html(args, store) -> int:
 
     output = Path(args.output)
     check_writable(output)
-    result = to_html(list(args.run_ids), output, store=store)
+    result = to_html(list(args.run_ids), output, store=store, thumbnails=args.thumbnails)
     print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
     return EXIT_OK
 

@@ -86,10 +86,15 @@ def test_the_lesson_plays_offline(chromium, lesson_file, tmp_path):
             assert points() and points() != before, "the layout did not follow the layer player"
             page.screenshot(path=str(ARTIFACTS / "html_export_first.png"), full_page=True)
 
+            # resting on a point shows its picture, from inside the file
+            page.locator(".ls-layout-chart circle[data-index]").last.hover()
+            assert page.locator(".ls-hover").is_visible()
+            assert page.eval_on_selector(".ls-hover img", "e => e.src").startswith("data:image/png;base64,")
+
             # the hostile run name is text: the title and the heading say it, and no image element came of it
             assert page.title() == HOSTILE
             assert page.inner_text(".ls-run-name") == HOSTILE
-            assert page.eval_on_selector_all("img", "els => els.length") == 0
+            assert page.eval_on_selector_all("img", "els => els.length") == 1      # the hover's picture only
         finally:
             browser.close()
     assert not errors, errors

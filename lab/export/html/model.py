@@ -21,6 +21,7 @@ import pandas as pd
 
 from lab import analysis, catalogue
 from lab.export import tables
+from lab.export.html._thumbs import layout_thumbnails
 
 __all__ = ["page_model", "run_model", "COLLAPSE_PANELS", "MAX_LAYOUT_POINTS", "LAYOUT_SCALE"]
 
@@ -234,9 +235,10 @@ def _law(record) -> dict | None:
             "fits": fits, "points": pts, "r": r_curve}
 
 
-def _layouts(record, layers) -> dict | None:
+def _layouts(record, layers, thumbnails: bool) -> dict | None:
     """The unseen classes' 2-D layouts of the first seed at every stored (layer, epoch): UMAP where stored, else
-    PCA; at most :data:`MAX_LAYOUT_POINTS` images each, the same images everywhere."""
+    PCA; at most :data:`MAX_LAYOUT_POINTS` images each, the same images everywhere; with ``thumbnails``, the
+    pictures of those images where the run has them (:func:`~lab.export.html._thumbs.layout_thumbnails`)."""
     keys = record.projection_keys()
     if not len(keys):
         return None
@@ -276,12 +278,15 @@ def _layouts(record, layers) -> dict | None:
                 "index": idx.astype(int).tolist(), "range": [float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1])]}
     k = 1 + max((max(v["label"], default=-1) for per in at.values() for v in per.values()), default=-1)
     names = [str(n) for n in names] if names and len(names) >= k else [str(i) for i in range(k)]
+    pictures = layout_thumbnails(record, keep) if thumbnails and keep is not None else None
     return {"seed": seed, "layers": order, "classes": names, "total": int(total),
-            "shown": int(min(total, MAX_LAYOUT_POINTS)), "max_points": MAX_LAYOUT_POINTS, "at": at}
+            "shown": int(min(total, MAX_LAYOUT_POINTS)), "max_points": MAX_LAYOUT_POINTS, "at": at,
+            "thumbnails": pictures}
 
 
-def run_model(record, label: str | None = None) -> dict:
-    """Everything one run's section of the page shows, as JSON-ready dicts and lists (no NaN)."""
+def run_model(record, label: str | None = None, *, thumbnails: bool = True) -> dict:
+    """Everything one run's section of the page shows, as JSON-ready dicts and lists (no NaN); ``thumbnails``:
+    carry the pictures of the layouts' images for the hover, where the run has them."""
     layers = tables.run_layers(record)
     metrics = record.metrics
     epochs = sorted({int(e) for e in metrics["epoch"]}) if len(metrics) else []
@@ -295,20 +300,20 @@ def run_model(record, label: str | None = None) -> dict:
         "g_metric": catalogue.g_metric(),
         "curves": _curves(record, values), "verdict": _verdict(record, layers), "agreement": _agreement(record),
         "training": _training(record), "collapse": _collapse(record, layers, values),
-        "simplex": _simplex(record, layers), "law": _law(record), "layouts": _layouts(record, layers),
+        "simplex": _simplex(record, layers), "law": _law(record), "layouts": _layouts(record, layers, thumbnails),
         "settings": _plain(record.config_dict), "device": _plain(record.meta.get("device")),
         "started": _plain(record.meta.get("started")), "ended": _plain(record.meta.get("ended")),
     }
 
 
-def page_model(records, *, title: str | None = None) -> dict:
+def page_model(records, *, title: str | None = None, thumbnails: bool = True) -> dict:
     """The whole page: one :func:`run_model` per record (``records``: a list of RunRecords or ``{key: record}``),
     layerscope's version and the date the file was written (UTC)."""
     import lab
 
     runs = tables.as_runs(records)
     labels = tables.run_labels(runs)
-    models = [run_model(record, labels[key]) for key, record in runs.items()]
+    models = [run_model(record, labels[key], thumbnails=thumbnails) for key, record in runs.items()]
     return {"title": title or (models[0]["name"] if len(models) == 1 else f"{len(models)} layerscope runs"),
             "version": lab.__version__,
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

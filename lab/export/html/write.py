@@ -2,8 +2,9 @@
 
 Why not Bokeh (as the app draws): lab may not import Panel or Bokeh (ARCHITECTURE.md), the page needs only lines,
 interval bands, points and heatmap cells, and BokehJS inlined would add about 1.5 MB to every file. So the file is
-``page.css`` and ``page.js`` (beside this module, read with importlib.resources) around the JSON of
-:func:`lab.export.html.model.page_model`; the script draws inline SVG and the players are ``<input type=range>``.
+``page.css`` and the scripts ``draw.js``, ``collapse.js`` and ``page.js`` (beside this module, read with
+importlib.resources) around the JSON of :func:`lab.export.html.model.page_model`; the script draws inline SVG and the
+players are ``<input type=range>``.
 Nothing in the file refers outside it: no font, no CDN, no URL.
 """
 from __future__ import annotations
@@ -44,6 +45,10 @@ element <code>#{model_id}</code> of its source.</p></noscript>
 """
 
 
+_SCRIPTS = ("draw.js", "collapse.js", "page.js")
+"""The page's script, in this order: the drawing kit, the neural-collapse card, the page."""
+
+
 def _asset(name: str) -> str:
     return resources.files("lab.export.html").joinpath(name).read_text(encoding="utf-8")
 
@@ -66,7 +71,8 @@ def render_page(model: dict) -> str:
     """The HTML text of a page model (:func:`lab.export.html.model.page_model`)."""
     return _TEMPLATE.format(version=_escape_text(str(model.get("version", ""))),
                             title=_escape_text(str(model.get("title", "layerscope"))), css=_asset("page.css"),
-                            js=_asset("page.js"), model=_model_json(model), model_id=MODEL_ELEMENT_ID)
+                            js="\n".join(_asset(name) for name in _SCRIPTS), model=_model_json(model),
+                            model_id=MODEL_ELEMENT_ID)
 
 
 def check_html_path(path: str | os.PathLike) -> Path:
@@ -78,7 +84,7 @@ def check_html_path(path: str | os.PathLike) -> Path:
     return target
 
 
-def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = None) -> Path:
+def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = None, thumbnails: bool = True) -> Path:
     """Write stored runs into one self-contained HTML file that opens offline, players working, with no server.
 
     Parameters
@@ -91,6 +97,9 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
         Where the runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
     title : str, optional
         The page's title (default: the run's name).
+    thumbnails : bool
+        Show each layout point's picture on hover: the pictures the run kept, else its unseen images read again
+        from its dataset where that loads here (about 1 kB an image). False leaves them out (a smaller file).
 
     Returns
     -------
@@ -118,7 +127,7 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
                          "`python -m lab runs list` shows the stored runs.")
     opened = open_store(store) if any(isinstance(r, str) for r in items) else None
     records = [load_run(r, opened) for r in items]
-    text = render_page(page_model(records, title=title))
+    text = render_page(page_model(records, title=title, thumbnails=thumbnails))
     with atomic_file(target) as f:
         f.write(text.encode("utf-8"))
     return target

@@ -119,12 +119,20 @@ def test_every_number_shown_is_lab_analysis(nc_run):
         assert shown["label"] == labels.tolist() and shown["index"] == indices.tolist()
 
 
-def test_the_file_refers_to_nothing_outside_it(nc_run):
-    _store, _run_id, text = nc_run
-    for reference in ("http://", "https://", "src=", "href=", "url(", "@import", "<link", "<img", "<iframe"):
+def test_the_file_refers_to_nothing_outside_it(nc_run, tmp_path):
+    store, run_id, text = nc_run
+    for reference in ("http://", "https://", "url(", "@import", "<link", "<img", "<iframe"):
         assert reference not in text.lower(), reference
+    assert not re.search(r"\b(src|href)\s*=\s*[\"']", text), "no markup attribute names a resource"
     # what the page draws from: the model, the styles, the script, each once
     assert text.count("<script") == 2 and text.count("<style>") == 1
+    # the hover pictures are inside the file: a PNG data URI per image shown, read again from the digits
+    layouts = read_model(text)["runs"][0]["layouts"]
+    pictures = layouts["thumbnails"]["images"]
+    shown = {str(i) for per in layouts["at"].values() for at in per.values() for i in at["index"]}
+    assert set(pictures) == shown and all(uri.startswith("data:image/png;base64,") for uri in pictures.values())
+    without = to_html([run_id], tmp_path / "small.html", store=store, thumbnails=False).read_text(encoding="utf-8")
+    assert read_model(without)["runs"][0]["layouts"]["thumbnails"] is None and len(without) < len(text)
 
 
 def test_the_collapse_panels_are_the_apps(repo_root):
