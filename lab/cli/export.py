@@ -13,10 +13,11 @@ __all__ = ["add_export_parser"]
 
 def add_export_parser(sub, common) -> None:
     exp = sub.add_parser("export", parents=[common],
-                         help="write stored runs or a study into a Jupyter notebook, or runs into one HTML file",
+                         help="write stored runs or a study into a Jupyter notebook, or into one HTML file",
                          description="Write a notebook that reloads and re-plots the given runs, or (--study) "
-                                     "a study's figures and tables. With -o FILE.html, write the runs into one "
-                                     "self-contained page that opens offline, its players working, with no server.")
+                                     "a study's figures and tables. With -o FILE.html, write them into one "
+                                     "self-contained page that opens offline, its players working, with no server "
+                                     "(a study's: its figures, seeds as replicates).")
     exp.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     exp.add_argument("--study", metavar="NAME_OR_SPEC", default=None,
                      help="export a study instead: a study name run into this store, or its spec file")
@@ -35,11 +36,8 @@ def _cmd_export(args) -> int:
     if args.study is None and not args.run_ids:
         raise UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
     html = _is_html(args.output)
-    if html and args.study is not None:
-        raise UsageError("a study's HTML file is not made yet: give -o a .ipynb file for --study, or export its "
-                         "runs by id to .html")
     if args.study is not None:
-        return _export_study(args, store)
+        return _export_study(args, store, html)
     if html and args.execute:
         raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
     if not html and Path(args.output).suffix != ".ipynb":
@@ -82,11 +80,19 @@ def _export_html(args, store) -> int:
     return EXIT_OK
 
 
-def _export_study(args, store) -> int:
-    from lab.export import study_to_notebook
+def _export_study(args, store, html: bool) -> int:
+    from lab.export import study_to_html, study_to_notebook
     from lab.study import find_study
 
+    if html and args.execute:
+        raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
     study = find_study(args.study, store=store)   # unknown name or bad spec: exit 2 before any work
+    if html:
+        output = Path(args.output)
+        check_writable(output)
+        result = study_to_html(study, output, store=store)
+        print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
+        return EXIT_OK
     output = check_notebook_path(args.output)
     result = study_to_notebook(study, output, store=store, execute=args.execute)
     print(f"wrote {result}")

@@ -1,7 +1,8 @@
 // layerscope's exported page: draws the page model (the JSON element #ls-model, every number from lab.analysis)
-// with the drawing kit (draw.js) and the neural-collapse card (collapse.js). It computes no measure, fetches
-// nothing, and sets every text that comes from a run (run, layer and class names) with textContent.
-(function (d, collapse) {
+// with the drawing kit (draw.js), the neural-collapse card (collapse.js) and a study's figures (study.js). It
+// computes no measure, fetches nothing, and sets every text that comes from a run (run, layer and class names)
+// with textContent.
+(function (d, collapse, study) {
   "use strict";
   var el = d.el, add = d.add, replace = d.replace, finite = d.finite, fmt = d.fmt, note = d.note;
 
@@ -231,8 +232,11 @@
   document.title = model.title;
   add(page, el("h1", {}, model.title));
   note(page, "Exported from layerscope " + model.version + " on " + model.date + ". Every number was measured by the " +
-       "run and computed by lab.analysis; this file draws them offline, with no server. Move the players to step " +
-       "through layers and " + ((model.runs[0] && model.runs[0].axis) || "epoch") + "s.", "ls-provenance");
+       (model.study ? "study's runs" : "run") + " and computed by lab.analysis; this file draws them offline, with " +
+       "no server." + (model.runs.length ? " Move the players to step through layers and " +
+       (model.runs[0].axis || "epoch") + "s." : ""), "ls-provenance");
+  if (!model.runs.length && !model.study) note(page, "This file holds no run.");
+  if (model.study) study.render(model.study, page, splitName);
   model.runs.forEach(renderRun);
   add(page, el("footer", {"class": "ls-footer"}, "layerscope " + model.version + " · written " + model.date));
-})(lsDraw, lsCollapse);
+})(lsDraw, lsCollapse, lsStudy);

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lab.export.html.model import page_model
 
-__all__ = ["to_html", "render_page", "check_html_path", "MODEL_ELEMENT_ID"]
+__all__ = ["to_html", "study_to_html", "render_page", "check_html_path", "MODEL_ELEMENT_ID"]
 
 MODEL_ELEMENT_ID = "ls-model"
 """The id of the ``<script type="application/json">`` element that holds the page model."""
@@ -45,8 +45,8 @@ element <code>#{model_id}</code> of its source.</p></noscript>
 """
 
 
-_SCRIPTS = ("draw.js", "collapse.js", "page.js")
-"""The page's script, in this order: the drawing kit, the neural-collapse card, the page."""
+_SCRIPTS = ("draw.js", "collapse.js", "study.js", "page.js")
+"""The page's script, in this order: the drawing kit, the neural-collapse card, a study's figures, the page."""
 
 
 def _asset(name: str) -> str:
@@ -128,6 +128,47 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
     opened = open_store(store) if any(isinstance(r, str) for r in items) else None
     records = [load_run(r, opened) for r in items]
     text = render_page(page_model(records, title=title, thumbnails=thumbnails))
+    with atomic_file(target) as f:
+        f.write(text.encode("utf-8"))
+    return target
+
+
+def study_to_html(study, path: str | os.PathLike, *, store=None) -> Path:
+    """Write a study's figures into one self-contained HTML file, seeds as replicates (each condition's mean over
+    its seeds with the 95 % Student-t interval of that mean and n), as the Studies tab shows them.
+
+    Parameters
+    ----------
+    study : lab.Study, or the name of a study run into ``store`` or its spec file
+    path : path
+        The ``.html`` file to write.
+    store : lab.RunStore, path or None
+        Where the study's runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Examples
+    --------
+    >>> lab.export.study_to_html("which-layer", "study.html", store=store)     # doctest: +SKIP
+    """
+    import datetime as _dt
+
+    import lab
+    from lab.catalogue import SPLITS, split_label
+    from lab.export.html.study_model import study_model
+    from lab.store import atomic_file
+    from lab.study import find_study
+
+    target = check_html_path(path)
+    if isinstance(study, str):
+        study = find_study(study, store=store)
+    model = {"title": f"Study: {study.name}", "version": lab.__version__,
+             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "splits": {s: split_label(s) for s in SPLITS}, "runs": [], "study": study_model(study, store=store)}
+    text = render_page(model)
     with atomic_file(target) as f:
         f.write(text.encode("utf-8"))
     return target

@@ -220,8 +220,52 @@ def test_cli_chooses_html_by_the_suffix(store, make_run, tmp_path, capsys):
     for args, message in (
             ([run_id, "-o", str(tmp_path / "run.txt")], "-o must name a .ipynb file (a notebook) or a .html file"),
             ([run_id, "-o", str(out), "--execute"], "leave --execute out"),
-            (["--study", "x", "-o", str(out)], "a study's HTML file is not made yet"),
+            (["--study", "x", "-o", str(out), "--execute"], "leave --execute out"),
             (["20990101-000000-nothing-0000", "-o", str(tmp_path / "none.html")], "20990101-000000-nothing-0000")):
         assert main(["export", *args, "--runs-dir", str(store.root)]) == 2, args
         assert message in capsys.readouterr().err, args
     assert not (tmp_path / "none.html").exists()
+
+
+def test_a_study_as_one_page_with_seeds_as_replicates(store, tmp_path, capsys):
+    """Two conditions of two seeds: each condition's g is the mean of its seeds' g with the 95 % Student-t
+    interval of scipy, and n = 2; the g curves per layer carry the same intervals."""
+    from scipy import stats
+
+    from lab.__main__ import main
+    from lab.study import Study
+    from lab.study.records import tag_run
+
+    base = {"dataset": "digits", "img_size": 16, "backbone": "mlp:depth=2,width=16", "strategy": "full",
+            "epochs": 1, "projection": "none", "unseen_per_class": 10, "seen_per_class": 6, "device": "cpu",
+            "metrics": ["nmi", "nc1"], "save_weights": False}
+    study = Study(HOSTILE, base, {"lr": [0.01, 0.05], "seeds": [[0], [1]]})
+    for cell in study.cells():
+        events = list(lab.run(cell.config, store=store))
+        assert events[-1].kind == "run_finished", events[-1]
+        tag_run(events[0].run_id, study.name, cell.values, store=store)
+
+    out, spec = tmp_path / "study.html", tmp_path / "spec.json"
+    spec.write_text(json.dumps(study.to_dict()), encoding="utf-8")
+    assert main(["export", "--study", str(spec), "-o", str(out), "--runs-dir", str(store.root)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    text = out.read_text(encoding="utf-8")
+    assert "http://" not in text and "<img" not in text and text.count("</script>") == 2
+    page = read_model(text)
+    shown = page["study"]
+    assert page["title"] == f"Study: {HOSTILE}" and page["runs"] == [] and len(shown["conditions"]) == 2
+
+    runs = {}
+    for run_id in store.ids():
+        record = store.load(run_id)
+        runs.setdefault(record.meta["cell"]["lr"], []).append(record)
+    for row in shown["generalization"]:
+        records = runs[float(row["group"].split("=")[1])]
+        gs = [analysis.latest_generalization(r.metrics, layers=r.meta["layers"],
+                                             aliases=r.meta["layer_aliases"])["g"] for r in records]
+        low, high = stats.t.interval(0.95, len(gs) - 1, loc=np.mean(gs), scale=stats.sem(gs))
+        assert row["n_seeds"] == 2 and row["g"] == pytest.approx(np.mean(gs))
+        assert (row["seed_low"], row["seed_high"]) == (pytest.approx(low), pytest.approx(high))
+    for group, rows in shown["layers"].items():
+        for row in rows:
+            assert row["n"] == 2 and row["seed_low"] < row["mean"] < row["seed_high"]
