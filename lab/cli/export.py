@@ -8,7 +8,7 @@ from typing import Any
 
 from lab.cli._common import EXIT_FAILED, EXIT_OK, UsageError, check_notebook_path, check_writable, store_of
 
-__all__ = ["add_export_parser"]
+__all__ = ["add_export_parser", "export_study"]
 
 
 def add_export_parser(sub, common) -> None:
@@ -37,7 +37,7 @@ def _cmd_export(args) -> int:
         raise UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
     html = _is_html(args.output)
     if args.study is not None:
-        return _export_study(args, store, html)
+        return export_study(args.study, args.output, store, execute=args.execute)
     if html and args.execute:
         raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
     if not html and Path(args.output).suffix != ".ipynb":
@@ -80,20 +80,23 @@ def _export_html(args, store) -> int:
     return EXIT_OK
 
 
-def _export_study(args, store, html: bool) -> int:
+def export_study(name: str, output: str, store, *, execute: bool = False) -> int:
+    """A study's figures into ``output``: one HTML page (``.html``) or a notebook (``.ipynb``); also
+    ``python -m lab study export``."""
     from lab.export import study_to_html, study_to_notebook
     from lab.study import find_study
 
-    if html and args.execute:
+    html = _is_html(output)
+    if html and execute:
         raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
-    study = find_study(args.study, store=store)   # unknown name or bad spec: exit 2 before any work
+    study = find_study(name, store=store)   # unknown name or bad spec: exit 2 before any work
     if html:
-        output = Path(args.output)
-        check_writable(output)
-        result = study_to_html(study, output, store=store)
+        target = Path(output)
+        check_writable(target)
+        result = study_to_html(study, target, store=store)
         print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
         return EXIT_OK
-    output = check_notebook_path(args.output)
-    result = study_to_notebook(study, output, store=store, execute=args.execute)
+    target = check_notebook_path(output)
+    result = study_to_notebook(study, target, store=store, execute=execute)
     print(f"wrote {result}")
     return EXIT_OK

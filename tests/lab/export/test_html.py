@@ -249,6 +249,9 @@ def test_a_study_as_one_page_with_seeds_as_replicates(store, tmp_path, capsys):
     spec.write_text(json.dumps(study.to_dict()), encoding="utf-8")
     assert main(["export", "--study", str(spec), "-o", str(out), "--runs-dir", str(store.root)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
+    again = tmp_path / "again.html"
+    assert main(["study", "export", str(spec), "-o", str(again), "--runs-dir", str(store.root)]) == 0
+    assert read_model(again.read_text(encoding="utf-8"))["study"] == read_model(out.read_text("utf-8"))["study"]
     text = out.read_text(encoding="utf-8")
     assert "http://" not in text and "<img" not in text and text.count("</script>") == 2
     page = read_model(text)
