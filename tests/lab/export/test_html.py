@@ -272,3 +272,13 @@ def test_a_study_as_one_page_with_seeds_as_replicates(store, tmp_path, capsys):
     for group, rows in shown["layers"].items():
         for row in rows:
             assert row["n"] == 2 and row["seed_low"] < row["mean"] < row["seed_high"]
+
+
+def test_a_cancelled_run_and_a_monitored_loop_export_what_they_have(cancelled_run, monitored_run, tmp_path):
+    store, run_id = cancelled_run
+    run = read_model(to_html([run_id], tmp_path / "c.html", store=store).read_text(encoding="utf-8"))["runs"][0]
+    assert run["status"] == "cancelled" and run["epochs"] == [] and run["verdict"] is None
+    assert run["curves"] == [] and run["layouts"] is None and run["law"] is None and run["settings"]["name"]
+    store, run_id = monitored_run
+    run = read_model(to_html([run_id], tmp_path / "m.html", store=store).read_text(encoding="utf-8"))["runs"][0]
+    assert run["axis"] == "step" and run["epochs"] == [0, 4, 8] and run["verdict"]["epoch"] == 8
