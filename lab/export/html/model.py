@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -105,7 +104,7 @@ def _curves(record, values: dict) -> list[dict]:
     return out
 
 
-def _verdict(record, layers) -> dict | None:
+def _verdict(record) -> dict | None:
     meta = record.meta
     gen = analysis.latest_generalization(record.metrics, layers=meta.get("layers") or None,
                                          aliases=meta.get("layer_aliases"))
@@ -178,8 +177,9 @@ def _collapse(record, layers, values) -> dict | None:
     measured = set(metrics.loc[metrics["metric"].isin(wanted), "layer"]) if len(metrics) else set()
     classifier = set(catalogue.metric_names(family="classifier_collapse"))
     panels = [{"key": key, "title": title, "metrics": [m for m in names if m in values],
-               "log": bool(getattr(catalogue.METRICS.get(names[0]), "log_scale", False)), "missing": [
-                   m for m in names if m not in values]} for key, title, names in COLLAPSE_PANELS]
+               "missing": [m for m in names if m not in values],
+               "log": bool(getattr(catalogue.METRICS.get(names[0]), "log_scale", False))}
+              for key, title, names in COLLAPSE_PANELS]
     return {"panels": panels, "layers": _nc_layers(layers, measured), "classifier": sorted(classifier),
             "terminal": {str(s): (None if e is None else int(e)) for s, e in terminal.items()},
             "splits": [s for s in catalogue.SPLITS if any(s in values.get(m, {}) for m in wanted)]}
@@ -198,11 +198,10 @@ def _simplex(record, layers) -> dict | None:
                                                            if s in set(rows["split"])], "at": {}}
     for row in rows.itertuples(index=False):
         result = analysis.simplex(row.gram)
-        k = len(row.classes)
         out["at"].setdefault(str(row.layer), {}).setdefault(str(row.split), {})[str(int(row.epoch))] = {
             "classes": [str(c) for c in row.classes],
             "cosines": [[_num(v) for v in line] for line in result["cosines"]],
-            "ideal": _num(-1.0 / (k - 1)), "deviation": _num(result["deviation"]),
+            "ideal": _num(result["ideal"][0, 1]), "deviation": _num(result["deviation"]),
             "coords": [[_num(v) for v in line] for line in result["coords"]]}
     return out
 
@@ -298,7 +297,7 @@ def run_model(record, label: str | None = None, *, thumbnails: bool = True) -> d
         "split": _plain(record.meta.get("split") or {}),
         "values": values, "labels": {m: catalogue.metric_label(m) for m in values},
         "g_metric": catalogue.g_metric(),
-        "curves": _curves(record, values), "verdict": _verdict(record, layers), "agreement": _agreement(record),
+        "curves": _curves(record, values), "verdict": _verdict(record), "agreement": _agreement(record),
         "training": _training(record), "collapse": _collapse(record, layers, values),
         "simplex": _simplex(record, layers), "law": _law(record), "layouts": _layouts(record, layers, thumbnails),
         "settings": _plain(record.config_dict), "device": _plain(record.meta.get("device")),
