@@ -86,6 +86,18 @@ def test_the_lesson_plays_offline(chromium, lesson_file, tmp_path):
             assert points() and points() != before, "the layout did not follow the layer player"
             page.screenshot(path=str(ARTIFACTS / "html_export_first.png"), full_page=True)
 
+            # the collapse panels draw the layers ticked
+            nc1_lines = ".ls-nc-nc1 path.ls-line"
+            drawn = page.eval_on_selector_all(nc1_lines, "els => els.length")
+            page.locator(".ls-nc-layer input").first.click()
+            assert 0 < page.eval_on_selector_all(nc1_lines, "els => els.length") != drawn
+
+            # printed: no slider, each figure whole on its page
+            page.emulate_media(media="print")
+            assert not page.locator(".ls-nc-epoch input").is_visible()
+            assert page.eval_on_selector(".ls-block", "e => getComputedStyle(e).breakInside") == "avoid"
+            page.emulate_media(media="screen")
+
             # resting on a point shows its picture, from inside the file
             page.locator(".ls-layout-chart circle[data-index]").last.hover()
             assert page.locator(".ls-hover").is_visible()

@@ -5,41 +5,61 @@ var lsCollapse = (function (d) {
   "use strict";
   var el = d.el, add = d.add, replace = d.replace, finite = d.finite, fmt = d.fmt;
 
+  // The six panels at the layers ticked (the app's default four to start), redrawn when a box changes.
   function panels(run, s, axis, splitName) {
     var c = run.collapse;
+    var options = c.options || c.layers, chosen = c.layers.slice();
     var terminal = Object.keys(c.terminal).map(function (k) { return c.terminal[k]; }).filter(finite);
-    var key = c.layers.map(function (l, i) { return {name: l, color: d.color(i)}; }).concat(
-      c.splits.map(function (sp) { return {name: splitName(sp), color: "#555", dash: d.SPLIT_DASH[sp]}; }));
+    var boxes = add(s, el("div", {"class": "ls-controls ls-nc-layers"}));
+    add(boxes, el("span", {"class": "ls-player-label"}, "Layers drawn"));
     var row = add(s, el("div", {"class": "ls-row"}));
-    c.panels.forEach(function (panel) {
-      var fig = d.block(row, "ls-nc-panel");
-      if (!panel.metrics.length) {
-        add(fig, el("p", {"class": "ls-reason"}, panel.title.split("\n")[0] + ": not measured (" +
-                    panel.missing.join(", ") + " not among this run's metrics)"));
-        return;
-      }
-      var lines = [];
-      panel.metrics.forEach(function (m) {
-        var black = c.classifier.indexOf(m) >= 0;          // the classifier rows, at the head input
-        c.splits.forEach(function (split) {
-          var grid = run.values[m] && run.values[m][split];
-          if (!grid) return;
-          c.layers.forEach(function (layer, li) {
-            var i = run.layers.indexOf(layer);
-            if (i < 0) return;
-            var pts = run.epochs.map(function (ep, e) { return [ep, grid.mean[e][i]]; });
-            if (!pts.some(function (p) { return finite(p[1]); })) return;
-            lines.push({pts: pts, color: black ? "#000" : d.color(li), dash: d.SPLIT_DASH[split] || "",
-                        name: run.labels[m] + " · " + layer + " · " + splitName(split), cls: "ls-nc-" + m});
+    function colorOf(layer) { return d.color(options.indexOf(layer)); }
+    function draw() {
+      replace(row, null);
+      var shown = options.filter(function (l) { return chosen.indexOf(l) >= 0; });
+      var key = shown.map(function (l) { return {name: l, color: colorOf(l)}; }).concat(
+        c.splits.map(function (sp) { return {name: splitName(sp), color: "#555", dash: d.SPLIT_DASH[sp]}; }));
+      c.panels.forEach(function (panel) {
+        var fig = d.block(row, "ls-nc-panel");
+        if (!panel.metrics.length) {
+          add(fig, el("p", {"class": "ls-reason"}, panel.title.split("\n")[0] + ": not measured (" +
+                      panel.missing.join(", ") + " not among this run's metrics)"));
+          return;
+        }
+        var lines = [];
+        panel.metrics.forEach(function (m) {
+          var black = c.classifier.indexOf(m) >= 0;          // the classifier rows, at the head input
+          c.splits.forEach(function (split) {
+            var grid = run.values[m] && run.values[m][split];
+            if (!grid) return;
+            shown.forEach(function (layer) {
+              var i = run.layers.indexOf(layer);
+              if (i < 0) return;
+              var pts = run.epochs.map(function (ep, e) { return [ep, grid.mean[e][i]]; });
+              if (!pts.some(function (p) { return finite(p[1]); })) return;
+              lines.push({pts: pts, color: black ? "#000" : colorOf(layer), dash: d.SPLIT_DASH[split] || "",
+                          name: run.labels[m] + " · " + layer + " · " + splitName(split), cls: "ls-nc-" + m});
+            });
           });
         });
+        add(fig, d.chart({title: panel.title, lines: lines, ylog: panel.log, xlabel: axis, height: 270,
+                          legend: panel.key === "nc1" ? key : [], cls: "ls-nc-" + panel.key,
+                          vlines: terminal.map(function (t) {
+                            return {x: t, color: "#888", dash: "4 3", cls: "ls-terminal"};
+                          })}));
       });
-      add(fig, d.chart({title: panel.title, lines: lines, ylog: panel.log, xlabel: axis, height: 270,
-                        legend: panel.key === "nc1" ? key : [], cls: "ls-nc-" + panel.key,
-                        vlines: terminal.map(function (t) {
-                          return {x: t, color: "#888", dash: "4 3", cls: "ls-terminal"};
-                        })}));
+    }
+    options.forEach(function (layer) {
+      var label = add(boxes, el("label", {"class": "ls-nc-layer"}));
+      var box = add(label, el("input", {type: "checkbox", value: layer}));
+      box.checked = chosen.indexOf(layer) >= 0;
+      add(label, document.createTextNode(" " + layer));
+      box.addEventListener("change", function () {
+        chosen = box.checked ? chosen.concat([layer]) : chosen.filter(function (l) { return l !== layer; });
+        draw();
+      });
     });
+    draw();
   }
 
   function nameWidth(names) { return 16 + 6.5 * Math.max.apply(null, names.map(function (c) { return c.length; })); }

@@ -180,7 +180,8 @@ def _collapse(record, layers, values) -> dict | None:
                "missing": [m for m in names if m not in values],
                "log": bool(getattr(catalogue.METRICS.get(names[0]), "log_scale", False))}
               for key, title, names in COLLAPSE_PANELS]
-    return {"panels": panels, "layers": _nc_layers(layers, measured), "classifier": sorted(classifier),
+    return {"panels": panels, "layers": _nc_layers(layers, measured),
+            "options": [name for name in layers if name in measured] or list(layers), "classifier": sorted(classifier),
             "terminal": {str(s): (None if e is None else int(e)) for s, e in terminal.items()},
             "splits": [s for s in catalogue.SPLITS if any(s in values.get(m, {}) for m in wanted)]}
 
