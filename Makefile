@@ -60,10 +60,11 @@ test: $(STAMP) system-deps
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not browser and not notebook"
 
-# The docs site into site/ (offline; --strict: a broken link or API reference fails). The test
-# extra brings the docs extra. Preview with `.venv/bin/mkdocs serve`.
+# The docs site into site/ (offline; --strict: a broken link or API reference fails), with the two
+# lessons run and written as pages (docs/_lessons.py). The test extra brings the docs extra. Preview
+# with `.venv/bin/mkdocs serve`.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	LAYERSCOPE_DOCS_LESSONS=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -199,6 +199,19 @@ view.show_record(record)
 view
 '''),
         md('''
+## Share the lesson as one file
+
+A student without Python or layerscope can still open the lesson: `lab.export.to_html` writes the run into one
+self-contained HTML file that opens in any browser, offline, with no server. It shows the same figures as the
+card above, from the same `lab.analysis` tables, and its sliders step through the epochs and layers
+([Share a run as one HTML file](../docs/guide/html.md)). From a shell, `python -m lab export RUN_ID -o lesson.html`
+does the same. To make your own lesson, change `cfg` (the exercises below are a start), run it, and export it.
+'''),
+        code('''
+page = lab.export.to_html([run_id], "nc_lesson.html")
+print(f"{page.resolve()}: {page.stat().st_size / 1e6:.2f} MB, open it in any browser")
+'''),
+        md('''
 ## Exercises
 
 1. **More depth.** Run `cfg.replace(backbone="mlp:depth=6,width=64")`. Does the terminal phase start at

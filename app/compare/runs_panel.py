@@ -109,6 +109,9 @@ class RunsPanel(pn.viewable.Viewer):
         self._export_button = pn.widgets.Button(label="Export selected → notebook", color="primary",
                                                 width=250, disabled=True, css_classes=["ls-export"])
         self._export_button.on_click(self.export)
+        self._export_html_button = pn.widgets.Button(label="Export selected → HTML", width=210, disabled=True,
+                                                     css_classes=["ls-export-html"])
+        self._export_html_button.on_click(self.export_html)
         self._download = pn.widgets.FileDownload(label="Download notebook", filename="layerscope.ipynb",
                                                  color="success", visible=False, width=420, embed=False,
                                                  auto=True, css_classes=["ls-download"])
@@ -142,7 +145,8 @@ class RunsPanel(pn.viewable.Viewer):
         self._layout = pn.Column(
             pn.Row(search_w, refresh),
             self._table,
-            pn.Row(self._open_button, self._delete_button, self._export_button, self._download),
+            pn.Row(self._open_button, self._delete_button, self._export_button, self._export_html_button,
+                   self._download),
             self._confirm_row,
             self._status,
             pn.Row(pn.widgets.Select.from_param(self.param.compare_metric, label="Compare metric", width=190),
@@ -187,6 +191,7 @@ class RunsPanel(pn.viewable.Viewer):
             self.selected = ids
         self._delete_button.disabled = not ids
         self._export_button.disabled = not ids
+        self._export_html_button.disabled = not ids
         self._open_button.disabled = len(ids) != 1
         self._download.visible = False
         self._confirm_row.visible = False
@@ -350,6 +355,29 @@ class RunsPanel(pn.viewable.Viewer):
                                     visible=True)
         mark = f"; its per-image cell reports on the explorer's {len(selection)} selected images" if selection else ""
         self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}{mark})."
+        return Path(path)
+
+    def export_html(self, *_events) -> Path | None:
+        """Write the selected runs into one self-contained HTML page (:func:`lab.export.to_html`: opens offline,
+        players working, no server) and offer it for download; None (with a message) on failure."""
+        ids = list(self.selected)
+        if not ids:
+            self.message = "Select one or more runs to export."
+            return None
+        import lab.export
+
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}.html"
+        try:
+            path = lab.export.to_html(ids, target, store=self.store)
+        except Exception as exc:
+            self.message = f"Export failed: {exc}"
+            _notify("error", f"Export failed: {exc}", duration=10000)
+            return None
+        self._download.param.update(file=str(path), filename=path.name, label=f"⬇ Download {path.name}",
+                                    visible=True)
+        self.message = (f"Page ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}, "
+                        f"{path.stat().st_size / 1e6:.1f} MB; opens in any browser, offline, with no server).")
         return Path(path)
 
     def _export_selection(self, ids: list[str]) -> list[int] | None:

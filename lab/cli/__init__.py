@@ -5,7 +5,7 @@
     python -m lab run --dataset glyphs --backbone resnet18 --epochs 2      # lab.cli.run
     python -m lab runs list|show|delete|pack|unpack|to-tensorboard|to-mlflow   # lab.cli.runs
     python -m lab export RUN_ID [RUN_ID ...] -o runs.ipynb --execute       # lab.cli.export
-    python -m lab study run|show|extend SPEC                               # lab.cli.study
+    python -m lab study run|show|export|extend SPEC                        # lab.cli.study
     python -m lab pretrain --arch resnet18 --out lab/zoo/glyph_resnet18    # lab.cli.pretrain
 
 Every :class:`lab.config.RunConfig` field is a flag of ``run`` (``n_unseen`` is ``--n-unseen``,

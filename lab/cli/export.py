@@ -1,4 +1,4 @@
-"""``python -m lab export``: stored runs, or a study, as a Jupyter notebook."""
+"""``python -m lab export``: stored runs, or a study, as a Jupyter notebook; runs as one HTML file (``-o x.html``)."""
 from __future__ import annotations
 
 import inspect
@@ -6,20 +6,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.cli._common import EXIT_FAILED, EXIT_OK, UsageError, check_notebook_path, store_of
+from lab.cli._common import EXIT_FAILED, EXIT_OK, UsageError, check_notebook_path, check_writable, store_of
 
-__all__ = ["add_export_parser"]
+__all__ = ["add_export_parser", "export_study"]
 
 
 def add_export_parser(sub, common) -> None:
-    exp = sub.add_parser("export", parents=[common], help="write stored runs or a study into a Jupyter notebook",
+    exp = sub.add_parser("export", parents=[common],
+                         help="write stored runs or a study into a Jupyter notebook, or into one HTML file",
                          description="Write a notebook that reloads and re-plots the given runs, or (--study) "
-                                     "a study's figures and tables.")
+                                     "a study's figures and tables. With -o FILE.html, write them into one "
+                                     "self-contained page that opens offline, its players working, with no server "
+                                     "(a study's: its figures, seeds as replicates).")
     exp.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     exp.add_argument("--study", metavar="NAME_OR_SPEC", default=None,
                      help="export a study instead: a study name run into this store, or its spec file")
-    exp.add_argument("-o", "--output", required=True, metavar="NOTEBOOK", help="the .ipynb file to write")
+    exp.add_argument("-o", "--output", required=True, metavar="FILE",
+                     help="the file to write, chosen by its suffix: .ipynb (a notebook) or .html (one page)")
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
+    exp.add_argument("--no-thumbnails", dest="thumbnails", action="store_false",
+                     help="an .html file without the pictures its layouts show on hover (a smaller file)")
     exp.set_defaults(func=_cmd_export)
 
 
@@ -29,10 +35,18 @@ def _cmd_export(args) -> int:
         raise UsageError("give run ids or --study, not both")
     if args.study is None and not args.run_ids:
         raise UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
+    html = _is_html(args.output)
     if args.study is not None:
-        return _export_study(args, store)
+        return export_study(args.study, args.output, store, execute=args.execute)
+    if html and args.execute:
+        raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
+    if not html and Path(args.output).suffix != ".ipynb":
+        raise UsageError(f"-o must name a .ipynb file (a notebook) or a .html file (one page that opens offline); "
+                         f"got {str(args.output)!r}")
     for run_id in args.run_ids:
         store.load(run_id)                # unknown or invalid ids: exit 2 before any work
+    if html:
+        return _export_html(args, store)
     output = check_notebook_path(args.output)   # before any work: nothing is computed for nothing
     try:
         from lab.export import to_notebook
@@ -52,12 +66,37 @@ def _cmd_export(args) -> int:
     return EXIT_OK
 
 
-def _export_study(args, store) -> int:
-    from lab.export import study_to_notebook
+def _is_html(output: str) -> bool:
+    return Path(output).suffix.lower() in (".html", ".htm")
+
+
+def _export_html(args, store) -> int:
+    from lab.export import to_html
+
+    output = Path(args.output)
+    check_writable(output)
+    result = to_html(list(args.run_ids), output, store=store, thumbnails=args.thumbnails)
+    print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
+    return EXIT_OK
+
+
+def export_study(name: str, output: str, store, *, execute: bool = False) -> int:
+    """A study's figures into ``output``: one HTML page (``.html``) or a notebook (``.ipynb``); also
+    ``python -m lab study export``."""
+    from lab.export import study_to_html, study_to_notebook
     from lab.study import find_study
 
-    study = find_study(args.study, store=store)   # unknown name or bad spec: exit 2 before any work
-    output = check_notebook_path(args.output)
-    result = study_to_notebook(study, output, store=store, execute=args.execute)
+    html = _is_html(output)
+    if html and execute:
+        raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
+    study = find_study(name, store=store)   # unknown name or bad spec: exit 2 before any work
+    if html:
+        target = Path(output)
+        check_writable(target)
+        result = study_to_html(study, target, store=store)
+        print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
+        return EXIT_OK
+    target = check_notebook_path(output)
+    result = study_to_notebook(study, target, store=store, execute=execute)
     print(f"wrote {result}")
     return EXIT_OK

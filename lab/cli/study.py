@@ -1,5 +1,5 @@
-"""``python -m lab study run|show|extend``: a grid of runs on Dask, its cells and figures as tables, and growing
-its spec."""
+"""``python -m lab study run|show|export|extend``: a grid of runs on Dask, its cells and figures as tables or one
+HTML page, and growing its spec."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ __all__ = ["add_study_parser"]
 
 def add_study_parser(sub, common, parser_class) -> None:
     action = command_with_actions(sub, "study", common, parser_class,
-                                  help="run, show or extend a grid of runs (a study) on Dask",
+                                  help="run, show, export or extend a grid of runs (a study) on Dask",
                                   description="Studies: a base RunConfig and axes over its fields, run as a grid.")
     p = action("run", _cmd_study_run, help="run every unfinished cell of a study spec")
     p.add_argument("spec", metavar="SPEC", help="a study YAML/JSON file (see studies/)")
@@ -31,6 +31,12 @@ def add_study_parser(sub, common, parser_class) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = action("show", _cmd_study_show, help="every cell of a study with its status, and its figures")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
+    p = action("export", _cmd_study_export, help="write a study's figures into one HTML page or a notebook",
+               description="The suffix of -o chooses: study.html, one page that opens offline (seeds as "
+                           "replicates: each condition's mean with its 95 % interval and n), or study.ipynb.")
+    p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the .html or .ipynb file to write")
+    p.add_argument("--execute", action="store_true", help="a notebook: also execute it (nbclient)")
     p = action("extend", _cmd_study_extend, help="add (or remove) axis values in a study spec file, written in place",
                description="Grow a study spec: its existing cells keep their keys, so `study run FILE` afterwards "
                            "skips the stored cells and runs only the new ones.")
@@ -224,3 +230,9 @@ def _cmd_study_show(args) -> int:
         elif not figs["generalization"].empty:
             print("\nno transferability scores measured (add logme and sfda to the study's metrics)")
     return EXIT_OK
+
+
+def _cmd_study_export(args) -> int:
+    from lab.cli.export import export_study
+
+    return export_study(args.name, args.output, store_of(args), execute=args.execute)
