@@ -240,8 +240,6 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
     def _show(self, status, figs) -> None:
         self._set_table(status)
         self._figs = figs
-        # escaped: the note names conditions, whose values a user typed
-        self.summary_note.object = escape_markdown(summary_text(figs))
         self._draw([("layers", layer_depth_curves), ("accuracy", accuracy_vs_g), ("nc1", collapse_curves),
                     ("transfer", transfer_vs_g), *([("tunnel", tunnel_plot)] if has_tunnel(figs) else [])], figs)
         self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
@@ -272,6 +270,8 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             self.layer = layer                                 # redraws the heatmap (watcher)
         else:
             self._draw_grid()
+        # last: it says what the figures above show once they show it (escaped: it names conditions a user typed)
+        self.summary_note.object = escape_markdown(summary_text(figs))
 
     def _draw(self, plots: list, figs: dict) -> None:
         """Draw each ``(name, figure function)`` of ``plots`` from ``figs`` into its pane."""
