@@ -26,6 +26,8 @@ from ._specs import shipped_folder, shipped_specs, spec_file
 __all__ = ["StudyComposer"]
 
 _esc = partial(html.escape, quote=False)       # Markdown: <, > and & only
+_PICK = "(pick one to add)"
+_EXAMPLES = ("mlp:depth=4,width=128", "mlp:depth=8,width=128")     # from-scratch MLPs: any depth and width
 
 
 class StudyComposer(pn.viewable.Viewer):
@@ -80,6 +82,13 @@ class StudyComposer(pn.viewable.Viewer):
         self.add_button = pn.widgets.Button(label="Add axis", width=100, css_classes=["ls-compose-add"])
         self.add_button.on_click(lambda _e: self.add_axis())
         self.hint = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["ls-compose-hint"])
+        # the backbones this machine loads offline (the zoo, the ImageNet backbones, cached timm and Hugging Face
+        # weights: the sidebar's list), offered while the axis is the backbone; a pick is added to the values typed
+        self.offered = pn.widgets.Select(name="Available here", options=[_PICK], width=260, visible=False,
+                                         css_classes=["ls-compose-offered"])
+        self.offered.param.watch(lambda e: self._offer_picked(e.new), "value")
+        self.axis_select.param.watch(lambda e: self._show_offered(e.new), "value")
+        self._show_offered(self.axis_select.value)
         self.values_input.param.watch(lambda _e: self._check_typed(), "value")
         self.axis_select.param.watch(lambda _e: self._check_typed(), "value")
         self.rows = pn.Column(sizing_mode="stretch_width", css_classes=["ls-compose-rows"])
@@ -162,6 +171,20 @@ class StudyComposer(pn.viewable.Viewer):
         self.axes = {**self.axes, axis: values}
         self.values_input.value = ""
         self.hint.object = self._problems_text(axis, values)
+
+    def _show_offered(self, axis: str) -> None:
+        if axis == "backbone" and len(self.offered.options) == 1:
+            from app.choose._widgets import offline_backbones
+
+            self.offered.options = [_PICK, *dict.fromkeys([m.name for m in offline_backbones()] + list(_EXAMPLES))]
+        self.offered.visible = axis == "backbone"
+
+    def _offer_picked(self, name: str) -> None:
+        if name == _PICK:
+            return
+        typed = self.values_input.value.strip().rstrip(",")
+        self.values_input.value = f"{typed}, {name}" if typed else name
+        self.offered.value = _PICK
 
     def remove_axis(self, axis: str) -> None:
         self.axes = {k: v for k, v in self.axes.items() if k != axis}
@@ -297,7 +320,7 @@ class StudyComposer(pn.viewable.Viewer):
                                                        css_classes=["ls-compose-name"]),
                        pn.widgets.Select.from_param(self.param.order, name="Order", width=120),
                        sizing_mode="stretch_width")
-        add = pn.Row(self.axis_select, self.values_input, self.add_button, sizing_mode="stretch_width")
+        add = pn.Row(self.axis_select, self.values_input, self.offered, self.add_button, sizing_mode="stretch_width")
         seeds = pn.widgets.TextInput.from_param(self.param.seeds, name="Seeds", width=240,
                                                 css_classes=["ls-compose-seeds"])
         return pn.Column(start, add, self.hint, self.rows, seeds, self.estimate, self.preview,

@@ -128,3 +128,15 @@ def test_the_studies_tab_opens_the_composer_and_launch_starts_the_composed_study
     panel.composer.launch_button.clicks += 1
     assert [s.name for s in started] == ["from-the-page"] and panel.running
     assert panel.progress.max == 4
+
+
+def test_the_backbones_this_machine_has_are_offered_while_the_axis_is_the_backbone(composer):
+    assert composer.axis_select.value == "backbone"              # the first axis offered
+    assert composer.offered.visible and "glyph_resnet18" in composer.offered.options
+    composer.values_input.value = MLP2
+    composer.offered.value = "glyph_resnet18"
+    assert composer.values_input.value == f"{MLP2}, glyph_resnet18" and composer.offered.value == "(pick one to add)"
+    composer.add_axis()
+    assert composer.to_study().axes["backbone"] == [MLP2, "glyph_resnet18"]
+    composer.axis_select.value = "lr"
+    assert not composer.offered.visible
