@@ -112,7 +112,8 @@ def measure(tmp: Path, port: int, clicks: int) -> dict:
             while running_cells(page) < 2 or "2 of" not in progress_text(page):
                 assert time.monotonic() < deadline, f"two cells never ran: {pane_text(page, '.ls-study-message')}"
                 page.wait_for_timeout(250)
-            print(f"both cells run: {pane_text(page, '.ls-study-running').strip()}")
+            lines = re.findall(r"cell \d+ \(.*?\): epoch \d+", pane_text(page, ".ls-study-running"))
+            print(f"both cells run: {'; '.join(lines)}")
             # the two quick cells' figures drawn first (a redraw takes seconds: a click during one waits for it)
             deadline = time.monotonic() + 120
             while "(2 runs)" not in pane_text(page, ".ls-study-summary-note"):
