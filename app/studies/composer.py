@@ -174,7 +174,7 @@ class StudyComposer(pn.viewable.Viewer):
 
     def _show_offered(self, axis: str) -> None:
         if axis == "backbone" and len(self.offered.options) == 1:
-            from app.choose._widgets import offline_backbones
+            from app.choose import offline_backbones
 
             self.offered.options = [_PICK, *dict.fromkeys([m.name for m in offline_backbones()] + list(_EXAMPLES))]
         self.offered.visible = axis == "backbone"

@@ -191,7 +191,10 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             else:
                 self._show(status, figs)
 
-        doc.add_next_tick_callback(show)
+        try:
+            doc.add_next_tick_callback(show)
+        except Exception:                  # noqa: BLE001 - the page was closed meanwhile: nothing to show
+            _log.debug("the study's page closed before its figures were read", exc_info=True)
 
     def redraw(self) -> None:
         """Re-read the figures of the study shown (the running one while it runs) at the current summary."""
