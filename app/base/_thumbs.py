@@ -51,21 +51,9 @@ class ThumbnailSource:
 def array_thumbnails(images, size: int = 32) -> ThumbnailSource:
     """A :class:`ThumbnailSource` of stored pictures, uint8 (N, h, w, C) (:meth:`lab.store.RunRecord.thumbnails`):
     image ``i`` as a PNG data URI, its longest side ``size`` pixels."""
-    import base64
-    import io
-
-    import numpy as np
-    from PIL import Image
+    from lab.data import png_data_uri
 
     def render(index: int, size: int = size) -> str:
-        arr = np.asarray(images[int(index)])                            # (h, w, C)
-        img = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
-        scale = size / max(img.size)
-        if scale != 1:
-            img = img.resize((max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale))),
-                             Image.Resampling.NEAREST if scale > 1 else Image.Resampling.LANCZOS)
-        buf = io.BytesIO()
-        img.save(buf, format="PNG", optimize=True)
-        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+        return png_data_uri(images[int(index)], size)
 
     return ThumbnailSource(render, size=size)

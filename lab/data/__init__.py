@@ -18,11 +18,11 @@ from __future__ import annotations
 from lab.lazy import lazy_exports
 
 __all__ = ["load", "Dataset", "ImageDataset", "Split", "SPECS", "UnsafePickleError", "standardize",
-           "cache_dir", "check_name"]
+           "cache_dir", "check_name", "png_data_uri"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     "load": "._sources:load", "SPECS": "._names:SPECS", "check_name": "._names:check_name",
     "ImageDataset": "._dataset:ImageDataset", "standardize": "._dataset:standardize", "Split": ".splits:Split",
     "UnsafePickleError": "._cifar:UnsafePickleError", "cache_dir": "._folder:cache_dir",
     "Dataset": "._dataset:ImageDataset",     # the name used in the shared contracts
-    "glyphs": ".glyphs", "splits": ".splits",
+    "glyphs": ".glyphs", "splits": ".splits", "png_data_uri": ".thumbnails:png_data_uri",
 })

@@ -5,11 +5,9 @@ images), else the run's unseen images read again from its dataset when that data
 """
 from __future__ import annotations
 
-import base64
-import io
 from typing import Callable, Iterable
 
-import numpy as np
+from lab.data.thumbnails import png_data_uri
 
 __all__ = ["THUMBNAIL_SIZE", "layout_thumbnails"]
 
@@ -17,24 +15,11 @@ THUMBNAIL_SIZE = 48
 """The longest side of a hover picture, in pixels."""
 
 
-def _png(image: np.ndarray, size: int) -> str:
-    from PIL import Image
-
-    img = Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image)          # (h, w, C) uint8
-    scale = size / max(img.size)
-    if scale != 1:
-        img = img.resize((max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale))),
-                         Image.Resampling.NEAREST if scale > 1 else Image.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    img.save(buf, format="PNG", optimize=True)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _source(record) -> tuple[Callable[[int], str], str] | None:
     """How to draw image ``i`` of the run's unseen sample, and where the pictures come from; None without any."""
     kept = record.thumbnails()
     if kept is not None:
-        return (lambda i: _png(np.asarray(kept[int(i)]), THUMBNAIL_SIZE)), "kept by the run"
+        return (lambda i: png_data_uri(kept[int(i)], THUMBNAIL_SIZE)), "kept by the run"
     config = record.config
     if isinstance(config, dict):            # a config this version cannot read: no dataset to read again
         return None
