@@ -336,49 +336,47 @@ class RunsPanel(pn.viewable.Viewer):
     # ------------------------------------------------------------------ export
     def export(self, *_events) -> Path | None:
         """Write the selected runs to a notebook and offer it for download; None (with a message) on failure."""
-        ids = list(self.selected)
-        if not ids:
-            self.message = "Select one or more runs to export."
-            return None
         import lab.export
 
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}.ipynb"
-        selection = self._export_selection(ids)
-        try:
-            path = lab.export.to_notebook(ids, target, store=self.store, selection=selection)
-        except Exception as exc:
-            self.message = f"Export failed: {exc}"
-            _notify("error", f"Export failed: {exc}", duration=10000)
-            return None
-        self._download.param.update(file=str(path), filename=path.name, label=f"⬇ Download {path.name}",
-                                    visible=True)
-        mark = f"; its per-image cell reports on the explorer's {len(selection)} selected images" if selection else ""
-        self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}{mark})."
-        return Path(path)
+        ids = list(self.selected)
+        selection = self._export_selection(ids) if ids else None
+        path = self._export_file(ids, ".ipynb", lambda target: lab.export.to_notebook(
+            ids, target, store=self.store, selection=selection))
+        if path is not None:
+            mark = (f"; its per-image cell reports on the explorer's {len(selection)} selected images"
+                    if selection else "")
+            self.message = f"Notebook ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}{mark})."
+        return path
 
     def export_html(self, *_events) -> Path | None:
         """Write the selected runs into one self-contained HTML page (:func:`lab.export.to_html`: opens offline,
         players working, no server) and offer it for download; None (with a message) on failure."""
+        import lab.export
+
         ids = list(self.selected)
+        path = self._export_file(ids, ".html", lambda target: lab.export.to_html(ids, target, store=self.store))
+        if path is not None:
+            self.message = (f"Page ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}, "
+                            f"{path.stat().st_size / 1e6:.1f} MB; opens in any browser, offline, with no server).")
+        return path
+
+    def _export_file(self, ids: list[str], suffix: str, write) -> Path | None:
+        """``write(target)`` the runs ``ids`` to a timestamped ``suffix`` file and offer it for download; None with
+        a message when no run is selected or the export fails."""
         if not ids:
             self.message = "Select one or more runs to export."
             return None
-        import lab.export
-
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}.html"
+        target = Path(self._tmp.name) / f"layerscope-{len(ids)}run{'s' if len(ids) > 1 else ''}-{stamp}{suffix}"
         try:
-            path = lab.export.to_html(ids, target, store=self.store)
+            path = Path(write(target))
         except Exception as exc:
             self.message = f"Export failed: {exc}"
             _notify("error", f"Export failed: {exc}", duration=10000)
             return None
         self._download.param.update(file=str(path), filename=path.name, label=f"⬇ Download {path.name}",
                                     visible=True)
-        self.message = (f"Page ready: {path.name} ({len(ids)} run{'s' if len(ids) > 1 else ''}, "
-                        f"{path.stat().st_size / 1e6:.1f} MB; opens in any browser, offline, with no server).")
-        return Path(path)
+        return path
 
     def _export_selection(self, ids: list[str]) -> list[int] | None:
         """The explorer's selection when the notebook's per-image cell reads the explorer's run (the first exported
