@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import lab
 from lab.export import to_html
-from lab.lessons import NC_LESSON
 from lab.store import RunStore
+from tests.fixtures.lesson_run import tiny_nc_lesson
 
 pytestmark = [pytest.mark.browser]
 
@@ -17,19 +16,9 @@ HOSTILE = "</script><img src=x onerror=alert(1)>"
 @pytest.fixture(scope="module")
 def lesson_file(tmp_path_factory):
     """The NC lesson shrunk to seconds (16 units, 3 epochs, a few images a class) under a hostile name, exported."""
-    import torch
-
     store = RunStore(tmp_path_factory.mktemp("html") / "runs")
-    config = NC_LESSON.replace(name=HOSTILE, epochs=3, backbone="mlp:depth=3,width=16", seen_per_class=10,
-                               unseen_per_class=6, train_sample_per_class=6, device="cpu")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        events = list(lab.run(config, store=store))
-    finally:
-        torch.set_num_threads(previous)
-    assert events[-1].kind == "run_finished", events[-1]
-    return to_html([events[-1].run_id], tmp_path_factory.mktemp("page") / "lesson.html", store=store)
+    run_id = tiny_nc_lesson(store, name=HOSTILE, epochs=3)
+    return to_html([run_id], tmp_path_factory.mktemp("page") / "lesson.html", store=store)
 
 
 def _move(page, selector: str, index: int) -> None:

@@ -16,8 +16,8 @@ from lab import analysis
 from lab.export import to_html
 from lab.export.html import MAX_LAYOUT_POINTS
 from lab.export.html.model import COLLAPSE_PANELS, LAYOUT_SCALE
-from lab.lessons import NC_LESSON
 from lab.store import RunNotFoundError, RunStore
+from tests.fixtures.lesson_run import tiny_nc_lesson
 
 REPO = Path(__file__).resolve().parents[3]
 HOSTILE = "</script><img src=x onerror=alert(1)> http://evil.example/"
@@ -34,20 +34,10 @@ def read_model(text: str) -> dict:
 @pytest.fixture(scope="module")
 def nc_run(tmp_path_factory):
     """The NC lesson shrunk to seconds (16 units, 2 epochs, a few images a class): (store, run_id, html text)."""
-    import torch
-
     store = RunStore(tmp_path_factory.mktemp("html") / "runs")
-    config = NC_LESSON.replace(epochs=2, backbone="mlp:depth=3,width=16", seen_per_class=10, unseen_per_class=6,
-                               train_sample_per_class=6, device="cpu")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        events = list(lab.run(config, store=store))
-    finally:
-        torch.set_num_threads(previous)
-    assert events[-1].kind == "run_finished", events[-1]
-    path = to_html([events[-1].run_id], tmp_path_factory.mktemp("page") / "lesson.html", store=store)
-    return store, events[-1].run_id, path.read_text(encoding="utf-8")
+    run_id = tiny_nc_lesson(store, epochs=2)
+    path = to_html([run_id], tmp_path_factory.mktemp("page") / "lesson.html", store=store)
+    return store, run_id, path.read_text(encoding="utf-8")
 
 
 def test_every_number_shown_is_lab_analysis(nc_run):
