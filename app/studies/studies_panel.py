@@ -36,7 +36,7 @@ from .tunnel_plot import tunnel_plot, tunnel_text
 __all__ = ["StudiesPanel", "shipped_specs", "study_device_keys"]
 
 
-def has_tunnel(figs: dict) -> bool:
+def _has_tunnel(figs: dict) -> bool:
     """Whether the study's runs measured what the tunnel figure needs (a row of ``figs["tunnel"]``)."""
     tunnel = figs.get("tunnel")
     return tunnel is not None and len(tunnel) > 0
@@ -171,7 +171,7 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
             self.redraw()
 
     def _read_then_show(self, doc, generation: int) -> None:
-        study = self._study if self._showing_run and self._study is not None else self._shown
+        study = self._study_shown()
         if study is None:
             return
         from lab.study import figures
@@ -196,9 +196,13 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         except Exception:                  # noqa: BLE001 - the page was closed meanwhile: nothing to show
             _log.debug("the study's page closed before its figures were read", exc_info=True)
 
+    def _study_shown(self):
+        """The study whose figures the tab shows: the running (grown) one from a launch on, else the spec's."""
+        return self._study if self._showing_run and self._study is not None else self._shown
+
     def redraw(self) -> None:
         """Re-read the figures of the study shown (the running one while it runs) at the current summary."""
-        study = self._study if self._showing_run and self._study is not None else self._shown
+        study = self._study_shown()
         if study is None:
             return
         from lab.study import figures
@@ -244,12 +248,12 @@ class StudiesPanel(RunEvents, pn.viewable.Viewer):
         self._set_table(status)
         self._figs = figs
         self._draw([("layers", layer_depth_curves), ("accuracy", accuracy_vs_g), ("nc1", collapse_curves),
-                    ("transfer", transfer_vs_g), *([("tunnel", tunnel_plot)] if has_tunnel(figs) else [])], figs)
+                    ("transfer", transfer_vs_g), *([("tunnel", tunnel_plot)] if _has_tunnel(figs) else [])], figs)
         self.ranks.object = "\n\n".join(t for t in (generalization_text(figs), rank_text(figs.get("ranks") or {})) if t)
         finished = figs.get("generalization")
-        self._tunnel_box.visible = has_tunnel(figs)
+        self._tunnel_box.visible = _has_tunnel(figs)
         # escaped: the lines name conditions, whose values a user typed
-        self.tunnel_text.object = (escape_markdown(tunnel_text(figs)) if has_tunnel(figs) else
+        self.tunnel_text.object = (escape_markdown(tunnel_text(figs)) if _has_tunnel(figs) else
                                    "" if finished is None or not len(finished) else
                                    "No tunnel figure: it needs the unseen NMI, the seen NCC accuracy and the "
                                    "numerical rank at every layer (add `ncc_accuracy` and `numerical_rank` to the "

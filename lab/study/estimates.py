@@ -103,12 +103,12 @@ def _run_timing(store, run_id: str) -> tuple | None:
             rec = store.load(run_id)
         except Exception:                          # noqa: BLE001 - damaged folders are listed elsewhere
             return None                            # not remembered: a run being written is read again
-        timing = RunTiming.of(rec.meta.get("timings") or {}) if rec.status == RunStatus.FINISHED else None
-        config = rec.config_dict or {}
-        found = ((config.get("dataset"), config.get("backbone"), config.get("img_size")), timing)
         if rec.status != RunStatus.FINISHED:
-            return None                            # a live run: its meta changes when it ends
-        _SEEN[key] = found if timing is not None else None
+            return None                            # not remembered: a live run's meta changes when it ends
+        timing = RunTiming.of(rec.meta.get("timings") or {})
+        config = rec.config_dict or {}
+        _SEEN[key] = (None if timing is None else
+                      ((config.get("dataset"), config.get("backbone"), config.get("img_size")), timing))
     return _SEEN[key]
 
 
