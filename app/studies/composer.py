@@ -320,7 +320,8 @@ class StudyComposer(pn.viewable.Viewer):
                                                        css_classes=["ls-compose-name"]),
                        pn.widgets.Select.from_param(self.param.order, name="Order", width=120),
                        sizing_mode="stretch_width")
-        add = pn.Row(self.axis_select, self.values_input, self.offered, self.add_button, sizing_mode="stretch_width")
+        # the offered backbones after the Add button: showing or hiding them moves nothing a user aims at
+        add = pn.Row(self.axis_select, self.values_input, self.add_button, self.offered, sizing_mode="stretch_width")
         seeds = pn.widgets.TextInput.from_param(self.param.seeds, name="Seeds", width=240,
                                                 css_classes=["ls-compose-seeds"])
         return pn.Column(start, add, self.hint, self.rows, seeds, self.estimate, self.preview,
