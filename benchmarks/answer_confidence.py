@@ -47,7 +47,7 @@ def show_study(store: RunStore, spec: str) -> None:
     from lab.study import Study, figures
 
     study = Study.from_file(spec)
-    figs = figures(study, store)
+    figs = figures(study, store=store)
     transfer = figs.get("transfer") or {}
     print(f"\nstudy {study.name}: {len(study.cells())} cells")
     if not transfer.get("scores"):

@@ -18,6 +18,7 @@ import param
 
 from lab import events as ev
 from lab.export.markdown import escape_markdown
+from lab.study import summary_text
 
 from app.base import resources
 from app.base import DocDispatcher
@@ -29,7 +30,7 @@ from ._figure_reader import FigureReader
 from ._specs import shipped_specs
 from .study_plots import (
     AGREEMENT_TITLES, accuracy_vs_g, agreement_frame, agreement_text, collapse_curves, generalization_text,
-    grid_heatmap, layer_depth_curves, rank_text, summary_text, transfer_text, transfer_vs_g,
+    grid_heatmap, layer_depth_curves, rank_text, transfer_text, transfer_vs_g,
 )
 from .tunnel_plot import tunnel_plot, tunnel_text
 

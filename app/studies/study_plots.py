@@ -13,9 +13,10 @@ from app.base.plots import PLOT_OPTS, plot_text
 from lab import catalogue
 from lab.analysis import ALL_CONDITIONS, confidence_text
 from lab.catalogue import metric_label
+from lab.study import summary_phrase
 
 __all__ = ["layer_depth_curves", "accuracy_vs_g", "grid_heatmap", "collapse_curves", "rank_text",
-           "generalization_text", "summary_text", "transfer_vs_g", "transfer_text", "agreement_frame", "agreement_text",
+           "generalization_text", "transfer_vs_g", "transfer_text", "agreement_frame", "agreement_text",
            "AGREEMENT_TITLES"]
 
 _COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -56,16 +57,8 @@ def _n_label(group, rows: pd.DataFrame, n: str = "n") -> str:
     return plot_text(group) + (f" (n={int(count)})" if np.isfinite(count) else "")
 
 
-def _summary_phrase(figs: dict) -> str:
-    """ "the last epoch", "the best epoch by unseen g", "epoch 3", or "" for figures without a summary."""
-    summary = figs.get("summary") or {}
-    if not summary.get("label"):
-        return ""
-    return summary["label"] if isinstance(summary.get("summary"), int) else f"the {summary['label']}"
-
-
 def _summary_words(figs: dict) -> str:
-    phrase = _summary_phrase(figs)
+    phrase = summary_phrase(figs)
     return f" at {phrase}" if phrase else ""
 
 
@@ -144,21 +137,6 @@ def _interval_words(low, high, n, what: str = "seeds") -> str:
     if n >= 2 and np.isfinite(float(low)) and np.isfinite(float(high)):
         return f"n = {n}; 95 % interval over {what} {float(low):.3f} to {float(high):.3f}"
     return f"n = {n}: no interval over {what}"
-
-
-def summary_text(figs: dict) -> str:
-    """Which epoch each run was read at (the study's summary), and the runs left out for want of it."""
-    summary = figs.get("summary") or {}
-    epochs, left = summary.get("epochs"), summary.get("left_out")
-    if not summary:
-        return ""
-    counts = epochs["epoch"].dropna().astype(int).value_counts().sort_index() if epochs is not None else {}
-    read = ", ".join(f"epoch {e} ({c} run{'s' if c != 1 else ''})" for e, c in counts.items())
-    text = f"Summary: each run at {_summary_phrase(figs)}" + (f"; read at {read}." if read else "; no run read.")
-    if left is not None and len(left):
-        text += (f" Left out: {len(left)} run{'s' if len(left) != 1 else ''} without a complete evaluation there "
-                 f"({', '.join(sorted(set(plot_text(g) for g in left['group'])))}).")
-    return text
 
 
 def generalization_text(figs: dict) -> str:

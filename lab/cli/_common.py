@@ -17,7 +17,7 @@ from lab.text import join_words
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CANCELLED", "UsageError", "Parser", "one_line",
            "message_of", "missing", "command_with_actions", "store_of", "fmt", "check_writable",
-           "check_notebook_path", "law_lines"]
+           "check_notebook_path", "law_lines", "add_summary_option"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -127,3 +127,20 @@ def law_lines(law: dict | None) -> list[str]:
         note = f"; {e['reason']}" if e["reason"] else ""
         lines.append(f"  {where}: {ratio} per layer, {r} ({e['n_layers']} layers, {seeds}{note})")
     return lines
+
+
+def _summary(text: str):
+    """--summary's value: "last", "best" or an epoch, checked by :func:`lab.analysis.check_summary`."""
+    from lab.analysis import check_summary
+
+    try:
+        return check_summary(int(text) if text.strip().isdigit() else text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_summary_option(parser, default="last", what: str = "") -> None:
+    """``--summary last|best|EPOCH``: the epoch each run of a study is read at (:func:`lab.study.figures`)."""
+    parser.add_argument("--summary", type=_summary, default=default, metavar="last|best|EPOCH",
+                        help=f"{what}the epoch each run is read at: its last complete evaluation (default), its "
+                             f"best by unseen g, or a given epoch (a run without it is left out, and named)")

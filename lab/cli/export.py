@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.cli._common import EXIT_FAILED, EXIT_OK, UsageError, check_notebook_path, check_writable, store_of
+from lab.cli._common import (
+    EXIT_FAILED, EXIT_OK, UsageError, add_summary_option, check_notebook_path, check_writable, store_of,
+)
 
 __all__ = ["add_export_parser", "export_study"]
 
@@ -26,6 +28,7 @@ def add_export_parser(sub, common) -> None:
     exp.add_argument("--execute", action="store_true", help="also execute the notebook (nbclient)")
     exp.add_argument("--no-thumbnails", dest="thumbnails", action="store_false",
                      help="an .html file without the pictures its layouts show on hover (a smaller file)")
+    add_summary_option(exp, default=None, what="with --study: ")
     exp.set_defaults(func=_cmd_export)
 
 
@@ -37,7 +40,10 @@ def _cmd_export(args) -> int:
         raise UsageError("give the RUN_IDs to export, or --study NAME_OR_SPEC")
     html = _is_html(args.output)
     if args.study is not None:
-        return export_study(args.study, args.output, store, execute=args.execute)
+        return export_study(args.study, args.output, store, execute=args.execute, summary=args.summary or "last")
+    if args.summary is not None:
+        raise UsageError("--summary chooses the epoch a study's runs are read at: give --study NAME_OR_SPEC too, "
+                         "or leave --summary out")
     if html and args.execute:
         raise UsageError("--execute runs a notebook; an .html file has nothing to execute: leave --execute out")
     if not html and Path(args.output).suffix != ".ipynb":
@@ -80,7 +86,7 @@ def _export_html(args, store) -> int:
     return EXIT_OK
 
 
-def export_study(name: str, output: str, store, *, execute: bool = False) -> int:
+def export_study(name: str, output: str, store, *, execute: bool = False, summary="last") -> int:
     """A study's figures into ``output``: one HTML page (``.html``) or a notebook (``.ipynb``); also
     ``python -m lab study export``."""
     from lab.export import study_to_html, study_to_notebook
@@ -93,10 +99,10 @@ def export_study(name: str, output: str, store, *, execute: bool = False) -> int
     if html:
         target = Path(output)
         check_writable(target)
-        result = study_to_html(study, target, store=store)
+        result = study_to_html(study, target, store=store, summary=summary)
         print(f"wrote {result} ({result.stat().st_size / 1e6:.2f} MB; opens offline in any browser)")
         return EXIT_OK
     target = check_notebook_path(output)
-    result = study_to_notebook(study, target, store=store, execute=execute)
+    result = study_to_notebook(study, target, store=store, execute=execute, summary=summary)
     print(f"wrote {result}")
     return EXIT_OK

@@ -7,7 +7,9 @@ import sys
 import threading
 
 from lab import events as ev
-from lab.cli._common import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, command_with_actions, store_of
+from lab.cli._common import (
+    EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, add_summary_option, command_with_actions, store_of,
+)
 from lab.status import RunStatus
 
 __all__ = ["add_study_parser"]
@@ -31,12 +33,14 @@ def add_study_parser(sub, common, parser_class) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = action("show", _cmd_study_show, help="every cell of a study with its status, and its figures")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
+    add_summary_option(p)
     p = action("export", _cmd_study_export, help="write a study's figures into one HTML page or a notebook",
                description="The suffix of -o chooses: study.html, one page that opens offline (seeds as "
                            "replicates: each condition's mean with its 95 % interval and n), or study.ipynb.")
     p.add_argument("name", metavar="NAME_OR_SPEC", help="a study name run into this store, or a spec file")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the .html or .ipynb file to write")
     p.add_argument("--execute", action="store_true", help="a notebook: also execute it (nbclient)")
+    add_summary_option(p)
     p = action("extend", _cmd_study_extend, help="add (or remove) axis values in a study spec file, written in place",
                description="Grow a study spec: its existing cells keep their keys, so `study run FILE` afterwards "
                            "skips the stored cells and runs only the new ones.")
@@ -185,7 +189,7 @@ def _cmd_study_extend(args) -> int:
 def _cmd_study_show(args) -> int:
     import pandas as pd
 
-    from lab.study import figures, find_study
+    from lab.study import figures, find_study, summary_phrase, summary_text
 
     store = store_of(args)
     study = find_study(args.name, store=store)
@@ -195,7 +199,8 @@ def _cmd_study_show(args) -> int:
         print(f"study {study.name!r}: {len(status)} cells, "
               + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
         print(status.drop(columns=["g_std"]).to_string(index=False))
-        figs = figures(study, store=store)
+        figs = figures(study, store=store, summary=args.summary)
+        print(summary_text(figs))
         if not figs["generalization"].empty:
             print("\ng per condition (max over layers of unseen NMI, mean over seeds) and seen accuracy:")
             print(figs["generalization"].to_string(index=False))
@@ -212,8 +217,9 @@ def _cmd_study_show(args) -> int:
             print(table.drop(columns=["best", "layer_index"]).to_string(index=False))
         law = figs["law"]
         if len(law):
-            print("\nlaw of equi-separation per condition (log10 NC1 against depth, He & Su 2023) at the last epoch, "
-                  "mean and std over the condition's seeds; a ratio below 1: each deeper layer separates better:")
+            print("\nlaw of equi-separation per condition (log10 NC1 against depth, He & Su 2023) at "
+                  f"{summary_phrase(figs)}, mean and std over the condition's seeds; a ratio below 1: each deeper "
+                  "layer separates better:")
             print(law.drop(columns=["slope", "reason"]).to_string(index=False))
             for row in law[law["reason"].notna()].itertuples(index=False):
                 print(f"  {row.group}, {row.split}: {row.reason}")
@@ -225,7 +231,8 @@ def _cmd_study_show(args) -> int:
         transfer = figs["transfer"]
         if transfer["scores"]:
             print("\ntransferability scores at epoch 0 (seen held-out images) against the unseen NMI each layer "
-                  "reaches at the last epoch: Spearman over layers, 95% bootstrap over points (from 5 points):")
+                  f"reaches at {summary_phrase(figs)}: Spearman over layers, 95% bootstrap over points "
+                  "(from 5 points):")
             print(transfer["correlations"].to_string(index=False))
         elif not figs["generalization"].empty:
             print("\nno transferability scores measured (add logme and sfda to the study's metrics)")
@@ -235,4 +242,4 @@ def _cmd_study_show(args) -> int:
 def _cmd_study_export(args) -> int:
     from lab.cli.export import export_study
 
-    return export_study(args.name, args.output, store_of(args), execute=args.execute)
+    return export_study(args.name, args.output, store_of(args), execute=args.execute, summary=args.summary)

@@ -13,7 +13,7 @@ from IPython.display import display
 import app
 import lab
 from app import study_plots          # the figures of the app's Studies tab (no server needed)
-from lab.study import Study, figures  # the figures' data: every number from lab.analysis
+from lab.study import Study, figures, summary_text  # the figures' data: every number from lab.analysis
 
 app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
 pd.set_option("display.precision", 4)
@@ -37,7 +37,7 @@ if changed:
     print(f"note: the store holds other runs for cell(s) {changed} than at export (run or deleted since)")
 figs = figures(study, store=store, summary=SUMMARY)   # reads the study's finished runs back from the store
 print(f"{study}: " + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
-print(study_plots.summary_text(figs))
+print(summary_text(figs))
 display(status, metadata=lab.export.table_metadata("status", status))
 '''
 

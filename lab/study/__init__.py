@@ -23,15 +23,15 @@ from lab.lazy import lazy_exports
 from lab.study._keys import REPEAT_AXES, group_label, short_value
 from lab.study.control import StudyController
 from lab.study.estimates import DEFAULT_SECONDS, estimate, estimate_line
-from lab.study.figures import figures
+from lab.study.figures import figures, summary_phrase, summary_text
 from lab.study.order import ORDERS, run_order
 from lab.study.records import StudyResult, study_status
 from lab.study.saved import find_study, save_spec
 from lab.study.spec import Cell, Study, load_study
 
-__all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status", "figures", "group_label",
-           "short_value", "REPEAT_AXES", "find_study", "save_spec", "estimate", "estimate_line", "DEFAULT_SECONDS",
-           "ORDERS", "run_order", "StudyController", "local_cluster", "run_study", "gpu_count"]
+__all__ = ["Study", "Cell", "StudyResult", "load_study", "study_status", "figures", "summary_text", "summary_phrase",
+           "group_label", "short_value", "REPEAT_AXES", "find_study", "save_spec", "estimate", "estimate_line",
+           "DEFAULT_SECONDS", "ORDERS", "run_order", "StudyController", "local_cluster", "run_study", "gpu_count"]
 # the runner imports Dask: only when asked for
 __getattr__, __dir__ = lazy_exports(__name__, {name: f".runner:{name}" for name in (
     "local_cluster", "run_study", "machine_cores", "gpu_count")})

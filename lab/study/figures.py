@@ -6,7 +6,7 @@ import pandas as pd
 from lab.study._keys import REPEAT_AXES, group_label, short_value
 from lab.study.records import record_key
 
-__all__ = ["figures"]
+__all__ = ["figures", "summary_phrase", "summary_text"]
 
 
 def figures(study, *, store=None, summary="last") -> dict:
@@ -130,3 +130,27 @@ def _law_with_intervals(law: pd.DataFrame) -> pd.DataFrame:
         law = analysis.with_replicate_interval(law, mean=quantity, std=f"{quantity}_std", n="n_seeds",
                                                prefix=f"{quantity}_seed_")
     return law
+
+
+def summary_phrase(figs: dict) -> str:
+    """ "the last epoch", "the best epoch by unseen g", "epoch 3", or "" for figures without a summary."""
+    summary = figs.get("summary") or {}
+    if not summary.get("label"):
+        return ""
+    return summary["label"] if isinstance(summary.get("summary"), int) else f"the {summary['label']}"
+
+
+def summary_text(figs: dict) -> str:
+    """Which epoch each run was read at (the study's summary), and the runs left out for want of it, as plain text
+    (the Studies tab, the study notebook, ``lab study show`` and the study's HTML page all say it in these words)."""
+    summary = figs.get("summary") or {}
+    epochs, left = summary.get("epochs"), summary.get("left_out")
+    if not summary:
+        return ""
+    counts = epochs["epoch"].dropna().astype(int).value_counts().sort_index() if epochs is not None else {}
+    read = ", ".join(f"epoch {e} ({c} run{'s' if c != 1 else ''})" for e, c in counts.items())
+    text = f"Summary: each run at {summary_phrase(figs)}" + (f"; read at {read}." if read else "; no run read.")
+    if left is not None and len(left):
+        text += (f" Left out: {len(left)} run{'s' if len(left) != 1 else ''} without a complete evaluation there "
+                 f"({', '.join(sorted(set(str(g) for g in left['group'])))}).")
+    return text

@@ -13,7 +13,7 @@ from app import study_plots
 from lab import events as ev
 from lab.export.markdown import escape_markdown
 from lab.status import RunStatus
-from lab.study import Study, StudyResult, figures
+from lab.study import Study, StudyResult, figures, summary_text
 from tests.fixtures.summary_study import LAYERS, LRS, nmi, summary_study
 
 hv.extension("bokeh")
@@ -73,7 +73,7 @@ def test_the_summary_picker_redraws_the_figures_at_the_epoch_it_names(panel, sto
     for lr in LRS:
         assert _curve_means(panel, lr) == pytest.approx(_expected(1, lr))
     assert "best epoch by unseen g" in panel.plots["layers"].object.opts.get().kwargs["title"]
-    note = study_plots.summary_text(panel._figs)
+    note = summary_text(panel._figs)
     assert "read at epoch 1 (4 runs)" in note and panel.summary_note.object == escape_markdown(note)
     pd.testing.assert_frame_equal(panel._figs["generalization"],
                                   figures(study, store=store, summary="best")["generalization"])
@@ -85,7 +85,7 @@ def test_the_summary_picker_redraws_the_figures_at_the_epoch_it_names(panel, sto
     for lr in LRS:
         assert _curve_means(panel, lr) == pytest.approx(_expected(2, lr))
     panel.epoch_input.value = 9                       # no run has it: the figures are empty and the note says why
-    assert panel._figs["layers"].empty and "Left out: 4 runs" in study_plots.summary_text(panel._figs)
+    assert panel._figs["layers"].empty and "Left out: 4 runs" in summary_text(panel._figs)
     panel.summary_select.value = "last"
     assert not panel.epoch_input.visible and _curve_means(panel, LRS[0]) == pytest.approx(_expected(3, LRS[0]))
 

@@ -43,6 +43,7 @@ var lsStudy = (function (d) {
     var art = add(page, el("article", {"class": "ls-study"}));
     add(art, el("h2", {"class": "ls-study-name"}, "Study: " + study.name));
     if (study.description) d.note(art, study.description);
+    if (study.summary) d.note(art, study.summary);
     d.note(art, "Conditions: " + (study.axes.length ? study.axes.join(" × ") : "one") + "; the seeds of a " +
            "condition are its replicates: each mean below comes with the " + Math.round(100 * study.level) +
            " % Student-t interval of that mean over its seeds and n, the number of seeds.");

@@ -42,12 +42,13 @@ def _curves(frame: pd.DataFrame) -> dict:
     return out
 
 
-def study_model(study, *, store=None) -> dict:
+def study_model(study, *, store=None, summary="last") -> dict:
     """Everything a study's page shows: its spec and, per condition, g per layer and NC1 per layer with their seed
-    intervals, g and its layer, the law of equi-separation and how often the measures agree on the best layer."""
-    from lab.study import figures
+    intervals, g and its layer, the law of equi-separation and how often the measures agree on the best layer,
+    each run read at its ``summary`` epoch (:func:`lab.study.figures`), which the page names."""
+    from lab.study import figures, summary_text
 
-    figs = figures(study, store=store)
+    figs = figures(study, store=store, summary=summary)
     gen = figs["generalization"]
     if len(gen):
         gen = analysis.with_replicate_interval(gen.assign(n_seeds=gen["n_seeds"].astype(float)), mean="g",
@@ -56,7 +57,7 @@ def study_model(study, *, store=None) -> dict:
     return {
         "name": study.name, "description": getattr(study, "description", None) or "",
         "axes": [str(a) for a in figs["axes"]], "spec": _plain(study.to_dict()) if hasattr(study, "to_dict") else {},
-        "level": analysis.REPLICATE_LEVEL,
+        "level": analysis.REPLICATE_LEVEL, "summary": summary_text(figs),
         "conditions": [str(g) for g in gen["group"]] if len(gen) else [],
         "layers": _curves(figs["layers"]), "nc1": _curves(figs["nc1"]),
         "generalization": _rows(gen, ["group", "g", "g_std", "n_seeds", "seed_low", "seed_high", "g_low", "g_high",

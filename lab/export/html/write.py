@@ -133,7 +133,7 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
     return target
 
 
-def study_to_html(study, path: str | os.PathLike, *, store=None) -> Path:
+def study_to_html(study, path: str | os.PathLike, *, store=None, summary="last") -> Path:
     """Write a study's figures into one self-contained HTML file, seeds as replicates (each condition's mean over
     its seeds with the 95 % Student-t interval of that mean and n), as the Studies tab shows them.
 
@@ -144,6 +144,9 @@ def study_to_html(study, path: str | os.PathLike, *, store=None) -> Path:
         The ``.html`` file to write.
     store : lab.RunStore, path or None
         Where the study's runs live; None = ``$LAB_RUNS_DIR`` or ``./runs``.
+    summary : "last", "best" or int
+        The epoch each run is read at (:func:`lab.study.figures`): its last complete evaluation (default), its
+        best by unseen g, or a given epoch; the page says which, and names the runs left out.
 
     Returns
     -------
@@ -167,7 +170,8 @@ def study_to_html(study, path: str | os.PathLike, *, store=None) -> Path:
         study = find_study(study, store=store)
     model = {"title": f"Study: {study.name}", "version": lab.__version__,
              "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-             "splits": {s: split_label(s) for s in SPLITS}, "runs": [], "study": study_model(study, store=store)}
+             "splits": {s: split_label(s) for s in SPLITS}, "runs": [],
+             "study": study_model(study, store=store, summary=summary)}
     text = render_page(model)
     with atomic_file(target) as f:
         f.write(text.encode("utf-8"))

@@ -15,7 +15,7 @@ import pytest
 import lab
 from lab.export import build_study_notebook, notebook_tables, study_to_notebook, table_metadata
 from lab.store import RunStore
-from lab.study import Study, figures
+from lab.study import Study, figures, summary_text
 from lab.study.records import tag_run
 
 REPO = Path(__file__).resolve().parents[3]
@@ -247,9 +247,7 @@ def test_executed_study_notebook_shows_the_study_figures(finished_study):
     assert all(group in html for group in figs["generalization"]["group"])
     printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
     assert "Over 4 conditions: Spearman" in printed and "note:" not in printed
-    from app import study_plots
-
-    assert study_plots.summary_text(figs) in printed and "each run at the last epoch" in printed
+    assert summary_text(figs) in printed and "each run at the last epoch" in printed
     assert not marker.exists(), "text from the study spec was executed"
     # the figures were drawn (HoloViews objects in the outputs of the figure cells)
     for tag in ("study-layers", "study-generalization", "study-grid", "study-nc1"):

@@ -70,3 +70,61 @@ def test_the_default_is_the_last_epoch_and_an_epoch_no_run_has_leaves_them_out_a
                                                           "0, 1, 2, 3").all()
     with pytest.raises(ValueError, match="summary must be"):
         figures(study, store=store, summary="first")
+
+
+def _spec_file(study, tmp_path):
+    import json
+
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(study.to_dict()), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("option, summary", [([], "last"), (["--summary", "best"], "best"), (["--summary", "2"], 2)])
+def test_study_show_reads_the_runs_at_the_summary_it_is_given(study, store, tmp_path, capsys, option, summary):
+    from lab.__main__ import main
+    from lab.study import summary_text
+
+    spec = _spec_file(study, tmp_path)
+    assert main(["study", "show", str(spec), *option, "--runs-dir", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    figs = figures(study, store=store, summary=summary)
+    assert summary_text(figs) in out
+    for row in figs["generalization"].itertuples(index=False):   # g per condition, as the table prints it
+        line = next(line for line in out.splitlines() if line.split()[:1] == [row.group])
+        assert f"{row.g:.3f}" in line.split()
+
+
+def test_a_summary_the_cli_cannot_read_is_one_line_naming_the_choices(study, store, tmp_path, capsys):
+    from lab.__main__ import main
+
+    spec = _spec_file(study, tmp_path)
+    for args in (["study", "show", str(spec), "--summary", "first"],
+                 ["study", "export", str(spec), "-o", str(tmp_path / "s.html"), "--summary=-1"]):
+        with pytest.raises(SystemExit) as stop:   # argparse's exit, as from the command line
+            main([*args, "--runs-dir", str(store.root)])
+        assert stop.value.code == 2, args
+        err = capsys.readouterr().err
+        assert "summary must be 'last'" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["export", "20990101-000000-x-0000", "-o", str(tmp_path / "r.html"), "--summary", "best",
+                 "--runs-dir", str(store.root)]) == 2
+    assert "give --study NAME_OR_SPEC too" in capsys.readouterr().err
+    assert not (tmp_path / "s.html").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_the_study_page_reads_the_runs_at_the_summary_and_says_which(study, store, tmp_path):
+    import json
+    import re
+
+    from lab.__main__ import main
+    from lab.study import summary_text
+
+    spec, out = _spec_file(study, tmp_path), tmp_path / "study.html"
+    assert main(["study", "export", str(spec), "-o", str(out), "--summary", "best", "--runs-dir", str(store.root)]) == 0
+    found = re.findall(r'<script type="application/json" id="ls-model">(.*?)</script>', out.read_text("utf-8"), re.S)
+    shown = json.loads(found[0])["study"]
+    best, last = figures(study, store=store, summary="best"), figures(study, store=store)
+    assert shown["summary"] == summary_text(best) and "best epoch by unseen g" in shown["summary"]
+    g = {row["group"]: row["g"] for row in shown["generalization"]}
+    assert g == pytest.approx(dict(zip(best["generalization"]["group"], best["generalization"]["g"])))
+    assert g != pytest.approx(dict(zip(last["generalization"]["group"], last["generalization"]["g"])))
