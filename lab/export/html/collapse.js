@@ -157,7 +157,8 @@ var lsCollapse = (function (d) {
     add(s, el("p", {"class": "ls-intro"}, "At the chosen layer and " + axis + ", the cosines of the centred class " +
               "means beside the simplex equiangular tight frame's (1 on the diagonal, −1/(K−1) off it); for three " +
               "classes, the means in their own plane. The " + axis + " player also moves the law of " +
-              "equi-separation below."));
+              "equi-separation below." + (sx && sx.n_seeds > 1 ? " Seed " + sx.seed + "'s class means (of " +
+              sx.n_seeds + " seeds); a simplex is one seed's geometry, never a mean over seeds." : "")));
     var controls = add(s, el("div", {"class": "ls-controls"}));
     var row = add(s, el("div", {"class": "ls-row"}));
     var figs = {cos: d.block(row, "ls-simplex-cos"), ideal: d.block(row, "ls-simplex-ideal"),

@@ -195,7 +195,7 @@ def _simplex(record, layers) -> dict | None:
     rows = means[means["seed"] == seed]
     present = set(rows["layer"].astype(str))
     order = [l for l in layers if l in present] + sorted(present - set(layers))
-    out: dict = {"seed": seed, "layers": order, "splits": [s for s in catalogue.class_mean_splits()
+    out: dict = {"seed": seed, "n_seeds": int(means["seed"].nunique()), "layers": order, "splits": [s for s in catalogue.class_mean_splits()
                                                            if s in set(rows["split"])], "at": {}}
     for row in rows.itertuples(index=False):
         result = analysis.simplex(row.gram)

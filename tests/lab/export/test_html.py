@@ -88,7 +88,9 @@ def test_every_number_shown_is_lab_analysis(nc_run):
                         (metric, split, epoch, layer)
     assert run["collapse"]["terminal"] == {str(s): e for s, e in analysis.terminal_phase(m).items()}
 
-    # the simplex: the cosines of the stored Gram matrices, computed here from the Gram itself
+    # the simplex: the cosines of the stored Gram matrices, computed here from the Gram itself; one seed's, named
+    seeds = record.class_means["seed"]
+    assert (run["simplex"]["seed"], run["simplex"]["n_seeds"]) == (int(seeds.min()), int(seeds.nunique()))
     for row in record.class_means.itertuples():
         shown = run["simplex"]["at"][row.layer][row.split][str(row.epoch)]
         gram = np.asarray(row.gram, dtype=float)
