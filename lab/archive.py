@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from lab.status import RunStatus
-from lab.store import RunStore, validate_run_id
+from lab.store import RunStore, atomic_file, validate_run_id
 from lab.store.lookup import is_record, open_store, run_id_of
 
 __all__ = ["pack", "unpack", "pack_bytes", "unpack_bytes", "ArchiveError"]
@@ -63,14 +63,8 @@ def pack(runs: Iterable, path: str | os.PathLike, *, store=None) -> Path:
     path) into one archive file at ``path`` (written atomically)."""
     store = open_store(store)
     path = Path(path)
-    tmp = path.with_name(f".tmp-{path.name}.{secrets.token_hex(4)}")
-    try:
-        with open(tmp, "wb") as f:
-            _runs_to_tar(runs, store, f)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        _runs_to_tar(runs, store, f)
     return path
 
 

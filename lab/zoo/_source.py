@@ -11,12 +11,9 @@ resumed or repeated run does not render again.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.data import build_glyphs, glyphs
+from lab.store import atomic_file
 
 __all__ = ["SOURCE_FACES", "EXCLUDED_PACKAGES", "POOLS", "SourceData", "target_conflicts", "source_characters",
            "render_source", "render_key", "load_source"]
@@ -319,26 +317,14 @@ def load_source(faces=SOURCE_FACES, *, n_chars: int | None, seed: int, pool: str
     data.key = key
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(npz, lambda f: np.savez(f, images=data.images, font=data.font, char=data.char,
-                                              val=data.val))
+        with atomic_file(npz) as f:
+            np.savez(f, images=data.images, font=data.font, char=data.char, val=data.val)
         meta = {"key": key, "fonts": data.fonts, "chars": data.chars, "pool": data.pool,
                 "render_seconds": data.render_seconds}
-        _atomic_write(meta_path, lambda f: f.write(json.dumps(meta, ensure_ascii=False).encode("utf-8")))
+        with atomic_file(meta_path) as f:
+            f.write(json.dumps(meta, ensure_ascii=False).encode("utf-8"))
         log(f"cached the source images in {npz} ({npz.stat().st_size / 1e6:.0f} MB)")
     except OSError as exc:
         log(f"could not cache the source images in {folder} ({exc}); set LAB_CACHE_DIR to a writable "
             f"folder to keep them for the next run")
     return data
-
-
-def _atomic_write(path: Path, write) -> None:
-    """``write(file)`` into a temporary file beside ``path``, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
