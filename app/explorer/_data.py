@@ -11,13 +11,13 @@ that interface:
 """
 from __future__ import annotations
 
-import base64
-import io
 import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
+
+from lab.data import png_data_uri
 
 from app.base import ThumbnailSource
 
@@ -179,16 +179,8 @@ def points_in_box(xy: np.ndarray, bounds) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- images
 def image_data_uri(image: np.ndarray, size: int = 64) -> str:
-    """A uint8 image (H, W) or (H, W, C) as a PNG data URI at most ``size`` px wide (small ones stay sharp)."""
-    from PIL import Image
-
-    arr = image[..., 0] if image.ndim == 3 and image.shape[-1] == 1 else image
-    img = Image.fromarray(np.ascontiguousarray(arr))
-    if max(img.size) > size:
-        img.thumbnail((size, size), Image.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    """A uint8 image (H, W) or (H, W, C) as a PNG data URI at most ``size`` px wide (small ones keep their size)."""
+    return png_data_uri(image, size, enlarge=False)
 
 
 class _ArrayImages:

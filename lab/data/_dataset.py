@@ -2,8 +2,6 @@
 memory-mapped from the decoded-image cache (folders)."""
 from __future__ import annotations
 
-import base64
-import io
 import math
 import multiprocessing
 import os
@@ -394,16 +392,11 @@ class ImageDataset(torch.utils.data.Dataset):
 
     # -- thumbnails ------------------------------------------------------------
     def thumbnail(self, i: int, size: int = 32) -> str:
-        """Image ``i`` as a PNG data URI (``"data:image/png;base64,..."``), ``size`` px wide."""
-        from PIL import Image
+        """Image ``i`` as a PNG data URI (``"data:image/png;base64,..."``), its longest side ``size`` px
+        (:func:`lab.data.png_data_uri`)."""
+        from lab.data.thumbnails import png_data_uri
 
-        arr = self._gather(int(i)).permute(1, 2, 0).numpy()               # (H, W, C)
-        img = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
-        if img.size != (size, size):
-            img = img.resize((size, size), Image.Resampling.LANCZOS)
-        buf = io.BytesIO()
-        img.save(buf, format="PNG", optimize=True)
-        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+        return png_data_uri(self._gather(int(i)).permute(1, 2, 0).numpy(), size)      # (H, W, C)
 
     def class_thumbnail(self, name: str, size: int = 32) -> str:
         """Thumbnail of a typical image of class ``name``: of up to 64 of its
