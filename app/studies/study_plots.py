@@ -245,7 +245,7 @@ def transfer_text(figs: dict) -> str:
     if not transfer.get("scores") or table is None or table.empty:
         return _NOT_MEASURED
     lines = ["Spearman ρ between each score at epoch 0 (seen held-out images, before fine-tuning) and the "
-             "unseen NMI the layer reaches at the last epoch, over layers:"]
+             f"unseen NMI the layer reaches{_summary_words(figs) or ' at the last epoch'}, over layers:"]
     for row in table.itertuples(index=False):
         where = "all (condition, layer) points" if row.scope == ALL_CONDITIONS else plot_text(row.scope)
         if not np.isfinite(row.spearman):
@@ -260,8 +260,13 @@ def transfer_text(figs: dict) -> str:
 
 def transfer_vs_g(figs: dict):
     """One panel per transferability score: each (condition, layer) point at its score before fine-tuning
-    (x) and the unseen NMI it reaches after (y), with that NMI's bootstrap interval where recorded."""
-    title = "Transferability scores before fine-tuning against the unseen NMI after it"
+    (x) and the unseen NMI it reaches after (y, mean over seeds) with the 95 % interval of that mean over seeds as
+    error bars, and that NMI's bootstrap interval over the unseen images (thick, translucent) where recorded. The
+    legend entry of a condition carries n."""
+    points = (figs.get("transfer") or {}).get("points")
+    boot = "; thick: 95 % bootstrap over unseen images" if _has_interval(points, "nmi_low", "nmi_high") else ""
+    title = (f"Transferability scores before fine-tuning against the unseen NMI after it{_summary_words(figs)} "
+             f"(bars: 95 % interval over seeds{boot})")
     transfer = figs.get("transfer") or {}
     points, scores = transfer.get("points"), list(transfer.get("scores") or [])
     if not scores or points is None or points.empty:
@@ -276,13 +281,18 @@ def transfer_vs_g(figs: dict):
             rows = rows[np.isfinite(rows[score].astype(float))].assign(layer_name=lambda d: d["layer"].map(plot_text))
             if rows.empty:
                 continue
+            neg, pos = _error(rows, "nmi", "nmi_seed_low", "nmi_seed_high")
+            rows = rows.assign(nmi_neg=neg, nmi_pos=pos)
+            layers.append(hv.ErrorBars(rows, score, ["nmi", "nmi_neg", "nmi_pos"]).opts(color=color))
             if _has_interval(rows, "nmi_low", "nmi_high"):
-                layers.append(_interval_segments(rows, score, "nmi_low", "nmi_high", color=color, alpha=0.6))
-            layers.append(hv.Scatter(rows, score, ["nmi", "layer_name", "depth"], label=plot_text(group)).opts(
+                layers.append(_interval_segments(rows, score, "nmi_low", "nmi_high", color=color, line_width=8,
+                                                 alpha=0.35))
+            hover = ["nmi", *[c for c in ("nmi_seed_low", "nmi_seed_high", "n") if c in rows], "layer_name", "depth"]
+            layers.append(hv.Scatter(rows, score, hover, label=_n_label(group, rows)).opts(
                 color=color, size=9, tools=["hover"]))
         panels.append(hv.Overlay(layers).opts(
             hv.opts.Overlay(title=f"{_score_label(score)} (epoch 0)", xlabel=f"{_score_label(score)} before fine-tuning",
-                            ylabel="unseen NMI, last epoch", show_legend=score == scores[-1],
+                            ylabel=f"unseen NMI{_summary_words(figs)}", show_legend=score == scores[-1],
                             legend_position="right", width=460 if score == scores[-1] else 320, height=300,
                             **PLOT_OPTS)))
     return hv.Layout(panels).opts(title=title).cols(len(panels))

@@ -245,6 +245,23 @@ def test_a_study_without_transferability_scores_says_so_in_one_line(tmp_path):
     assert isinstance(plot, hv.Text) and plot.text == text
 
 
+def test_the_transfer_plot_draws_each_points_interval_over_seeds_and_n(study_store):
+    study, store = study_store
+    figs = figures(study, store=store)
+    points = figs["transfer"]["points"]
+    score = figs["transfer"]["scores"][0]
+    plot = study_plots.transfer_vs_g(figs)
+    assert "95 % interval over seeds" in plot.opts.get().kwargs["title"]
+    bars = [e.dframe() for e in plot[0].traverse(lambda x: x, [hv.ErrorBars])]
+    drawn = pd.concat(bars, ignore_index=True).sort_values([score, "nmi"]).reset_index(drop=True)
+    want = points[np.isfinite(points[score].astype(float))].sort_values([score, "nmi"]).reset_index(drop=True)
+    assert len(drawn) == len(want) and (want["n"] == 2).all()
+    np.testing.assert_allclose(drawn["nmi"] - drawn["nmi_neg"], want["nmi_seed_low"], rtol=1e-12)
+    np.testing.assert_allclose(drawn["nmi"] + drawn["nmi_pos"], want["nmi_seed_high"], rtol=1e-12)
+    labels = {s.label for s in plot[-1].traverse(lambda x: x, [hv.Scatter])}
+    assert labels == {f"{g} (n=2)" for g in points["group"].unique()}
+
+
 def test_the_studies_tab_shows_the_intervals_and_the_transfer_comparison(study_store, tmp_path, monkeypatch):
     import yaml
 
