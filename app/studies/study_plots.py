@@ -264,9 +264,9 @@ def transfer_vs_g(figs: dict):
     error bars, and that NMI's bootstrap interval over the unseen images (thick, translucent) where recorded. The
     legend entry of a condition carries n."""
     points = (figs.get("transfer") or {}).get("points")
-    boot = "; thick: 95 % bootstrap over unseen images" if _has_interval(points, "nmi_low", "nmi_high") else ""
-    title = (f"Transferability scores before fine-tuning against the unseen NMI after it{_summary_words(figs)} "
-             f"(bars: 95 % interval over seeds{boot})")
+    boot = "; thick: bootstrap over images" if _has_interval(points, "nmi_low", "nmi_high") else ""
+    title = (f"Scores before fine-tuning against unseen NMI{_summary_words(figs)} (bars: 95 % interval over "
+             f"seeds{boot})")
     transfer = figs.get("transfer") or {}
     points, scores = transfer.get("points"), list(transfer.get("scores") or [])
     if not scores or points is None or points.empty:
@@ -295,7 +295,8 @@ def transfer_vs_g(figs: dict):
                             ylabel=f"unseen NMI{_summary_words(figs)}", show_legend=score == scores[-1],
                             legend_position="right", width=460 if score == scores[-1] else 320, height=300,
                             **PLOT_OPTS)))
-    return hv.Layout(panels).opts(title=title).cols(len(panels))
+    # each panel its own x range: the scores' scales differ (the interval segments' x0 would link them)
+    return hv.Layout(panels).opts(title=title, shared_axes=False).cols(len(panels))
 
 
 # ------------------------------------------------------------------------------ do the measures agree?
