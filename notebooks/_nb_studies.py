@@ -55,7 +55,7 @@ import pandas as pd
 import app
 from app import study_plots                   # the HoloViews figures of the app's Studies tab
 from app.studies import shipped_specs         # the YAML specs in studies/, by file name
-from lab.study import figures                 # the papers' figures' data, every number from lab.analysis
+from lab.study import figures, summary_text   # the papers' figures' data, every number from lab.analysis
 
 app.extension()  # Panel, Bokeh and HoloViews JavaScript and CSS from the installed packages: works offline
 SPECS = shipped_specs()
@@ -122,7 +122,7 @@ run got, not where it ended.
 '''),
         code('''
 best = figures(study, summary="best")
-print(study_plots.summary_text(best))
+print(summary_text(best))
 study_plots.layer_depth_curves(best)
 '''),
         md('''
