@@ -197,7 +197,8 @@ def _cmd_study_show(args) -> int:
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200,
                            "display.float_format", "{:.3f}".format):
         print(f"study {study.name!r}: {len(status)} cells, "
-              + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items()))
+              + ", ".join(f"{n} {s}" for s, n in status["status"].value_counts().items())
+              + " (best_layer and g: each run's verdict at its last evaluation)")
         print(status.drop(columns=["g_std"]).to_string(index=False))
         figs = figures(study, store=store, summary=args.summary)
         print(summary_text(figs))

@@ -48,12 +48,13 @@ var lsStudy = (function (d) {
            "condition are its replicates: each mean below comes with the " + Math.round(100 * study.level) +
            " % Student-t interval of that mean over its seeds and n, the number of seeds.");
     var s = d.section(art, "Which layer separates the unseen classes", "ls-study-layers",
-                      "The unseen classes' NMI at each layer, mean over each condition's seeds (Dyballa et al. 2024).");
+                      "The unseen classes' NMI at each layer, each run at " + study.read_at + ", mean over each " +
+                      "condition's seeds (Dyballa et al. 2024).");
     var row = add(s, el("div", {"class": "ls-row"}));
     curves(row, study.layers, study.conditions, "unseen NMI per layer", "NMI", "ls-study-g");
     curves(row, study.nc1, study.conditions, "NC1 per layer, held-out seen images", "NC1", "ls-study-nc1");
     if (study.generalization.length) {
-      add(s, el("p", {"class": "ls-caption"}, "g per condition: the best layer's NMI at the last evaluation"));
+      add(s, el("p", {"class": "ls-caption"}, "g per condition: the best layer's NMI, each run at " + study.read_at));
       table(s, ["condition", "g", Math.round(100 * study.level) + " % interval (seeds)", "n", "best layer",
                 "bootstrap interval (images)", "best in (resamples)", "seen accuracy (held-out)"],
             study.generalization.map(function (r) {
@@ -64,8 +65,8 @@ var lsStudy = (function (d) {
     }
     if (study.law.length) {
       var law = d.section(art, "The law of equi-separation per condition", "ls-study-law",
-                          "He & Su 2023: NC1's factor per layer (10^slope) and Pearson r at each split's last " +
-                          "evaluation, mean ± std over the condition's seeds.");
+                          "He & Su 2023: NC1's factor per layer (10^slope) and Pearson r, each run at " +
+                          study.read_at + ", mean ± std over the condition's seeds.");
       table(law, ["condition", "split", "epoch", "ratio per layer", "r", "layers", "seeds", "why not"],
             study.law.map(function (r) {
               return [r.group, splitName(r.split), String(r.epoch),

@@ -46,7 +46,7 @@ def study_model(study, *, store=None, summary="last") -> dict:
     """Everything a study's page shows: its spec and, per condition, g per layer and NC1 per layer with their seed
     intervals, g and its layer, the law of equi-separation and how often the measures agree on the best layer,
     each run read at its ``summary`` epoch (:func:`lab.study.figures`), which the page names."""
-    from lab.study import figures, summary_text
+    from lab.study import figures, summary_phrase, summary_text
 
     figs = figures(study, store=store, summary=summary)
     gen = figs["generalization"]
@@ -58,6 +58,7 @@ def study_model(study, *, store=None, summary="last") -> dict:
         "name": study.name, "description": getattr(study, "description", None) or "",
         "axes": [str(a) for a in figs["axes"]], "spec": _plain(study.to_dict()) if hasattr(study, "to_dict") else {},
         "level": analysis.REPLICATE_LEVEL, "summary": summary_text(figs),
+        "read_at": summary_phrase(figs),   # "the last epoch", "the best epoch by unseen g" or "epoch 3"
         "conditions": [str(g) for g in gen["group"]] if len(gen) else [],
         "layers": _curves(figs["layers"]), "nc1": _curves(figs["nc1"]),
         "generalization": _rows(gen, ["group", "g", "g_std", "n_seeds", "seed_low", "seed_high", "g_low", "g_high",

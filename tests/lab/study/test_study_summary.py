@@ -125,6 +125,7 @@ def test_the_study_page_reads_the_runs_at_the_summary_and_says_which(study, stor
     shown = json.loads(found[0])["study"]
     best, last = figures(study, store=store, summary="best"), figures(study, store=store)
     assert shown["summary"] == summary_text(best) and "best epoch by unseen g" in shown["summary"]
+    assert shown["read_at"] == "the best epoch by unseen g"      # the captions of the g table and the law say it
     g = {row["group"]: row["g"] for row in shown["generalization"]}
     assert g == pytest.approx(dict(zip(best["generalization"]["group"], best["generalization"]["g"])))
     assert g != pytest.approx(dict(zip(last["generalization"]["group"], last["generalization"]["g"])))
