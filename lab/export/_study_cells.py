@@ -78,7 +78,7 @@ display(law, metadata=lab.export.table_metadata("law", law))
 '''
 
 TRANSFER = r'''
-transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at the last epoch
+transfer = figs["transfer"]   # per condition and layer: scores at epoch 0 (seen images) and unseen NMI at SUMMARY
 print(study_plots.transfer_text(figs))   # or one line: the runs measured no score
 if transfer["scores"]:
     display(transfer["points"], metadata=lab.export.table_metadata("transfer_points", transfer["points"]))
