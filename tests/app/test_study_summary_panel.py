@@ -14,17 +14,14 @@ from lab import events as ev
 from lab.export.markdown import escape_markdown
 from lab.status import RunStatus
 from lab.study import Study, StudyResult, figures, summary_text
-from tests.fixtures.summary_study import LAYERS, LRS, nmi, summary_study
+from tests.fixtures.summary_study import LAYERS, LRS, nmi, stored_summary_study
 
 hv.extension("bokeh")
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
-    from lab.store import RunStore
-
-    store = RunStore(tmp_path_factory.mktemp("summary_panel") / "runs")
-    return summary_study(store), store
+    return stored_summary_study(tmp_path_factory.mktemp("summary_panel"))
 
 
 @pytest.fixture

@@ -6,15 +6,12 @@ import pytest
 from scipy import stats
 
 from lab.study import figures
-from tests.fixtures.summary_study import LAYERS, LRS, heldout, nmi, summary_study
+from tests.fixtures.summary_study import LAYERS, LRS, heldout, nmi, stored_summary_study
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
-    from lab.store import RunStore
-
-    store = RunStore(tmp_path_factory.mktemp("summary_study") / "runs")
-    return summary_study(store), store
+    return stored_summary_study(tmp_path_factory.mktemp("summary_study"))
 
 
 @pytest.fixture
