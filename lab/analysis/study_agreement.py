@@ -7,7 +7,6 @@ its Spearman correlation with NMI across layers. Every run's numbers are :func:`
 from __future__ import annotations
 
 from collections import OrderedDict
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -16,7 +15,7 @@ import pandas as pd
 from lab import catalogue
 from lab.analysis.agreement import agreement_table
 from lab.status import RunStatus
-from lab.store.lookup import load_run
+from lab.store.lookup import load_run, run_stamp
 
 __all__ = ["study_agreement", "STUDY_AGREEMENT_COLUMNS"]
 
@@ -35,8 +34,7 @@ def _records(study_or_records, store) -> list:
 
 # A finished run's agreement table changes only when the run is written again: the Studies tab re-reads a running
 # study each time a cell lands, and without this every finished run's table was computed again each time (half the
-# time of lab.study.figures). Keyed by the run's folder and its meta.json's change time and size (rewritten by
-# every write of the run's tables and status).
+# time of lab.study.figures). Keyed by lab.store.lookup.run_stamp, which changes whenever the run is written.
 _TABLES: OrderedDict = OrderedDict()
 _MAX_TABLES = 2048
 
@@ -45,11 +43,8 @@ def _table(rec) -> pd.DataFrame:
     key = None
     path = getattr(rec, "path", None)
     if path is not None and getattr(rec, "status", None) == RunStatus.FINISHED:      # a live run still grows
-        try:
-            stat = (Path(path) / "meta.json").stat()
-            key = (str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size, catalogue.g_metric())
-        except OSError:
-            key = None
+        stamp = run_stamp(path)
+        key = None if stamp is None else (*stamp, catalogue.g_metric())
     if key is not None and key in _TABLES:
         _TABLES.move_to_end(key)
         return _TABLES[key]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["open_store", "load_run", "run_id_of", "is_store", "is_record"]
+__all__ = ["open_store", "load_run", "run_id_of", "is_store", "is_record", "run_stamp"]
 
 
 def is_store(value: Any) -> bool:
@@ -95,3 +95,17 @@ def load_run(run: Any, store: Any = None):
     if is_record(run):
         return run
     return open_store(store).load(run_id_of(run))
+
+
+def run_stamp(folder) -> tuple | None:
+    """A key that changes whenever the run in ``folder`` is written: (the folder resolved, its meta.json's change
+    time and size; every write of the run's tables and status rewrites meta.json), or None when meta.json cannot be
+    read. What is computed from a finished run is cached under it."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    try:
+        stat = (folder / "meta.json").stat()
+    except OSError:
+        return None
+    return str(folder.resolve()), stat.st_mtime_ns, stat.st_size

@@ -22,6 +22,7 @@ from typing import Mapping
 import pandas as pd
 
 from lab.status import RunStatus
+from lab.store.lookup import run_stamp
 from lab.study._keys import short_value
 
 __all__ = ["estimate", "estimate_line", "DEFAULT_SECONDS", "RunTiming"]
@@ -85,19 +86,16 @@ def _size(config) -> str:
     return f"{config.img_size} px" if config.img_size else "its default size"
 
 
-# (run folder, meta.json's change time and size) -> (dataset, backbone, img_size) and timing, or None: the
+# lab.store.lookup.run_stamp of a run -> (dataset, backbone, img_size) and timing, or None: the
 # composer estimates at every change it shows, and loading every run of a store took seconds each time
 _SEEN: dict[tuple, tuple | None] = {}
 
 
 def _run_timing(store, run_id: str) -> tuple | None:
     """((dataset, backbone, img_size), RunTiming) of a finished run with timings, else None."""
-    path = store.path(run_id)
-    try:
-        stat = (path / "meta.json").stat()
-    except OSError:
+    key = run_stamp(store.path(run_id))
+    if key is None:
         return None
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if key not in _SEEN:
         try:
             rec = store.load(run_id)

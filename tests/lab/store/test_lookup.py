@@ -2,7 +2,7 @@
 import pytest
 
 from lab.store import RunNotFoundError, RunStore
-from lab.store.lookup import is_record, is_store, load_run, open_store, run_id_of
+from lab.store.lookup import is_record, is_store, load_run, open_store, run_id_of, run_stamp
 
 
 def test_open_store_takes_none_a_store_or_a_path(tmp_path, monkeypatch):
@@ -29,3 +29,13 @@ def test_a_run_is_an_id_or_a_record(store, make_run):
         load_run("nope", store)
     with pytest.raises(ValueError, match=r"run must be a run id .* Got int instead"):
         run_id_of(3)
+
+
+def test_a_run_stamp_changes_when_the_run_is_written_and_is_none_without_its_meta(store, tmp_path):
+    writer = store.create({"dataset": "digits", "backbone": "mlp"})
+    folder = store.path(writer.run_id)
+    first = run_stamp(folder)
+    assert first is not None and first[0] == str(folder.resolve()) and run_stamp(folder) == first
+    writer.finish("finished")                      # rewrites meta.json: what was cached under the old stamp is stale
+    assert run_stamp(folder) not in (None, first)
+    assert run_stamp(tmp_path / "no-such-run") is None
