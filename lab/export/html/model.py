@@ -309,12 +309,17 @@ def run_model(record, label: str | None = None, *, thumbnails: bool = True) -> d
 def page_model(records, *, title: str | None = None, thumbnails: bool = True) -> dict:
     """The whole page: one :func:`run_model` per record (``records``: a list of RunRecords or ``{key: record}``),
     layerscope's version and the date the file was written (UTC)."""
-    import lab
-
     runs = tables.as_runs(records)
     labels = tables.run_labels(runs)
     models = [run_model(record, labels[key], thumbnails=thumbnails) for key, record in runs.items()]
-    return {"title": title or (models[0]["name"] if len(models) == 1 else f"{len(models)} layerscope runs"),
-            "version": lab.__version__,
+    return _page(title or (models[0]["name"] if len(models) == 1 else f"{len(models)} layerscope runs"), models)
+
+
+def _page(title: str, runs: list, **more) -> dict:
+    """A page model's head (its title, layerscope's version, the date the file was written (UTC), the splits'
+    words), its ``runs`` and ``more`` (a study's page: ``study``)."""
+    import lab
+
+    return {"title": title, "version": lab.__version__,
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "splits": {s: catalogue.split_label(s) for s in catalogue.SPLITS}, "runs": models}
+            "splits": {s: catalogue.split_label(s) for s in catalogue.SPLITS}, "runs": runs, **more}

@@ -117,7 +117,6 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
     --------
     >>> lab.export.to_html([run_id], "run.html", store=store)          # doctest: +SKIP
     """
-    from lab.store import atomic_file
     from lab.store.lookup import load_run, open_store
 
     target = check_html_path(path)
@@ -127,10 +126,7 @@ def to_html(runs, path: str | os.PathLike, *, store=None, title: str | None = No
                          "`python -m lab runs list` shows the stored runs.")
     opened = open_store(store) if any(isinstance(r, str) for r in items) else None
     records = [load_run(r, opened) for r in items]
-    text = render_page(page_model(records, title=title, thumbnails=thumbnails))
-    with atomic_file(target) as f:
-        f.write(text.encode("utf-8"))
-    return target
+    return _write_page(target, page_model(records, title=title, thumbnails=thumbnails))
 
 
 def study_to_html(study, path: str | os.PathLike, *, store=None, summary="last") -> Path:
@@ -157,22 +153,21 @@ def study_to_html(study, path: str | os.PathLike, *, store=None, summary="last")
     --------
     >>> lab.export.study_to_html("which-layer", "study.html", store=store)     # doctest: +SKIP
     """
-    import datetime as _dt
-
-    import lab
-    from lab.catalogue import SPLITS, split_label
+    from lab.export.html.model import _page
     from lab.export.html.study_model import study_model
-    from lab.store import atomic_file
     from lab.study import find_study
 
     target = check_html_path(path)
     if isinstance(study, str):
         study = find_study(study, store=store)
-    model = {"title": f"Study: {study.name}", "version": lab.__version__,
-             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-             "splits": {s: split_label(s) for s in SPLITS}, "runs": [],
-             "study": study_model(study, store=store, summary=summary)}
-    text = render_page(model)
+    return _write_page(target, _page(f"Study: {study.name}", [],
+                                     study=study_model(study, store=store, summary=summary)))
+
+
+def _write_page(target: Path, model: dict) -> Path:
+    """The page of ``model`` written to ``target`` in one rename (a reader never sees half a file)."""
+    from lab.store import atomic_file
+
     with atomic_file(target) as f:
-        f.write(text.encode("utf-8"))
+        f.write(render_page(model).encode("utf-8"))
     return target
